@@ -1,0 +1,1 @@
+"""The admin HTTP API: metrics, health and (later) SQL, trajectories and decisions."""

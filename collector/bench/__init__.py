@@ -1,0 +1,1 @@
+"""`sextant bench`: a load generator for any OTLP endpoint."""

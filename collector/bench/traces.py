@@ -1,0 +1,161 @@
+"""Synthetic agent traces shaped like real GenAI instrumentation, for load tests and benchmarks."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+TOOLS = (
+    ("search_flights", {"origin": "LIS", "destination": "OSL", "date": "2025-03-14"}),
+    ("get_fare_rules", {"fare_id": "FR-SK0836-YLITE"}),
+    ("hold_seat", {"flight_id": "SK0836", "passenger": "Mira Sato"}),
+    ("confirm_booking", {"hold_id": "HLD-4Q7Z2", "payment_token": "tok_test_5521"}),
+)
+PROMPT = "Book the cheapest LIS-OSL flight on 2025-03-14 for Mira Sato, pay with tok_test_5521."
+
+
+def kv(key: str, value: str | int | float | bool) -> KeyValue:
+    if isinstance(value, bool):
+        return KeyValue(key=key, value=AnyValue(bool_value=value))
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    if isinstance(value, float):
+        return KeyValue(key=key, value=AnyValue(double_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def agent_trace(trace_id: bytes, start_ns: int, rng: random.Random, spans: int = 10) -> list[Span]:
+    """One `invoke_agent` run: alternating chat and execute_tool spans under the root."""
+    root_id = rng.randbytes(8)
+    children: list[Span] = []
+    t = start_ns + 1_000
+    conversation = f"conv-{rng.getrandbits(48):012x}"
+    for i in range(spans - 1):
+        span_id = rng.randbytes(8)
+        if i % 2 == 0:
+            turn = i // 2
+            attrs = [
+                kv("gen_ai.operation.name", "chat"),
+                kv("gen_ai.provider.name", "openai"),
+                kv("gen_ai.request.model", "gpt-4.1-mini"),
+                kv("gen_ai.response.model", "gpt-4.1-mini-2025-04-14"),
+                kv("gen_ai.request.temperature", 0.0),
+                kv("gen_ai.response.id", f"chatcmpl-{rng.getrandbits(64):016x}"),
+                kv("gen_ai.usage.input_tokens", 412 + 137 * turn),
+                kv("gen_ai.usage.output_tokens", 22),
+                kv("gen_ai.conversation.id", conversation),
+                kv("server.address", "api.openai.com"),
+                kv("server.port", 443),
+                kv(
+                    "gen_ai.input.messages",
+                    json.dumps([{"role": "user", "parts": [{"type": "text", "content": PROMPT}]}]),
+                ),
+                kv(
+                    "gen_ai.output.messages",
+                    json.dumps(
+                        [
+                            {
+                                "role": "assistant",
+                                "parts": [{"type": "text", "content": "Searching flights."}],
+                                "finish_reason": "tool_call",
+                            }
+                        ]
+                    ),
+                ),
+            ]
+            name, kind, duration = "chat gpt-4.1-mini", Span.SPAN_KIND_CLIENT, 60_000_000
+        else:
+            tool, args = TOOLS[(i // 2) % len(TOOLS)]
+            attrs = [
+                kv("gen_ai.operation.name", "execute_tool"),
+                kv("gen_ai.tool.name", tool),
+                kv("gen_ai.tool.call.id", f"call_{rng.getrandbits(96):024x}"),
+                kv("gen_ai.tool.type", "function"),
+                kv("gen_ai.tool.description", f"{tool.replace('_', ' ').capitalize()}."),
+                kv("gen_ai.tool.call.arguments", json.dumps(args)),
+                kv(
+                    "gen_ai.tool.call.result",
+                    json.dumps(
+                        [
+                            {"flight_id": "TP1187", "fare_id": "FR-TP1187-YFLEX", "price": 214.0},
+                            {"flight_id": "SK0836", "fare_id": "FR-SK0836-YLITE", "price": 189.0},
+                        ]
+                    ),
+                ),
+            ]
+            name, kind, duration = f"execute_tool {tool}", Span.SPAN_KIND_INTERNAL, 12_000_000
+        children.append(
+            Span(
+                trace_id=trace_id,
+                span_id=span_id,
+                parent_span_id=root_id,
+                name=name,
+                kind=kind,
+                start_time_unix_nano=t,
+                end_time_unix_nano=t + duration,
+                attributes=attrs,
+                flags=256,
+            )
+        )
+        t += duration + 500_000
+    root = Span(
+        trace_id=trace_id,
+        span_id=root_id,
+        name="invoke_agent travel-agent",
+        kind=Span.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=start_ns,
+        end_time_unix_nano=t,
+        attributes=[
+            kv("gen_ai.operation.name", "invoke_agent"),
+            kv("gen_ai.agent.name", "travel-agent"),
+            kv("gen_ai.provider.name", "openai"),
+            kv("gen_ai.conversation.id", conversation),
+            kv("enduser.id", "user-4711"),
+        ],
+        status=Status(),
+        flags=256,
+    )
+    return [*children, root]
+
+
+def export_request(
+    trace_ids: list[bytes], rng: random.Random, spans_per_trace: int = 10
+) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    rs = request.resource_spans.add()
+    rs.resource.attributes.extend(
+        [
+            kv("service.name", "travel-desk"),
+            kv("service.version", "2.3.1"),
+            kv("deployment.environment.name", "bench"),
+            kv("telemetry.sdk.language", "python"),
+        ]
+    )
+    ss = rs.scope_spans.add()
+    ss.scope.name = "sextant.bench"
+    ss.scope.version = "1"
+    now = time.time_ns()
+    for tid in trace_ids:
+        ss.spans.extend(agent_trace(tid, now, rng, spans_per_trace))
+    return request
+
+
+def salted_template(
+    spans_per_request: int, spans_per_trace: int = 10, seed: int = 7
+) -> tuple[ExportTraceServiceRequest, bytes]:
+    """A request whose trace ids all start with one random 8-byte salt.
+
+    Replacing the salt in the serialized bytes gives a request with fresh, unique trace ids at the
+    cost of one `bytes.replace`, so the load generator spends its CPU sending, not building.
+    """
+    rng = random.Random(seed)
+    salt = rng.randbytes(8)
+    traces = max(1, spans_per_request // spans_per_trace)
+    per_trace = spans_per_trace if spans_per_request >= spans_per_trace else spans_per_request
+    trace_ids = [salt + i.to_bytes(8, "big") for i in range(1, traces + 1)]
+    return export_request(trace_ids, rng, per_trace), salt

@@ -1,0 +1,119 @@
+"""`sextant` commands; the only place that exits the process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from collector.config import SextantConfig, load_config
+from collector.errors import ConfigError, SextantError
+
+log = logging.getLogger("sextant")
+
+
+def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if args.data_dir:
+        overrides["storage"] = {"data_dir": args.data_dir}
+    for flag, section in (("grpc_addr", "grpc"), ("http_addr", "http"), ("admin_addr", "admin")):
+        if getattr(args, flag):
+            overrides[section] = {"addr": getattr(args, flag)}
+    return overrides
+
+
+async def run_server(config: SextantConfig) -> None:
+    from collector.pipeline import Pipeline
+
+    pipeline = Pipeline(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await pipeline.start()
+    try:
+        await stop.wait()
+        log.info("signal received; draining in-flight requests and flushing")
+    finally:
+        await pipeline.shutdown()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    config = load_config(args.config, overrides=serve_overrides(args))
+    logging.getLogger().setLevel(config.log_level.upper())
+    asyncio.run(run_server(config))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from collector.bench.runner import BenchOptions, run_bench
+
+    report = run_bench(
+        BenchOptions(
+            endpoint=args.endpoint,
+            protocol=args.protocol,
+            concurrency=args.concurrency,
+            duration=args.duration,
+            traces=args.traces,
+            spans_per_request=args.spans_per_request,
+            spans_per_trace=args.spans_per_trace,
+            headers=dict(h.split("=", 1) for h in args.header),
+        )
+    )
+    print(report.render())
+    return 0 if report.requests_ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sextant", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the collector (embedded defaults with no flags)")
+    serve.add_argument("--config", type=Path, help="YAML config file")
+    serve.add_argument("--data-dir", help="directory of sextant.duckdb (default ./sextant-data)")
+    serve.add_argument("--grpc-addr", help="OTLP/gRPC HOST:PORT (default 0.0.0.0:4317)")
+    serve.add_argument("--http-addr", help="OTLP/HTTP HOST:PORT (default 0.0.0.0:4318)")
+    serve.add_argument("--admin-addr", help="admin HTTP HOST:PORT (default 0.0.0.0:9464)")
+    serve.set_defaults(func=cmd_serve)
+
+    bench = sub.add_parser("bench", help="send synthetic agent traces to an OTLP endpoint")
+    bench.add_argument("--endpoint", default="localhost:4317", help="HOST:PORT or http(s) URL")
+    bench.add_argument("--protocol", choices=("grpc", "http/protobuf", "http/json"), default="grpc")
+    bench.add_argument("--concurrency", type=int, default=4, help="requests in flight")
+    bench.add_argument("--duration", type=float, default=10.0, help="seconds to run (bounded)")
+    bench.add_argument("--traces", type=int, default=0, help="stop after this many traces")
+    bench.add_argument("--spans-per-request", type=int, default=512)
+    bench.add_argument("--spans-per-trace", type=int, default=10)
+    bench.add_argument(
+        "--header", action="append", default=[], help="KEY=VALUE header, e.g. authorization=..."
+    )
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s sextant %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    args = build_parser().parse_args(argv)
+    try:
+        code = args.func(args)
+    except ConfigError as exc:
+        print(f"sextant: {exc}", file=sys.stderr)
+        code = 2
+    except SextantError as exc:
+        print(f"sextant: {exc}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

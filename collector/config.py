@@ -1,0 +1,184 @@
+"""SextantConfig: the one configuration model, loaded from YAML and overridden by SEXTANT_* env."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from collector.errors import ConfigError
+
+ENV_PREFIX = "SEXTANT_"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def parse_addr(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT with a port 0-65535, got {value!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class Listener(Strict):
+    addr: str = Field(description="HOST:PORT to listen on; port 0 picks a free port.")
+
+    @field_validator("addr")
+    @classmethod
+    def _check_addr(cls, value: str) -> str:
+        parse_addr(value)
+        return value
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        return parse_addr(self.addr)
+
+
+class GrpcConfig(Listener):
+    addr: str = Field("0.0.0.0:4317", description="OTLP/gRPC listen address (HOST:PORT).")
+
+
+class HttpConfig(Listener):
+    addr: str = Field("0.0.0.0:4318", description="OTLP/HTTP listen address (HOST:PORT).")
+
+
+class AdminConfig(Listener):
+    addr: str = Field(
+        "0.0.0.0:9464", description="Admin HTTP address: /metrics, /healthz, /readyz."
+    )
+
+
+class AuthConfig(Strict):
+    tokens: list[SecretStr] = Field(
+        default_factory=list,
+        description="Bearer tokens accepted by the receivers; empty means no authentication.",
+    )
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return value
+
+
+class LimitsConfig(Strict):
+    max_request_bytes: int = Field(
+        16 * 1024 * 1024,
+        gt=0,
+        description="Largest accepted request body after decompression (bytes).",
+    )
+    max_attribute_length: int = Field(
+        64 * 1024,
+        gt=0,
+        description="String attribute values longer than this are truncated and flagged.",
+    )
+
+
+class StorageConfig(Strict):
+    data_dir: Path = Field(Path("sextant-data"), description="Directory of sextant.duckdb.")
+
+    @property
+    def database(self) -> Path:
+        return self.data_dir / "sextant.duckdb"
+
+
+class WriterConfig(Strict):
+    max_queue_rows: int = Field(
+        200_000,
+        gt=0,
+        description="Rows waiting for commit before receivers answer RESOURCE_EXHAUSTED/503.",
+    )
+    max_commit_rows: int = Field(
+        50_000, gt=0, description="Most rows one group commit takes from the queue."
+    )
+    retry_after_seconds: int = Field(
+        1, ge=1, description="Retry-After told to clients when the queue is full."
+    )
+
+
+class SextantConfig(Strict):
+    grpc: GrpcConfig = Field(default_factory=GrpcConfig, description="OTLP/gRPC receiver.")
+    http: HttpConfig = Field(default_factory=HttpConfig, description="OTLP/HTTP receiver.")
+    admin: AdminConfig = Field(default_factory=AdminConfig, description="Admin HTTP server.")
+    auth: AuthConfig = Field(default_factory=AuthConfig, description="Receiver authentication.")
+    limits: LimitsConfig = Field(default_factory=LimitsConfig, description="Input limits.")
+    storage: StorageConfig = Field(default_factory=StorageConfig, description="DuckDB store.")
+    writer: WriterConfig = Field(default_factory=WriterConfig, description="Group-commit writer.")
+    shutdown_timeout_seconds: float = Field(
+        10.0, gt=0, description="Longest wait for in-flight requests and the final flush."
+    )
+    log_level: str = Field("INFO", description="Python logging level name.")
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """SEXTANT_SECTION__KEY=value as a nested dict; values are read as YAML scalars."""
+    out: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = name[len(ENV_PREFIX) :].lower().split("__")
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{name}: conflicts with another SEXTANT_ variable")
+        try:
+            node[path[-1]] = yaml.safe_load(raw) if raw else raw
+        except yaml.YAMLError:
+            node[path[-1]] = raw
+    return out
+
+
+def merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def describe(error: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration ({source}):"]
+    for item in error.errors():
+        field = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        reason = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        lines.append(f"  {field}: {reason}")
+    return "\n".join(lines)
+
+
+def load_config(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> SextantConfig:
+    """File < SEXTANT_* environment < command-line overrides, validated once."""
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+        data = loaded
+    env = env_overrides(os.environ if environ is None else environ)
+    if env:
+        source += " + SEXTANT_* environment"
+    data = merge(merge(data, env), overrides or {})
+    try:
+        return SextantConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, source)) from exc

@@ -1,0 +1,48 @@
+"""Start an aiohttp application on a socket we bind ourselves, so errors and ports are clear."""
+
+from __future__ import annotations
+
+import socket
+
+from aiohttp import web
+
+from collector.errors import StartupError
+
+
+def bind(host: str, port: int, what: str) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {host}:{port} for {what}: {exc.strerror}") from exc
+    sock.setblocking(False)
+    return sock
+
+
+class HttpServer:
+    """An aiohttp app bound to one address; `stop` lets in-flight requests finish."""
+
+    def __init__(self, app: web.Application, host: str, port: int, what: str) -> None:
+        self.app = app
+        self.host = host
+        self.port = port
+        self.what = what
+        self.runner: web.AppRunner | None = None
+
+    async def start(self, shutdown_timeout: float) -> None:
+        sock = bind(self.host, self.port, self.what)
+        self.port = sock.getsockname()[1]
+        self.runner = web.AppRunner(
+            self.app, access_log=None, shutdown_timeout=shutdown_timeout, handle_signals=False
+        )
+        await self.runner.setup()
+        await web.SockSite(self.runner, sock).start()
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            runner, self.runner = self.runner, None
+            await runner.cleanup()

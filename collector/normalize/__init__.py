@@ -1,0 +1,1 @@
+"""Turn decoded OTLP messages into column arrays ready for the store."""

@@ -1,0 +1,280 @@
+"""Decoded OTLP export requests to column arrays: one pass over each span, attributes read once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from collector.normalize import semconv
+from collector.normalize.anyvalue import AttributeReader
+
+SPAN_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+STATUS_CODES = ("UNSET", "OK", "ERROR")
+ZERO_TRACE_ID = bytes(16)
+ZERO_SPAN_ID = bytes(8)
+
+SPAN_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "trace_state",
+    "flags",
+    "name",
+    "kind",
+    "start_time_unix_nano",
+    "end_time_unix_nano",
+    "status_code",
+    "status_message",
+    "resource_attributes",
+    "resource_schema_url",
+    "scope_name",
+    "scope_version",
+    "scope_attributes",
+    "scope_schema_url",
+    "attributes",
+    "events",
+    "links",
+    "dropped_attributes_count",
+    "dropped_events_count",
+    "dropped_links_count",
+    "truncated_attributes",
+    "service_name",
+    "service_version",
+    "step_kind",
+    "operation_name",
+    "tool_name",
+    "tool_call_id",
+    "tool_arguments",
+    "tool_result",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "agent_name",
+    "conversation_id",
+    "user_id",
+    "error_type",
+)
+
+LOG_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "time_unix_nano",
+    "observed_time_unix_nano",
+    "severity_number",
+    "severity_text",
+    "event_name",
+    "body",
+    "attributes",
+    "flags",
+    "dropped_attributes_count",
+    "resource_attributes",
+    "scope_name",
+    "scope_version",
+    "service_name",
+    "truncated_attributes",
+)
+
+
+@dataclass
+class Batch:
+    """Columns of one request's accepted rows plus what was rejected and why."""
+
+    columns: dict[str, list[Any]]
+    rows: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    truncated_rows: int = 0
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def invalid_span_ids(span: Any) -> str | None:
+    """The rejection reason for a span whose ids cannot identify it, or None."""
+    tid = span.trace_id
+    if len(tid) != 16 or tid == ZERO_TRACE_ID:
+        return "invalid_trace_id"
+    sid = span.span_id
+    if len(sid) != 8 or sid == ZERO_SPAN_ID:
+        return "invalid_span_id"
+    if len(span.parent_span_id) not in (0, 8):
+        return "invalid_parent_span_id"
+    return None
+
+
+def resource_fields(resource: Any, reader: AttributeReader) -> tuple[dict[str, Any], str]:
+    attrs = reader.attributes(resource.attributes)
+    return attrs, dumps(attrs)
+
+
+def events_of(span: Any, reader: AttributeReader) -> list[dict[str, Any]]:
+    return [
+        {
+            "time_unix_nano": e.time_unix_nano,
+            "name": e.name,
+            "attributes": reader.attributes(e.attributes),
+            "dropped_attributes_count": e.dropped_attributes_count,
+        }
+        for e in span.events
+    ]
+
+
+def links_of(span: Any, reader: AttributeReader) -> list[dict[str, Any]]:
+    return [
+        {
+            "trace_id": link.trace_id.hex(),
+            "span_id": link.span_id.hex(),
+            "trace_state": link.trace_state,
+            "attributes": reader.attributes(link.attributes),
+            "dropped_attributes_count": link.dropped_attributes_count,
+            "flags": link.flags,
+        }
+        for link in span.links
+    ]
+
+
+def decode_spans(request: Any, max_attribute_length: int) -> Batch:
+    """Columns for every valid span of an ExportTraceServiceRequest.
+
+    Each span becomes one row tuple; the rows are transposed into columns once at the end, which
+    costs far less than appending to forty lists per span.
+    """
+    rows: list[tuple[Any, ...]] = []
+    rejected: Counter[str] = Counter()
+    truncated_rows = 0
+    reader = AttributeReader(max_attribute_length)
+    read = reader.attributes
+    sem = semconv
+    for rs in request.resource_spans:
+        res_attrs, res_json = resource_fields(rs.resource, reader)
+        service_name = text_or_none(res_attrs.get("service.name"))
+        service_version = text_or_none(res_attrs.get("service.version"))
+        res_schema = rs.schema_url or None
+        for ss in rs.scope_spans:
+            scope = ss.scope
+            scope_json = dumps(read(scope.attributes)) if scope.attributes else None
+            scope_fields = (scope.name or None, scope.version or None, scope_json)
+            scope_schema = ss.schema_url or None
+            for span in ss.spans:
+                reason = invalid_span_ids(span)
+                if reason:
+                    rejected[reason] += 1
+                    continue
+                reader.truncated = truncated = []
+                attrs = read(span.attributes)
+                events = events_of(span, reader) if span.events else []
+                name = span.name
+                status = span.status
+                code = status.code
+                kind = sem.step_kind(attrs, name)
+                if kind == "tool":
+                    tool = sem.tool_name(attrs, name)
+                    call_id, arguments, result = sem.tool_fields(attrs)
+                else:
+                    tool = call_id = arguments = result = None
+                parent = span.parent_span_id
+                if truncated:
+                    truncated_rows += 1
+                rows.append(
+                    (
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        parent.hex() if parent and parent != ZERO_SPAN_ID else None,
+                        span.trace_state or None,
+                        span.flags,
+                        name,
+                        SPAN_KINDS[span.kind] if span.kind < 6 else str(span.kind),
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                        STATUS_CODES[code] if code < 3 else str(code),
+                        status.message or None,
+                        res_json,
+                        res_schema,
+                        *scope_fields,
+                        scope_schema,
+                        dumps(attrs),
+                        dumps(events) if events else "[]",
+                        dumps(links_of(span, reader)) if span.links else "[]",
+                        span.dropped_attributes_count,
+                        span.dropped_events_count,
+                        span.dropped_links_count,
+                        truncated or None,
+                        service_name,
+                        service_version,
+                        kind,
+                        attrs.get("gen_ai.operation.name"),
+                        tool,
+                        call_id,
+                        arguments,
+                        result,
+                        sem.model_name(attrs, name, kind),
+                        sem.tokens(attrs, sem.INPUT_TOKEN_KEYS),
+                        sem.tokens(attrs, sem.OUTPUT_TOKEN_KEYS),
+                        sem.agent_name(attrs, name, kind),
+                        text_or_none(sem.first(attrs, sem.CONVERSATION_KEYS)),
+                        text_or_none(sem.first(attrs, sem.USER_KEYS)),
+                        sem.error_type(attrs, events, code),
+                    )
+                )
+    return Batch(transpose(rows, SPAN_COLUMNS), len(rows), rejected, truncated_rows)
+
+
+def transpose(rows: list[tuple[Any, ...]], names: tuple[str, ...]) -> dict[str, list[Any]]:
+    if not rows:
+        return {name: [] for name in names}
+    return dict(zip(names, (list(col) for col in zip(*rows, strict=True)), strict=True))
+
+
+def text_or_none(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def decode_logs(request: Any, max_attribute_length: int) -> Batch:
+    """Columns for every valid log record of an ExportLogsServiceRequest."""
+    cols: dict[str, list[Any]] = {name: [] for name in LOG_COLUMNS}
+    batch = Batch(cols)
+    reader = AttributeReader(max_attribute_length)
+    for rl in request.resource_logs:
+        res_attrs, res_json = resource_fields(rl.resource, reader)
+        service_name = res_attrs.get("service.name")
+        for sl in rl.scope_logs:
+            scope = sl.scope
+            for record in sl.log_records:
+                tid, sid = record.trace_id, record.span_id
+                if len(tid) not in (0, 16):
+                    batch.rejected["invalid_trace_id"] += 1
+                    continue
+                if len(sid) not in (0, 8):
+                    batch.rejected["invalid_span_id"] += 1
+                    continue
+                reader.truncated = []
+                cols["trace_id"].append(tid.hex() if tid and tid != ZERO_TRACE_ID else None)
+                cols["span_id"].append(sid.hex() if sid and sid != ZERO_SPAN_ID else None)
+                cols["time_unix_nano"].append(record.time_unix_nano)
+                cols["observed_time_unix_nano"].append(record.observed_time_unix_nano)
+                cols["severity_number"].append(record.severity_number)
+                cols["severity_text"].append(record.severity_text or None)
+                cols["event_name"].append(getattr(record, "event_name", "") or None)
+                body = reader.value(record.body, "body") if record.HasField("body") else None
+                cols["body"].append(dumps(body))
+                cols["attributes"].append(dumps(reader.attributes(record.attributes)))
+                cols["flags"].append(record.flags)
+                cols["dropped_attributes_count"].append(record.dropped_attributes_count)
+                cols["resource_attributes"].append(res_json)
+                cols["scope_name"].append(scope.name or None)
+                cols["scope_version"].append(scope.version or None)
+                cols["service_name"].append(service_name)
+                cols["truncated_attributes"].append(reader.truncated or None)
+                if reader.truncated:
+                    batch.truncated_rows += 1
+                batch.rows += 1
+    return batch

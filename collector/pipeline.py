@@ -1,0 +1,81 @@
+"""Builds the stages from config, wires them in order, and runs start and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from prometheus_client import CollectorRegistry
+
+from collector.admin.server import AdminServer
+from collector.config import SextantConfig
+from collector.receivers.auth import BearerAuth
+from collector.receivers.ingest import Ingest
+from collector.receivers.otlp_grpc import OtlpGrpcReceiver
+from collector.receivers.otlp_http import OtlpHttpReceiver
+from collector.store.database import Database
+from collector.store.writer import Writer
+from collector.telemetry import ReceiverMetrics, StoreMetrics
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    """receivers → ingest (normalize) → writer → DuckDB, plus the admin server beside them.
+
+    Start order is store first, receivers last; shutdown runs the other way, so no request is
+    accepted that cannot be committed, and every accepted request is committed before exit.
+    """
+
+    def __init__(self, config: SextantConfig, registry: CollectorRegistry | None = None) -> None:
+        self.config = config
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.database = Database(config.storage.database)
+        self.writer = Writer(self.database, config.writer, StoreMetrics(self.registry))
+        receiver_metrics = ReceiverMetrics(self.registry)
+        ingest = Ingest(self.writer, config.limits, receiver_metrics)
+        auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
+        self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
+        self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
+        self.admin = AdminServer(config.admin, self.registry, self.not_ready_reason)
+        self._started = False
+        self._stopped = False
+
+    def not_ready_reason(self) -> str | None:
+        if not self._started:
+            return "starting"
+        if self._stopped:
+            return "shutting down"
+        if not self.writer.alive:
+            return "store writer is not running"
+        return None
+
+    async def start(self) -> None:
+        timeout = self.config.shutdown_timeout_seconds
+        try:
+            self.database.open()
+            self.writer.start()
+            await self.admin.start(timeout)
+            await self.grpc.start()
+            await self.http.start(timeout)
+        except BaseException:
+            await self.shutdown()
+            raise
+        self._started = True
+        cfg = self.config
+        log.info("OTLP/gRPC listening on %s:%d", cfg.grpc.host_port[0], self.grpc.port)
+        log.info("OTLP/HTTP listening on %s:%d", cfg.http.host_port[0], self.http.port)
+        log.info("admin listening on %s:%d", cfg.admin.host_port[0], self.admin.port)
+        log.info("store %s", self.database.path)
+
+    async def shutdown(self) -> None:
+        """Drain in-flight requests, flush the writer, close DuckDB; safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        timeout = self.config.shutdown_timeout_seconds
+        await asyncio.gather(self.grpc.stop(timeout), self.http.stop())
+        await asyncio.to_thread(self.writer.shutdown, timeout)
+        await self.admin.stop()
+        self.database.close()
+        log.info("stopped; store closed cleanly")

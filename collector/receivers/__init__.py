@@ -1,0 +1,1 @@
+"""OTLP receivers: decode, authenticate, limit, hand to ingest, answer per the OTLP spec."""

@@ -1,0 +1,155 @@
+"""OTLP/gRPC receiver: TraceService/Export and LogsService/Export on raw bytes."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceResponse,
+)
+
+from collector.config import GrpcConfig, LimitsConfig
+from collector.errors import SextantError, StartupError, TransientError, status_label
+from collector.receivers.auth import BearerAuth
+from collector.receivers.ingest import Ingest, logs_from_protobuf, traces_from_protobuf
+from collector.telemetry import ReceiverMetrics
+
+log = logging.getLogger(__name__)
+
+TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+
+
+def status_details(error: SextantError, code: grpc.StatusCode) -> tuple[tuple[str, bytes], ...]:
+    """google.rpc.Status with RetryInfo, so OTLP exporters know a throttle is retryable."""
+    if not isinstance(error, TransientError):
+        return ()
+    detail = any_pb2.Any()
+    detail.Pack(
+        error_details_pb2.RetryInfo(
+            retry_delay=duration_pb2.Duration(seconds=error.retry_after_seconds)
+        )
+    )
+    status = status_pb2.Status(code=code.value[0], message=str(error), details=[detail])
+    return (("grpc-status-details-bin", status.SerializeToString()),)
+
+
+class OtlpGrpcReceiver:
+    def __init__(
+        self,
+        config: GrpcConfig,
+        limits: LimitsConfig,
+        auth: BearerAuth,
+        ingest: Ingest,
+        metrics: ReceiverMetrics,
+    ) -> None:
+        self.config = config
+        self.limits = limits
+        self.auth = auth
+        self.ingest = ingest
+        self.metrics = metrics
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        host, port = self.config.host_port
+        server = grpc.aio.server(
+            options=(
+                # grpcio shares a port with another process by default; we want EADDRINUSE.
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_receive_message_length", self.limits.max_request_bytes),
+                ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
+            )
+        )
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._traces)}
+                ),
+                grpc.method_handlers_generic_handler(
+                    LOGS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._logs)}
+                ),
+            )
+        )
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            bound = server.add_insecure_port(target)
+        except RuntimeError as exc:
+            raise StartupError(
+                f"cannot listen on {host}:{port} for OTLP/gRPC: address in use or not available"
+            ) from exc
+        if not bound:
+            raise StartupError(f"cannot listen on {host}:{port} for OTLP/gRPC")
+        await server.start()
+        self.server = server
+        self.port = bound
+
+    async def stop(self, grace: float) -> None:
+        if self.server is not None:
+            server, self.server = self.server, None
+            await server.stop(grace)
+
+    async def _traces(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def consume() -> bytes:
+            outcome = await self.ingest.consume_traces(traces_from_protobuf(data), "grpc")
+            response = ExportTraceServiceResponse()
+            if outcome.message:
+                response.partial_success.CopyFrom(
+                    ExportTracePartialSuccess(
+                        rejected_spans=outcome.rejected, error_message=outcome.message
+                    )
+                )
+            return response.SerializeToString()
+
+        return await self._answer("traces", context, consume)
+
+    async def _logs(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def consume() -> bytes:
+            outcome = await self.ingest.consume_logs(logs_from_protobuf(data), "grpc")
+            response = ExportLogsServiceResponse()
+            if outcome.message:
+                response.partial_success.CopyFrom(
+                    ExportLogsPartialSuccess(
+                        rejected_log_records=outcome.rejected, error_message=outcome.message
+                    )
+                )
+            return response.SerializeToString()
+
+        return await self._answer("logs", context, consume)
+
+    async def _answer(
+        self,
+        signal: str,
+        context: grpc.aio.ServicerContext,
+        consume: Callable[[], Awaitable[bytes]],
+    ) -> bytes:
+        started = time.perf_counter()
+        error: SextantError | None = None
+        try:
+            metadata = dict(context.invocation_metadata() or ())
+            self.auth.check(metadata.get("authorization"))
+            return await consume()
+        except SextantError as exc:
+            error = exc
+        except Exception as exc:  # never let one request take the server down
+            log.exception("unexpected error in OTLP/gRPC %s export", signal)
+            error = SextantError(f"internal error: {type(exc).__name__}")
+        finally:
+            self.metrics.requests.labels("grpc", signal, status_label(error)).inc()
+            self.metrics.request_duration.labels("grpc", signal).observe(
+                time.perf_counter() - started
+            )
+        code = getattr(error, "grpc_code", grpc.StatusCode.INTERNAL)
+        await context.abort(code, str(error), trailing_metadata=status_details(error, code))
+        raise AssertionError("unreachable: abort raises")

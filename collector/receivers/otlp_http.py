@@ -1,0 +1,194 @@
+"""OTLP/HTTP receiver: POST /v1/traces and /v1/logs, protobuf or JSON, gzip or not."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from collector.config import HttpConfig, LimitsConfig
+from collector.errors import (
+    MalformedRequest,
+    PermanentError,
+    RequestTooLarge,
+    SextantError,
+    TransientError,
+    UnsupportedMediaType,
+    status_label,
+)
+from collector.httpserver import HttpServer
+from collector.receivers import otlp_json
+from collector.receivers.auth import BearerAuth
+from collector.receivers.ingest import (
+    Ingest,
+    Outcome,
+    logs_from_protobuf,
+    traces_from_protobuf,
+)
+from collector.telemetry import ReceiverMetrics
+
+log = logging.getLogger(__name__)
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+PROTOBUF_TYPES = {PROTOBUF, "application/protobuf"}
+ACCEPTED_ENCODINGS = {"", "identity", "gzip", "deflate"}  # aiohttp inflates gzip and deflate
+READ_CHUNK = 256 * 1024
+
+
+def media_type(request: web.Request) -> str:
+    content_type = request.content_type
+    if content_type in PROTOBUF_TYPES:
+        return PROTOBUF
+    if content_type == JSON:
+        return JSON
+    raise UnsupportedMediaType(
+        f"unsupported Content-Type {request.headers.get('Content-Type', '(none)')!r};"
+        f" OTLP/HTTP takes {PROTOBUF} or {JSON}"
+    )
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The body after decompression, refused once it passes `limit` (chunked bodies included)."""
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in ACCEPTED_ENCODINGS:
+        raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; use gzip or none")
+    declared = request.content_length
+    if declared is not None and not encoding and declared > limit:
+        raise RequestTooLarge(f"request body of {declared} bytes exceeds the {limit}-byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while chunk := await request.content.read(READ_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise RequestTooLarge(f"request body exceeds the {limit}-byte limit")
+            chunks.append(chunk)
+    except (web.HTTPException, ValueError) as exc:
+        raise MalformedRequest(f"cannot read request body: {exc}") from exc
+    except Exception as exc:
+        if type(exc).__name__ in ("ContentEncodingError", "ContentLengthError"):
+            raise MalformedRequest(f"cannot decode request body: {exc}") from exc
+        raise
+    return b"".join(chunks)
+
+
+def encode(message: object, kind: str) -> bytes:
+    if kind == JSON:
+        return otlp_json.to_json(message)  # type: ignore[arg-type]
+    return message.SerializeToString()  # type: ignore[attr-defined]
+
+
+def error_response(error: SextantError, kind: str) -> web.Response:
+    status = getattr(error, "http_status", 500)
+    code = getattr(error, "grpc_code", None)
+    body = status_pb2.Status(code=code.value[0] if code else 13, message=str(error))
+    headers = {}
+    if isinstance(error, TransientError):
+        headers["Retry-After"] = str(error.retry_after_seconds)
+    return web.Response(status=status, body=encode(body, kind), content_type=kind, headers=headers)
+
+
+class OtlpHttpReceiver:
+    def __init__(
+        self,
+        config: HttpConfig,
+        limits: LimitsConfig,
+        auth: BearerAuth,
+        ingest: Ingest,
+        metrics: ReceiverMetrics,
+    ) -> None:
+        self.limits = limits
+        self.auth = auth
+        self.ingest = ingest
+        self.metrics = metrics
+        app = web.Application(client_max_size=limits.max_request_bytes)
+        app.router.add_post("/v1/traces", self._traces)
+        app.router.add_post("/v1/logs", self._logs)
+        app.router.add_route("*", "/{tail:.*}", self._not_found)
+        host, port = config.host_port
+        self.server = HttpServer(app, host, port, "OTLP/HTTP")
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self, shutdown_timeout: float) -> None:
+        await self.server.start(shutdown_timeout)
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+    async def _not_found(self, request: web.Request) -> web.Response:
+        if request.path in ("/v1/traces", "/v1/logs"):
+            return web.Response(
+                status=405, text=f"{request.path} accepts POST only", headers={"Allow": "POST"}
+            )
+        return web.Response(
+            status=404,
+            text=f"no such path {request.path}; OTLP/HTTP takes POST /v1/traces and /v1/logs",
+        )
+
+    async def _traces(self, request: web.Request) -> web.Response:
+        async def consume(body: bytes, kind: str) -> bytes:
+            message = (
+                otlp_json.traces_from_json(body) if kind == JSON else traces_from_protobuf(body)
+            )
+            outcome = await self.ingest.consume_traces(message, "http")
+            response = ExportTraceServiceResponse()
+            set_partial(response, outcome, "rejected_spans")
+            return encode(response, kind)
+
+        return await self._answer(request, "traces", consume)
+
+    async def _logs(self, request: web.Request) -> web.Response:
+        async def consume(body: bytes, kind: str) -> bytes:
+            message = otlp_json.logs_from_json(body) if kind == JSON else logs_from_protobuf(body)
+            outcome = await self.ingest.consume_logs(message, "http")
+            response = ExportLogsServiceResponse()
+            set_partial(response, outcome, "rejected_log_records")
+            return encode(response, kind)
+
+        return await self._answer(request, "logs", consume)
+
+    async def _answer(
+        self,
+        request: web.Request,
+        signal: str,
+        consume: Callable[[bytes, str], Awaitable[bytes]],
+    ) -> web.Response:
+        started = time.perf_counter()
+        kind = JSON if request.content_type == JSON else PROTOBUF
+        error: SextantError | None = None
+        try:
+            self.auth.check(request.headers.get("Authorization"))
+            kind = media_type(request)
+            body = await read_body(request, self.limits.max_request_bytes)
+            return web.Response(body=await consume(body, kind), content_type=kind)
+        except SextantError as exc:
+            error = exc
+        except Exception as exc:  # never let one request take the server down
+            log.exception("unexpected error in OTLP/HTTP %s export", signal)
+            error = SextantError(f"internal error: {type(exc).__name__}")
+        finally:
+            self.metrics.requests.labels("http", signal, status_label(error)).inc()
+            self.metrics.request_duration.labels("http", signal).observe(
+                time.perf_counter() - started
+            )
+        if isinstance(error, PermanentError) and error.http_status == 401:
+            response = error_response(error, kind)
+            response.headers["WWW-Authenticate"] = 'Bearer realm="sextant"'
+            return response
+        return error_response(error, kind)
+
+
+def set_partial(response: object, outcome: Outcome, field: str) -> None:
+    if outcome.message:
+        partial = response.partial_success  # type: ignore[attr-defined]
+        setattr(partial, field, outcome.rejected)
+        partial.error_message = outcome.message

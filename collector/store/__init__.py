@@ -1,0 +1,1 @@
+"""DuckDB storage: schema, migrations and the single group-commit writer."""

@@ -1,0 +1,75 @@
+"""The DuckDB database file: opening, migrating to the current schema, read cursors, closing."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import duckdb
+
+from collector.errors import StartupError
+from collector.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+
+class Database:
+    """Owns the one read-write connection of the process; readers take cursors from it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise RuntimeError("database is not open")
+        return self._con
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._con = duckdb.connect(str(self.path))
+        except duckdb.Error as exc:
+            raise StartupError(f"cannot open DuckDB store {self.path}: {exc}") from exc
+        self._con.execute("SET TimeZone = 'UTC'")
+        self.migrate()
+
+    def version(self) -> int:
+        con = self.connection
+        exists = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+        ).fetchone()
+        if not exists or not exists[0]:
+            return 0
+        row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def migrate(self) -> None:
+        current = self.version()
+        if current > SCHEMA_VERSION:
+            raise StartupError(
+                f"{self.path} has schema version {current}, newer than this Sextant"
+                f" ({SCHEMA_VERSION}); upgrade Sextant or use another data directory"
+            )
+        con = self.connection
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            con.execute("BEGIN")
+            for statement in MIGRATIONS[version]:
+                con.execute(statement)
+            con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+            con.execute("COMMIT")
+            log.info("store %s migrated to schema version %d", self.path, version)
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for reading from another thread while the writer keeps writing."""
+        return self.connection.cursor()
+
+    def close(self) -> None:
+        if self._con is None:
+            return
+        try:
+            self._con.execute("CHECKPOINT")
+        finally:
+            self._con.close()
+            self._con = None

@@ -1,0 +1,112 @@
+"""Tables, their Arrow batch types and the migrations that create them, in one place."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+# (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
+SPANS = (
+    ("trace_id", "VARCHAR NOT NULL", pa.string()),
+    ("span_id", "VARCHAR NOT NULL", pa.string()),
+    ("parent_span_id", "VARCHAR", pa.string()),
+    ("trace_state", "VARCHAR", pa.string()),
+    ("flags", "UINTEGER", pa.uint32()),
+    ("name", "VARCHAR", pa.string()),
+    ("kind", "VARCHAR", pa.string()),
+    ("start_time_unix_nano", "UBIGINT", pa.uint64()),
+    ("end_time_unix_nano", "UBIGINT", pa.uint64()),
+    ("start_time", "TIMESTAMP", None),
+    ("end_time", "TIMESTAMP", None),
+    ("duration_ms", "DOUBLE", None),
+    ("status_code", "VARCHAR", pa.string()),
+    ("status_message", "VARCHAR", pa.string()),
+    ("resource_attributes", "JSON", pa.string()),
+    ("resource_schema_url", "VARCHAR", pa.string()),
+    ("scope_name", "VARCHAR", pa.string()),
+    ("scope_version", "VARCHAR", pa.string()),
+    ("scope_attributes", "JSON", pa.string()),
+    ("scope_schema_url", "VARCHAR", pa.string()),
+    ("attributes", "JSON", pa.string()),
+    ("events", "JSON", pa.string()),
+    ("links", "JSON", pa.string()),
+    ("dropped_attributes_count", "UINTEGER", pa.uint32()),
+    ("dropped_events_count", "UINTEGER", pa.uint32()),
+    ("dropped_links_count", "UINTEGER", pa.uint32()),
+    ("truncated_attributes", "VARCHAR[]", pa.list_(pa.string())),
+    ("service_name", "VARCHAR", pa.string()),
+    ("service_version", "VARCHAR", pa.string()),
+    ("step_kind", "VARCHAR", pa.string()),
+    ("operation_name", "VARCHAR", pa.string()),
+    ("tool_name", "VARCHAR", pa.string()),
+    ("tool_call_id", "VARCHAR", pa.string()),
+    ("tool_arguments", "JSON", pa.string()),
+    ("tool_result", "VARCHAR", pa.string()),
+    ("model", "VARCHAR", pa.string()),
+    ("input_tokens", "BIGINT", pa.int64()),
+    ("output_tokens", "BIGINT", pa.int64()),
+    ("agent_name", "VARCHAR", pa.string()),
+    ("conversation_id", "VARCHAR", pa.string()),
+    ("user_id", "VARCHAR", pa.string()),
+    ("error_type", "VARCHAR", pa.string()),
+    ("received_at", "TIMESTAMP", None),
+)
+
+LOGS = (
+    ("trace_id", "VARCHAR", pa.string()),
+    ("span_id", "VARCHAR", pa.string()),
+    ("time_unix_nano", "UBIGINT", pa.uint64()),
+    ("observed_time_unix_nano", "UBIGINT", pa.uint64()),
+    ("time", "TIMESTAMP", None),
+    ("severity_number", "INTEGER", pa.int32()),
+    ("severity_text", "VARCHAR", pa.string()),
+    ("event_name", "VARCHAR", pa.string()),
+    ("body", "JSON", pa.string()),
+    ("attributes", "JSON", pa.string()),
+    ("flags", "UINTEGER", pa.uint32()),
+    ("dropped_attributes_count", "UINTEGER", pa.uint32()),
+    ("resource_attributes", "JSON", pa.string()),
+    ("scope_name", "VARCHAR", pa.string()),
+    ("scope_version", "VARCHAR", pa.string()),
+    ("service_name", "VARCHAR", pa.string()),
+    ("truncated_attributes", "VARCHAR[]", pa.list_(pa.string())),
+    ("received_at", "TIMESTAMP", None),
+)
+
+# SQL for the columns computed from the batch while inserting (vectorized in DuckDB).
+COMPUTED = {
+    "start_time": "make_timestamp((start_time_unix_nano // 1000)::BIGINT)",
+    "end_time": "make_timestamp((end_time_unix_nano // 1000)::BIGINT)",
+    "duration_ms": "(end_time_unix_nano::HUGEINT - start_time_unix_nano::HUGEINT) / 1e6",
+    "time": "make_timestamp((coalesce(nullif(time_unix_nano, 0), observed_time_unix_nano)"
+    " // 1000)::BIGINT)",
+    "received_at": "$received_at",
+}
+
+
+def arrow_schema(table: tuple[tuple[str, str, pa.DataType | None], ...]) -> pa.Schema:
+    return pa.schema([(name, typ) for name, _, typ in table if typ is not None])
+
+
+def create_table(name: str, table: tuple[tuple[str, str, pa.DataType | None], ...]) -> str:
+    columns = ",\n  ".join(f"{col} {sql_type}" for col, sql_type, _ in table)
+    return f"CREATE TABLE IF NOT EXISTS {name} (\n  {columns}\n)"
+
+
+def insert_select(name: str, table: tuple[tuple[str, str, pa.DataType | None], ...]) -> str:
+    """INSERT ... SELECT from a registered Arrow batch named `batch`."""
+    exprs = ", ".join(col if typ is not None else COMPUTED[col] for col, _, typ in table)
+    verb = "INSERT OR IGNORE" if name == "spans" else "INSERT"
+    return f"{verb} INTO {name} SELECT {exprs} FROM batch"
+
+
+# Each migration moves the store from version N-1 to N; they run in order inside one transaction.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL,"
+        " applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)",
+        create_table("spans", SPANS)[:-2] + ",\n  PRIMARY KEY (trace_id, span_id)\n)",
+        create_table("logs", LOGS),
+    ],
+}

@@ -1,0 +1,97 @@
+"""Sextant's self-metrics, created on an injected registry so each test can read its own."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+ROW_BUCKETS = (1, 10, 100, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000)
+
+
+class ReceiverMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "sextant_receiver_requests",
+            "Export requests answered, by protocol, signal and outcome.",
+            ["protocol", "signal", "status"],
+            registry=registry,
+        )
+        self.request_duration = Histogram(
+            "sextant_receiver_request_duration_seconds",
+            "Time from a request's arrival to its answer (includes waiting for the commit).",
+            ["protocol", "signal"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.received = Counter(
+            "sextant_receiver_items_received",
+            "Spans or log records decoded from requests.",
+            ["protocol", "signal"],
+            registry=registry,
+        )
+        self.accepted = Counter(
+            "sextant_receiver_items_accepted",
+            "Spans or log records committed to the store and acknowledged.",
+            ["protocol", "signal"],
+            registry=registry,
+        )
+        self.rejected = Counter(
+            "sextant_receiver_items_rejected",
+            "Spans or log records rejected alone (reported in partial_success), by reason.",
+            ["protocol", "signal", "reason"],
+            registry=registry,
+        )
+        self.truncated = Counter(
+            "sextant_receiver_items_truncated",
+            "Spans or log records stored with at least one attribute value truncated.",
+            ["signal"],
+            registry=registry,
+        )
+
+
+class StoreMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.commit_duration = Histogram(
+            "sextant_store_commit_duration_seconds",
+            "Duration of one group commit (Arrow append and COMMIT).",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.commit_rows = Histogram(
+            "sextant_store_commit_rows",
+            "Rows written by one group commit.",
+            buckets=ROW_BUCKETS,
+            registry=registry,
+        )
+        self.queue_rows = Gauge(
+            "sextant_store_queue_rows",
+            "Rows waiting in the write queue.",
+            registry=registry,
+        )
+        self.queue_limit = Gauge(
+            "sextant_store_queue_limit_rows",
+            "Capacity of the write queue in rows.",
+            registry=registry,
+        )
+        self.dropped = Counter(
+            "sextant_store_queue_dropped",
+            "Rows refused by the writer, by reason; the client was told to retry.",
+            ["reason"],
+            registry=registry,
+        )
+        self.rows_written = Counter(
+            "sextant_store_rows_written",
+            "Rows committed, by table.",
+            ["table"],
+            registry=registry,
+        )
+        self.duplicates = Counter(
+            "sextant_store_duplicate_spans",
+            "Spans not stored because the same trace_id and span_id was already stored.",
+            registry=registry,
+        )
+        self.commit_errors = Counter(
+            "sextant_store_commit_errors",
+            "Group commits that failed; their requests were answered with a retryable error.",
+            registry=registry,
+        )

@@ -1,0 +1,1 @@
+"""Pure evaluators of agent trajectories: no I/O, no imports from `collector`."""
