@@ -14,6 +14,7 @@ from collector.config import SextantConfig, load_config
 from collector.errors import ConfigError, SextantError
 
 log = logging.getLogger("sextant")
+SWITCH_INTERVAL_SECONDS = 0.0005
 
 
 def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -45,6 +46,9 @@ async def run_server(config: SextantConfig) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides=serve_overrides(args))
     logging.getLogger().setLevel(config.log_level.upper())
+    # DuckDB's Arrow scan takes the GIL back many times per commit; with the default 5 ms switch
+    # interval the writer stalls behind the decoding thread, so let threads hand over sooner.
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     asyncio.run(run_server(config))
     return 0
 

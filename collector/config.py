@@ -81,8 +81,27 @@ class LimitsConfig(Strict):
     )
 
 
+class IngestConfig(Strict):
+    decode_workers: int = Field(
+        2,
+        ge=0,
+        le=64,
+        description="Processes that decode and normalize requests; 0 decodes in the receiver.",
+    )
+    inline_decode_bytes: int = Field(
+        64 * 1024,
+        ge=0,
+        description="Requests smaller than this are decoded in the receiver: cheaper than a hop.",
+    )
+
+
 class StorageConfig(Strict):
     data_dir: Path = Field(Path("sextant-data"), description="Directory of sextant.duckdb.")
+    checkpoint_threshold: str = Field(
+        "64MB",
+        pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|KiB|MiB|GiB)$",
+        description="WAL size at which DuckDB checkpoints into the database file.",
+    )
 
     @property
     def database(self) -> Path:
@@ -98,6 +117,11 @@ class WriterConfig(Strict):
     max_commit_rows: int = Field(
         50_000, gt=0, description="Most rows one group commit takes from the queue."
     )
+    max_linger_seconds: float = Field(
+        0.01,
+        ge=0,
+        description="Longest a commit waits for requests still being decoded, to share a commit.",
+    )
     retry_after_seconds: int = Field(
         1, ge=1, description="Retry-After told to clients when the queue is full."
     )
@@ -109,6 +133,7 @@ class SextantConfig(Strict):
     admin: AdminConfig = Field(default_factory=AdminConfig, description="Admin HTTP server.")
     auth: AuthConfig = Field(default_factory=AuthConfig, description="Receiver authentication.")
     limits: LimitsConfig = Field(default_factory=LimitsConfig, description="Input limits.")
+    ingest: IngestConfig = Field(default_factory=IngestConfig, description="Decoding.")
     storage: StorageConfig = Field(default_factory=StorageConfig, description="DuckDB store.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Group-commit writer.")
     shutdown_timeout_seconds: float = Field(

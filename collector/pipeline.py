@@ -30,10 +30,11 @@ class Pipeline:
     def __init__(self, config: SextantConfig, registry: CollectorRegistry | None = None) -> None:
         self.config = config
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.database = Database(config.storage.database)
+        self.database = Database(config.storage.database, config.storage.checkpoint_threshold)
         self.writer = Writer(self.database, config.writer, StoreMetrics(self.registry))
         receiver_metrics = ReceiverMetrics(self.registry)
-        ingest = Ingest(self.writer, config.limits, receiver_metrics)
+        self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
+        ingest = self.ingest
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
         self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
@@ -55,6 +56,7 @@ class Pipeline:
         try:
             self.database.open()
             self.writer.start()
+            await asyncio.to_thread(self.ingest.start)
             await self.admin.start(timeout)
             await self.grpc.start()
             await self.http.start(timeout)
@@ -75,6 +77,7 @@ class Pipeline:
         self._stopped = True
         timeout = self.config.shutdown_timeout_seconds
         await asyncio.gather(self.grpc.stop(timeout), self.http.stop())
+        await asyncio.to_thread(self.ingest.shutdown)
         await asyncio.to_thread(self.writer.shutdown, timeout)
         await self.admin.stop()
         self.database.close()

@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from collector.normalize import semconv
 from collector.normalize.anyvalue import AttributeReader
+from collector.normalize.semconv import normalized, text
 
 SPAN_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 STATUS_CODES = ("UNSET", "OK", "ERROR")
@@ -151,11 +151,10 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
     truncated_rows = 0
     reader = AttributeReader(max_attribute_length)
     read = reader.attributes
-    sem = semconv
     for rs in request.resource_spans:
         res_attrs, res_json = resource_fields(rs.resource, reader)
-        service_name = text_or_none(res_attrs.get("service.name"))
-        service_version = text_or_none(res_attrs.get("service.version"))
+        service_name = text(res_attrs.get("service.name"))
+        service_version = text(res_attrs.get("service.version"))
         res_schema = rs.schema_url or None
         for ss in rs.scope_spans:
             scope = ss.scope
@@ -163,9 +162,15 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
             scope_fields = (scope.name or None, scope.version or None, scope_json)
             scope_schema = ss.schema_url or None
             for span in ss.spans:
-                reason = invalid_span_ids(span)
-                if reason:
-                    rejected[reason] += 1
+                tid, sid, parent = span.trace_id, span.span_id, span.parent_span_id
+                if (
+                    len(tid) != 16
+                    or len(sid) != 8
+                    or len(parent) not in (0, 8)
+                    or tid == ZERO_TRACE_ID
+                    or sid == ZERO_SPAN_ID
+                ):
+                    rejected[invalid_span_ids(span)] += 1
                     continue
                 reader.truncated = truncated = []
                 attrs = read(span.attributes)
@@ -173,19 +178,12 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
                 name = span.name
                 status = span.status
                 code = status.code
-                kind = sem.step_kind(attrs, name)
-                if kind == "tool":
-                    tool = sem.tool_name(attrs, name)
-                    call_id, arguments, result = sem.tool_fields(attrs)
-                else:
-                    tool = call_id = arguments = result = None
-                parent = span.parent_span_id
                 if truncated:
                     truncated_rows += 1
                 rows.append(
                     (
-                        span.trace_id.hex(),
-                        span.span_id.hex(),
+                        tid.hex(),
+                        sid.hex(),
                         parent.hex() if parent and parent != ZERO_SPAN_ID else None,
                         span.trace_state or None,
                         span.flags,
@@ -208,19 +206,7 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
                         truncated or None,
                         service_name,
                         service_version,
-                        kind,
-                        attrs.get("gen_ai.operation.name"),
-                        tool,
-                        call_id,
-                        arguments,
-                        result,
-                        sem.model_name(attrs, name, kind),
-                        sem.tokens(attrs, sem.INPUT_TOKEN_KEYS),
-                        sem.tokens(attrs, sem.OUTPUT_TOKEN_KEYS),
-                        sem.agent_name(attrs, name, kind),
-                        text_or_none(sem.first(attrs, sem.CONVERSATION_KEYS)),
-                        text_or_none(sem.first(attrs, sem.USER_KEYS)),
-                        sem.error_type(attrs, events, code),
+                        *normalized(attrs, name, events, code),
                     )
                 )
     return Batch(transpose(rows, SPAN_COLUMNS), len(rows), rejected, truncated_rows)
@@ -230,12 +216,6 @@ def transpose(rows: list[tuple[Any, ...]], names: tuple[str, ...]) -> dict[str, 
     if not rows:
         return {name: [] for name in names}
     return dict(zip(names, (list(col) for col in zip(*rows, strict=True)), strict=True))
-
-
-def text_or_none(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    return value if isinstance(value, str) else str(value)
 
 
 def decode_logs(request: Any, max_attribute_length: int) -> Batch:

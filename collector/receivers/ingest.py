@@ -1,25 +1,28 @@
-"""The work both receivers share: decode, normalize, queue for commit, wait, count."""
+"""The work both receivers share: decode (in worker processes), queue for commit, wait, count."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
+import multiprocessing
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-from collector.config import LimitsConfig
-from collector.errors import MalformedRequest
-from collector.normalize.decode import Batch, decode_logs, decode_spans
-from collector.store.writer import Writer, arrow_batch
+from collector.config import IngestConfig, LimitsConfig
+from collector.errors import TransientError
+from collector.normalize.wire import Decoded, decode_request, warm_up
+from collector.store.writer import Writer
 from collector.telemetry import ReceiverMetrics
+
+log = logging.getLogger(__name__)
 
 REASONS = {
     "invalid_trace_id": "trace_id must be 16 bytes (32 hex digits) and not all zero",
     "invalid_span_id": "span_id must be 8 bytes (16 hex digits) and not all zero",
     "invalid_parent_span_id": "parent_span_id must be empty or 8 bytes (16 hex digits)",
 }
+NOUNS = {"traces": "spans", "logs": "log records"}
 
 
 @dataclass(frozen=True)
@@ -30,65 +33,94 @@ class Outcome:
     message: str = ""
 
 
-def parse_protobuf(data: bytes, message_type: type) -> object:
-    try:
-        return message_type.FromString(data)
-    except DecodeError as exc:
-        raise MalformedRequest(
-            f"request body is not a valid {message_type.__name__} protobuf: {exc}"
-        ) from exc
-
-
-def traces_from_protobuf(data: bytes) -> ExportTraceServiceRequest:
-    return parse_protobuf(data, ExportTraceServiceRequest)  # type: ignore[return-value]
-
-
-def logs_from_protobuf(data: bytes) -> ExportLogsServiceRequest:
-    return parse_protobuf(data, ExportLogsServiceRequest)  # type: ignore[return-value]
-
-
-def describe_rejections(batch: Batch, noun: str) -> str:
-    if not batch.rejected:
-        return ""
-    parts = [
-        f"{count} {reason} ({REASONS.get(reason, reason)})"
-        for reason, count in sorted(batch.rejected.items())
-    ]
-    return f"rejected {batch.rejected_total} {noun}: " + "; ".join(parts)
+def describe(decoded: Decoded, noun: str, limit: int) -> str:
+    parts = []
+    if decoded.rejected:
+        reasons = "; ".join(
+            f"{count} {reason} ({REASONS.get(reason, reason)})"
+            for reason, count in sorted(decoded.rejected.items())
+        )
+        parts.append(f"rejected {decoded.rejected_total} {noun}: {reasons}")
+    if decoded.truncated_rows:
+        # OTLP: a message with nothing rejected is a warning the client may log.
+        parts.append(
+            f"{decoded.truncated_rows} {noun} stored with attribute values truncated to"
+            f" {limit} characters"
+        )
+    return "; ".join(parts)
 
 
 class Ingest:
-    """Turns one decoded export request into committed rows and an OTLP outcome."""
+    """Turns one export request's bytes into committed rows and an OTLP outcome.
 
-    def __init__(self, writer: Writer, limits: LimitsConfig, metrics: ReceiverMetrics) -> None:
+    Decoding is pure Python and GIL-bound, so it runs in `ingest.decode_workers` spawned processes:
+    the receiving process keeps its GIL for gRPC, HTTP and the DuckDB writer, and both cores work.
+    """
+
+    def __init__(
+        self,
+        writer: Writer,
+        config: IngestConfig,
+        limits: LimitsConfig,
+        metrics: ReceiverMetrics,
+    ) -> None:
         self.writer = writer
+        self.config = config
         self.limits = limits
         self.metrics = metrics
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 
-    async def consume_traces(self, request: ExportTraceServiceRequest, protocol: str) -> Outcome:
-        batch = decode_spans(request, self.limits.max_attribute_length)
-        return await self._store(batch, "spans", "spans", protocol)
+    def start(self) -> None:
+        if self.config.decode_workers:
+            self._pool = self._new_pool()
 
-    async def consume_logs(self, request: ExportLogsServiceRequest, protocol: str) -> Outcome:
-        batch = decode_logs(request, self.limits.max_attribute_length)
-        return await self._store(batch, "logs", "log records", protocol)
+    def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        # spawn, not fork: forking a process that runs gRPC threads is unsafe.
+        workers = self.config.decode_workers
+        pool = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn")
+        )
+        for future in [pool.submit(warm_up) for _ in range(workers)]:
+            future.result()
+        return pool
 
-    async def _store(self, batch: Batch, table: str, noun: str, protocol: str) -> Outcome:
-        signal = "traces" if table == "spans" else "logs"
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    async def _decode(self, signal: str, encoding: str, data: bytes) -> Decoded:
+        limit = self.limits.max_attribute_length
+        if self._pool is None or len(data) < self.config.inline_decode_bytes:
+            return decode_request(signal, encoding, data, limit)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                self._pool, decode_request, signal, encoding, data, limit
+            )
+        except BrokenProcessPool as exc:
+            log.error("a decode worker died; starting a new pool")
+            broken, self._pool = self._pool, None
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
+            self._pool = await asyncio.to_thread(self._new_pool)
+            raise TransientError("a decode worker failed; retry the request") from exc
+
+    async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> Outcome:
         m = self.metrics
-        m.received.labels(protocol, signal).inc(batch.rows + batch.rejected_total)
-        for reason, count in batch.rejected.items():
-            m.rejected.labels(protocol, signal, reason).inc(count)
-        if batch.rows:
-            future = self.writer.submit(table, arrow_batch(table, batch.columns))
-            await asyncio.wrap_future(future)
-            m.accepted.labels(protocol, signal).inc(batch.rows)
-            if batch.truncated_rows:
-                m.truncated.labels(signal).inc(batch.truncated_rows)
-        message = describe_rejections(batch, noun)
-        if batch.truncated_rows:
-            # OTLP: a message with nothing rejected is a warning the client may log.
-            limit = self.limits.max_attribute_length
-            warning = f"{batch.truncated_rows} {noun} stored with attribute values truncated to"
-            message = "; ".join(filter(None, (message, f"{warning} {limit} characters")))
-        return Outcome(batch.rejected_total, message)
+        with self.writer.incoming():
+            decoded = await self._decode(signal, encoding, data)
+            m.received.labels(protocol, signal).inc(decoded.rows + decoded.rejected_total)
+            for reason, count in decoded.rejected.items():
+                m.rejected.labels(protocol, signal, reason).inc(count)
+            table = "spans" if signal == "traces" else "logs"
+            committed = None
+            if decoded.table is not None:
+                committed = self.writer.submit(table, decoded.table)
+        if committed is not None:
+            await asyncio.wrap_future(committed)
+            m.accepted.labels(protocol, signal).inc(decoded.rows)
+            if decoded.truncated_rows:
+                m.truncated.labels(signal).inc(decoded.truncated_rows)
+        message = describe(decoded, NOUNS[signal], self.limits.max_attribute_length)
+        return Outcome(decoded.rejected_total, message)

@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from collector.config import GrpcConfig, LimitsConfig
 from collector.errors import SextantError, StartupError, TransientError, status_label
 from collector.receivers.auth import BearerAuth
-from collector.receivers.ingest import Ingest, logs_from_protobuf, traces_from_protobuf
+from collector.receivers.ingest import Ingest
 from collector.telemetry import ReceiverMetrics
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class OtlpGrpcReceiver:
 
     async def _traces(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         async def consume() -> bytes:
-            outcome = await self.ingest.consume_traces(traces_from_protobuf(data), "grpc")
+            outcome = await self.ingest.consume("traces", "protobuf", data, "grpc")
             response = ExportTraceServiceResponse()
             if outcome.message:
                 response.partial_success.CopyFrom(
@@ -116,7 +116,7 @@ class OtlpGrpcReceiver:
 
     async def _logs(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         async def consume() -> bytes:
-            outcome = await self.ingest.consume_logs(logs_from_protobuf(data), "grpc")
+            outcome = await self.ingest.consume("logs", "protobuf", data, "grpc")
             response = ExportLogsServiceResponse()
             if outcome.message:
                 response.partial_success.CopyFrom(

@@ -22,14 +22,9 @@ from collector.errors import (
     status_label,
 )
 from collector.httpserver import HttpServer
-from collector.receivers import otlp_json
+from collector.normalize import otlp_json
 from collector.receivers.auth import BearerAuth
-from collector.receivers.ingest import (
-    Ingest,
-    Outcome,
-    logs_from_protobuf,
-    traces_from_protobuf,
-)
+from collector.receivers.ingest import Ingest, Outcome
 from collector.telemetry import ReceiverMetrics
 
 log = logging.getLogger(__name__)
@@ -136,10 +131,8 @@ class OtlpHttpReceiver:
 
     async def _traces(self, request: web.Request) -> web.Response:
         async def consume(body: bytes, kind: str) -> bytes:
-            message = (
-                otlp_json.traces_from_json(body) if kind == JSON else traces_from_protobuf(body)
-            )
-            outcome = await self.ingest.consume_traces(message, "http")
+            encoding = "json" if kind == JSON else "protobuf"
+            outcome = await self.ingest.consume("traces", encoding, body, "http")
             response = ExportTraceServiceResponse()
             set_partial(response, outcome, "rejected_spans")
             return encode(response, kind)
@@ -148,8 +141,8 @@ class OtlpHttpReceiver:
 
     async def _logs(self, request: web.Request) -> web.Response:
         async def consume(body: bytes, kind: str) -> bytes:
-            message = otlp_json.logs_from_json(body) if kind == JSON else logs_from_protobuf(body)
-            outcome = await self.ingest.consume_logs(message, "http")
+            encoding = "json" if kind == JSON else "protobuf"
+            outcome = await self.ingest.consume("logs", encoding, body, "http")
             response = ExportLogsServiceResponse()
             set_partial(response, outcome, "rejected_log_records")
             return encode(response, kind)

@@ -94,10 +94,12 @@ def create_table(name: str, table: tuple[tuple[str, str, pa.DataType | None], ..
     return f"CREATE TABLE IF NOT EXISTS {name} (\n  {columns}\n)"
 
 
-def insert_select(name: str, table: tuple[tuple[str, str, pa.DataType | None], ...]) -> str:
+def insert_select(
+    name: str, table: tuple[tuple[str, str, pa.DataType | None], ...], or_ignore: bool = False
+) -> str:
     """INSERT ... SELECT from a registered Arrow batch named `batch`."""
     exprs = ", ".join(col if typ is not None else COMPUTED[col] for col, _, typ in table)
-    verb = "INSERT OR IGNORE" if name == "spans" else "INSERT"
+    verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
     return f"{verb} INTO {name} SELECT {exprs} FROM batch"
 
 

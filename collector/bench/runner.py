@@ -1,0 +1,188 @@
+"""Drive an OTLP endpoint with synthetic agent traces from N threads and report what it took."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import statistics
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import grpc
+import orjson
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from collector.bench.traces import salted_template
+
+EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+REQUEST_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    endpoint: str = "localhost:4317"
+    protocol: str = "grpc"
+    concurrency: int = 4
+    duration: float = 10.0
+    traces: int = 0
+    spans_per_request: int = 512
+    spans_per_trace: int = 10
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BenchReport:
+    options: BenchOptions
+    elapsed: float = 0.0
+    requests_ok: int = 0
+    spans_sent: int = 0
+    spans_accepted: int = 0
+    latencies: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    request_bytes: int = 0
+
+    def percentile(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        if len(self.latencies) == 1:
+            return self.latencies[0]
+        return statistics.quantiles(self.latencies, n=1000, method="inclusive")[int(q * 10) - 1]
+
+    def render(self) -> str:
+        o = self.options
+        rate = self.spans_accepted / self.elapsed if self.elapsed else 0.0
+        lines = [
+            f"endpoint          {o.endpoint} ({o.protocol}), concurrency {o.concurrency}",
+            f"request size      {o.spans_per_request} spans, {self.request_bytes} bytes"
+            f" ({self.request_bytes / max(o.spans_per_request, 1):.0f} bytes/span)",
+            f"duration          {self.elapsed:.1f} s",
+            f"requests          {self.requests_ok} ok, {sum(self.errors.values())} failed",
+            f"spans accepted    {self.spans_accepted} of {self.spans_sent} sent",
+            f"accepted spans/s  {rate:,.0f}",
+            f"export latency    p50 {self.percentile(50) * 1000:.1f} ms,"
+            f" p99 {self.percentile(99) * 1000:.1f} ms",
+        ]
+        for error, count in self.errors.most_common():
+            lines.append(f"error             {count} x {error}")
+        return "\n".join(lines)
+
+
+class Sender:
+    """One connection; sends a serialized request and returns how many spans were rejected."""
+
+    def __init__(self, options: BenchOptions) -> None:
+        self.options = options
+        endpoint = options.endpoint
+        if options.protocol == "grpc":
+            target = urlsplit(endpoint).netloc if "://" in endpoint else endpoint
+            self.channel = grpc.insecure_channel(target)
+            self.call = self.channel.unary_unary(EXPORT_METHOD)
+            self.metadata = tuple((k.lower(), v) for k, v in options.headers.items())
+        else:
+            url = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+            self.path = url.path if url.path not in ("", "/") else "/v1/traces"
+            self.conn = http.client.HTTPConnection(url.netloc, timeout=REQUEST_TIMEOUT)
+            json_body = options.protocol == "http/json"
+            self.headers = {
+                "Content-Type": "application/json" if json_body else "application/x-protobuf",
+                **options.headers,
+            }
+
+    def send(self, payload: bytes) -> int:
+        if self.options.protocol == "grpc":
+            reply = self.call(payload, timeout=REQUEST_TIMEOUT, metadata=self.metadata)
+            return ExportTraceServiceResponse.FromString(reply).partial_success.rejected_spans
+        self.conn.request("POST", self.path, body=payload, headers=self.headers)
+        response = self.conn.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}")
+        if self.options.protocol == "http/json":
+            rejected = orjson.loads(body).get("partialSuccess", {}).get("rejectedSpans", 0)
+            return int(rejected)
+        return ExportTraceServiceResponse.FromString(body).partial_success.rejected_spans
+
+    def close(self) -> None:
+        if self.options.protocol == "grpc":
+            self.channel.close()
+        else:
+            self.conn.close()
+
+
+def payload_template(options: BenchOptions) -> tuple[bytes, bytes, int]:
+    """(serialized request, salt to replace, spans per request) in the chosen encoding."""
+    request, salt = salted_template(options.spans_per_request, options.spans_per_trace)
+    spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    if options.protocol != "http/json":
+        return request.SerializeToString(), salt, spans
+    doc = json_format.MessageToDict(request)
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = bytes(__import__("base64").b64decode(span[key])).hex()
+    return orjson.dumps(doc), salt.hex().encode(), spans
+
+
+def run_bench(options: BenchOptions) -> BenchReport:
+    template, salt, spans = payload_template(options)
+    report = BenchReport(options, request_bytes=len(template))
+    traces_per_request = max(1, spans // options.spans_per_trace)
+    lock = threading.Lock()
+    deadline = time.monotonic() + options.duration
+    budget = {"requests": -(-options.traces // traces_per_request) if options.traces else None}
+
+    def worker() -> None:
+        sender = Sender(options)
+        latencies: list[float] = []
+        try:
+            while time.monotonic() < deadline:
+                with lock:
+                    if budget["requests"] is not None:
+                        if budget["requests"] <= 0:
+                            break
+                        budget["requests"] -= 1
+                fresh = (
+                    os.urandom(len(salt) // 2).hex().encode()
+                    if len(salt) == 16
+                    else (os.urandom(8))
+                )
+                payload = template.replace(salt, fresh)
+                started = time.perf_counter()
+                try:
+                    rejected = sender.send(payload)
+                except grpc.RpcError as exc:
+                    with lock:
+                        report.errors[f"gRPC {exc.code().name}"] += 1
+                        report.spans_sent += spans
+                    continue
+                except (OSError, RuntimeError, http.client.HTTPException) as exc:
+                    with lock:
+                        report.errors[str(exc) or type(exc).__name__] += 1
+                        report.spans_sent += spans
+                    sender.close()
+                    sender = Sender(options)
+                    continue
+                latencies.append(time.perf_counter() - started)
+                with lock:
+                    report.requests_ok += 1
+                    report.spans_sent += spans
+                    report.spans_accepted += spans - rejected
+        finally:
+            sender.close()
+            with lock:
+                report.latencies.extend(latencies)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(options.concurrency)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(options.duration + REQUEST_TIMEOUT + 5)
+    report.elapsed = time.monotonic() - started
+    return report

@@ -1,0 +1,48 @@
+"""One request's wire bytes to an Arrow batch: the unit of work a decode worker process runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from collector.normalize.decode import Batch, decode_logs, decode_spans
+from collector.normalize.otlp_json import logs_from_json, traces_from_json
+from collector.normalize.otlp_protobuf import logs_from_protobuf, traces_from_protobuf
+from collector.store.tables import arrow_batch
+
+PARSERS = {
+    ("traces", "protobuf"): traces_from_protobuf,
+    ("traces", "json"): traces_from_json,
+    ("logs", "protobuf"): logs_from_protobuf,
+    ("logs", "json"): logs_from_json,
+}
+TABLES = {"traces": "spans", "logs": "logs"}
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What crosses back from a worker: the rows as Arrow plus the counts the receiver reports."""
+
+    table: pa.Table | None
+    rows: int
+    rejected: dict[str, int]
+    truncated_rows: int
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
+
+
+def decode_request(signal: str, encoding: str, data: bytes, max_attribute_length: int) -> Decoded:
+    """Parse, validate and normalize one export request; raises MalformedRequest on bad bytes."""
+    request = PARSERS[signal, encoding](data)
+    decode = decode_spans if signal == "traces" else decode_logs
+    batch: Batch = decode(request, max_attribute_length)
+    table = arrow_batch(TABLES[signal], batch.columns) if batch.rows else None
+    return Decoded(table, batch.rows, dict(batch.rejected), batch.truncated_rows)
+
+
+def warm_up() -> bool:
+    """Run once per worker at start so the first real request does not pay for imports."""
+    return True
