@@ -26,8 +26,11 @@ def bind(host: str, port: int, what: str) -> socket.socket:
 class HttpServer:
     """An aiohttp app bound to one address; `stop` lets in-flight requests finish."""
 
-    def __init__(self, app: web.Application, host: str, port: int, what: str) -> None:
+    def __init__(
+        self, app: web.Application, host: str, port: int, what: str, **handler_args: object
+    ) -> None:
         self.app = app
+        self.handler_args = handler_args
         self.host = host
         self.port = port
         self.what = what
@@ -37,7 +40,11 @@ class HttpServer:
         sock = bind(self.host, self.port, self.what)
         self.port = sock.getsockname()[1]
         self.runner = web.AppRunner(
-            self.app, access_log=None, shutdown_timeout=shutdown_timeout, handle_signals=False
+            self.app,
+            access_log=None,
+            shutdown_timeout=shutdown_timeout,
+            handle_signals=False,
+            **self.handler_args,
         )
         await self.runner.setup()
         await web.SockSite(self.runner, sock).start()

@@ -57,6 +57,8 @@ def load(body: bytes) -> dict[str, Any]:
 def parse(doc: dict[str, Any], message: Message) -> Message:
     try:
         return json_format.ParseDict(doc, message, ignore_unknown_fields=True)
+    except RecursionError as exc:
+        raise MalformedRequest("OTLP/JSON request is nested too deeply") from exc
     except (json_format.ParseError, ValueError, TypeError) as exc:
         name = type(message).__name__
         raise MalformedRequest(f"not a valid OTLP/JSON {name}: {exc}") from exc

@@ -118,7 +118,8 @@ class Ingest:
             if decoded.table is not None:
                 committed = self.writer.submit(table, decoded.table)
         if committed is not None:
-            await asyncio.wrap_future(committed)
+            # shield: a client that disconnects must not cancel the commit other requests share.
+            await asyncio.shield(asyncio.wrap_future(committed))
             m.accepted.labels(protocol, signal).inc(decoded.rows)
             if decoded.truncated_rows:
                 m.truncated.labels(signal).inc(decoded.truncated_rows)

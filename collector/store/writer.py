@@ -24,6 +24,15 @@ from collector.telemetry import StoreMetrics
 log = logging.getLogger(__name__)
 
 
+def settle(future: concurrent.futures.Future[None], error: Exception | None = None) -> None:
+    """Complete a request's future; one whose client gave up (cancelled) is left as it is."""
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+
 @dataclass
 class Pending:
     table: str
@@ -129,7 +138,12 @@ class Writer:
 
     def _run(self) -> None:
         while (taken := self._take()) is not None:
-            self._commit(taken)
+            try:
+                self._commit(taken)
+            except Exception as exc:  # the writer must outlive any one commit
+                log.exception("unexpected error in the writer")
+                for item in taken:
+                    settle(item.future, StoreUnavailable(f"internal writer error: {exc}"))
 
     def _commit(self, taken: list[Pending]) -> None:
         started = time.perf_counter()
@@ -154,7 +168,7 @@ class Writer:
         self.metrics.commit_rows.observe(sum(item.data.num_rows for item in taken))
         self.metrics.commit_duration.observe(time.perf_counter() - started)
         for item in taken:
-            item.future.set_result(None)
+            settle(item.future)
 
     def _write(
         self, con: duckdb.DuckDBPyConnection, by_table: dict[str, pa.Table], inserts: dict[str, str]
@@ -184,4 +198,4 @@ class Writer:
         self.metrics.dropped.labels("commit_failed").inc(rows)
         error = StoreUnavailable("the store could not commit this request; retry later")
         for item in taken:
-            item.future.set_exception(error)
+            settle(item.future, error)
