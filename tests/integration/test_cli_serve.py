@@ -1,0 +1,230 @@
+"""`sextant serve` as a process: defaults, flags, config errors, port conflicts, clean SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import grpc
+import pytest
+import requests
+
+from tests.otlp_builders import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
+
+LISTEN = re.compile(r"(OTLP/gRPC|OTLP/HTTP|admin) listening on ([\d.]+):(\d+)")
+
+
+class Serve:
+    """A `sextant serve` child process and the ports it logged."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "collector.cli", "serve", *args],
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.ports: dict[str, int] = {}
+        self.lines: list[str] = []
+        deadline = time.monotonic() + 60
+        while len(self.ports) < 3 and time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            if match := LISTEN.search(line):
+                self.ports[match.group(1)] = int(match.group(3))
+        self._drain = threading.Thread(target=self._read_rest, daemon=True)
+        self._drain.start()
+
+    def _read_rest(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        code = self.proc.wait(60)
+        self._drain.join(5)
+        return code
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+
+def run_failing(args: list[str], cwd: Path, env: dict[str, str] | None = None):
+    return subprocess.run(
+        [sys.executable, "-m", "collector.cli", "serve", *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+EPHEMERAL = [
+    "--grpc-addr",
+    "127.0.0.1:0",
+    "--http-addr",
+    "127.0.0.1:0",
+    "--admin-addr",
+    "127.0.0.1:0",
+]
+
+
+def export(port: int, body: bytes) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        channel.unary_unary(TRACE_EXPORT)(body, timeout=10)
+
+
+def test_sigterm_drains_flushes_and_closes_cleanly(tmp_path: Path) -> None:
+    """Requests keep arriving while SIGTERM lands: every acknowledged span is in the store."""
+    serve = Serve([*EPHEMERAL, "--data-dir", str(tmp_path / "d")], tmp_path)
+    assert set(serve.ports) == {"OTLP/gRPC", "OTLP/HTTP", "admin"}, serve.output
+    port = serve.ports["OTLP/gRPC"]
+    acknowledged: list[str] = []
+    stop = threading.Event()
+
+    def sender() -> None:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_unary(TRACE_EXPORT)
+            while not stop.is_set():
+                trace_id = new_trace_id()
+                try:
+                    call(trace_request(simple_spans(50, trace_id)).SerializeToString(), timeout=5)
+                except grpc.RpcError:
+                    return
+                acknowledged.append(trace_id.hex())
+
+    threads = [threading.Thread(target=sender) for _ in range(3)]
+    for t in threads:
+        t.start()
+    while len(acknowledged) < 20:
+        time.sleep(0.01)
+    assert serve.stop(signal.SIGTERM) == 0
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert "stopped; store closed cleanly" in serve.output
+
+    con = duckdb.connect(str(tmp_path / "d" / "sextant.duckdb"), read_only=True)
+    counts = dict(con.execute("SELECT trace_id, count(*) FROM spans GROUP BY 1").fetchall())
+    assert all(counts.get(trace_id) == 50 for trace_id in acknowledged)
+    assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (1,)
+
+
+def test_sigint_also_stops_cleanly(tmp_path: Path) -> None:
+    serve = Serve([*EPHEMERAL, "--data-dir", str(tmp_path / "d")], tmp_path)
+    export(serve.ports["OTLP/gRPC"], trace_request(simple_spans(3)).SerializeToString())
+    assert requests.get(f"http://127.0.0.1:{serve.ports['admin']}/readyz").status_code == 200
+    assert serve.stop(signal.SIGINT) == 0
+    con = duckdb.connect(str(tmp_path / "d" / "sextant.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM spans").fetchone() == (3,)
+
+
+@pytest.mark.parametrize(("flag", "what"), [("--grpc-addr", "OTLP/gRPC"), ("--http-addr", "OTLP/HTTP")])
+def test_a_port_held_by_another_process_fails_startup(tmp_path: Path, flag: str, what: str):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket,sys,time; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen();"
+            " print(s.getsockname()[1], flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = int(holder.stdout.readline())
+        args = [*EPHEMERAL, "--data-dir", str(tmp_path / "d")]
+        args[args.index(flag) + 1] = f"127.0.0.1:{port}"
+        result = run_failing(args, tmp_path)
+        assert result.returncode == 1
+        assert f"cannot listen on 127.0.0.1:{port} for {what}" in result.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_invalid_config_file_names_field_and_reason(tmp_path: Path) -> None:
+    config = tmp_path / "sextant.yaml"
+    config.write_text("grpc:\n  addr: nowhere\nlimits:\n  max_request_bytes: -1\n  colour: red\n")
+    result = run_failing(["--config", str(config)], tmp_path)
+    assert result.returncode == 2
+    assert "grpc.addr: Value error, expected HOST:PORT" in result.stderr
+    assert "limits.max_request_bytes: Input should be greater than 0" in result.stderr
+    assert "limits.colour: unknown key" in result.stderr
+
+    result = run_failing(["--config", str(tmp_path / "missing.yaml")], tmp_path)
+    assert result.returncode == 2
+    assert "cannot read config file" in result.stderr
+
+
+def test_config_file_then_environment_then_flags(tmp_path: Path) -> None:
+    config = tmp_path / "sextant.yaml"
+    config.write_text(
+        "grpc: {addr: '127.0.0.1:0'}\nhttp: {addr: '127.0.0.1:1'}\nadmin: {addr: '127.0.0.1:0'}\n"
+        f"storage: {{data_dir: {tmp_path / 'from-file'}}}\n"
+    )
+    serve = Serve(
+        ["--config", str(config), "--data-dir", str(tmp_path / "from-flag")],
+        tmp_path,
+        env={
+            "SEXTANT_HTTP__ADDR": "127.0.0.1:0",  # overrides the unusable port 1 of the file
+            "SEXTANT_STORAGE__DATA_DIR": str(tmp_path / "from-env"),
+        },
+    )
+    try:
+        assert set(serve.ports) == {"OTLP/gRPC", "OTLP/HTTP", "admin"}, serve.output
+        assert serve.ports["OTLP/HTTP"] != 1
+    finally:
+        assert serve.stop() == 0
+    assert (tmp_path / "from-flag" / "sextant.duckdb").exists()
+    assert not (tmp_path / "from-env").exists()
+    assert not (tmp_path / "from-file").exists()
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_no_flags_runs_on_the_embedded_default(tmp_path: Path) -> None:
+    if not all(port_free(p) for p in (4317, 4318, 9464)):
+        pytest.skip("the default ports 4317/4318/9464 are taken on this machine")
+    serve = Serve([], tmp_path)
+    try:
+        assert serve.ports == {"OTLP/gRPC": 4317, "OTLP/HTTP": 4318, "admin": 9464}
+        trace_id = new_trace_id()
+        reply = requests.post(
+            "http://127.0.0.1:4318/v1/traces",
+            data=trace_request(simple_spans(2, trace_id)).SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+            timeout=10,
+        )
+        assert reply.status_code == 200
+        metrics = requests.get("http://127.0.0.1:9464/metrics", timeout=10).text
+        assert 'sextant_receiver_items_accepted_total{protocol="http",signal="traces"} 2.0' in (
+            metrics
+        )
+        assert requests.get("http://127.0.0.1:9464/healthz", timeout=10).json() == {
+            "status": "ok"
+        }
+    finally:
+        assert serve.stop() == 0
+    con = duckdb.connect(str(tmp_path / "sextant-data" / "sextant.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM spans").fetchone() == (2,)
