@@ -217,7 +217,7 @@ def agent_name(attrs: dict[str, Any], name: str, kind: str) -> str | None:
 
 def parse_json(value: Any) -> Any:
     """A JSON-looking string decoded; anything else returned as it is."""
-    if isinstance(value, str) and value[:1] in ("{", "["):
+    if isinstance(value, str) and value[:1] in ("{", "[", '"'):
         try:
             return orjson.loads(value)
         except orjson.JSONDecodeError:

@@ -19,9 +19,7 @@ from tests.conftest import TESTDATA, RunningServer
 from tests.otlp_builders import TRACE_EXPORT
 
 CAPTURES = TESTDATA / "otlp-captures"
-FILES = sorted(
-    [*CAPTURES.glob("*.otlp.json"), *CAPTURES.glob("*.body.json")], key=lambda p: p.name
-)
+FILES = sorted([*CAPTURES.glob("*.otlp.json"), *CAPTURES.glob("*.body.json")], key=lambda p: p.name)
 
 
 def expected_for(path: Path) -> dict:

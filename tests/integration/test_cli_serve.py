@@ -132,7 +132,9 @@ def test_sigint_also_stops_cleanly(tmp_path: Path) -> None:
     assert con.execute("SELECT count(*) FROM spans").fetchone() == (3,)
 
 
-@pytest.mark.parametrize(("flag", "what"), [("--grpc-addr", "OTLP/gRPC"), ("--http-addr", "OTLP/HTTP")])
+@pytest.mark.parametrize(
+    ("flag", "what"), [("--grpc-addr", "OTLP/gRPC"), ("--http-addr", "OTLP/HTTP")]
+)
 def test_a_port_held_by_another_process_fails_startup(tmp_path: Path, flag: str, what: str):
     holder = subprocess.Popen(
         [
@@ -221,9 +223,7 @@ def test_no_flags_runs_on_the_embedded_default(tmp_path: Path) -> None:
         assert 'sextant_receiver_items_accepted_total{protocol="http",signal="traces"} 2.0' in (
             metrics
         )
-        assert requests.get("http://127.0.0.1:9464/healthz", timeout=10).json() == {
-            "status": "ok"
-        }
+        assert requests.get("http://127.0.0.1:9464/healthz", timeout=10).json() == {"status": "ok"}
     finally:
         assert serve.stop() == 0
     con = duckdb.connect(str(tmp_path / "sextant-data" / "sextant.duckdb"), read_only=True)

@@ -90,7 +90,9 @@ def test_logs_over_http_json(server: RunningServer) -> None:
     body = {
         "resourceLogs": [
             {
-                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "a"}}]},
+                "resource": {
+                    "attributes": [{"key": "service.name", "value": {"stringValue": "a"}}]
+                },
                 "scopeLogs": [
                     {
                         "logRecords": [
@@ -99,9 +101,13 @@ def test_logs_over_http_json(server: RunningServer) -> None:
                                 "traceId": trace_id,
                                 "spanId": "00f067aa0ba902b7",
                                 "eventName": "gen_ai.tool.message",
-                                "body": {"kvlistValue": {"values": [
-                                    {"key": "id", "value": {"stringValue": "call_1"}}
-                                ]}},
+                                "body": {
+                                    "kvlistValue": {
+                                        "values": [
+                                            {"key": "id", "value": {"stringValue": "call_1"}}
+                                        ]
+                                    }
+                                },
                             }
                         ]
                     }
@@ -112,7 +118,8 @@ def test_logs_over_http_json(server: RunningServer) -> None:
     reply = requests.post(f"{server.http_url}/v1/logs", json=body, timeout=10)
     assert reply.status_code == 200
     assert reply.json() == {}
-    rows = server.query("SELECT span_id, event_name, body, time FROM logs WHERE trace_id = ?",
-                        [trace_id])
+    rows = server.query(
+        "SELECT span_id, event_name, body, time FROM logs WHERE trace_id = ?", [trace_id]
+    )
     assert rows[0][:3] == ("00f067aa0ba902b7", "gen_ai.tool.message", '{"id":"call_1"}')
     assert rows[0][3].year == 2023

@@ -1,0 +1,115 @@
+"""The group-commit writer: shared commits, duplicates, failures, shutdown flush."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from prometheus_client import CollectorRegistry
+
+from collector.config import WriterConfig
+from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
+from collector.normalize.wire import decode_request
+from collector.store.database import Database
+from collector.store.writer import Writer
+from collector.telemetry import StoreMetrics
+from tests.otlp_builders import new_trace_id, simple_spans, trace_request
+
+
+def batch(count: int, trace_id: bytes | None = None):
+    body = trace_request(simple_spans(count, trace_id)).SerializeToString()
+    return decode_request("traces", "protobuf", body, 1000).table
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    database = Database(tmp_path / "s.duckdb")
+    database.open()
+    registry = CollectorRegistry()
+    writer = Writer(database, WriterConfig(max_queue_rows=100), StoreMetrics(registry))
+    yield database, writer, registry
+    writer.shutdown(5)
+    database.close()
+
+
+def count(database: Database) -> int:
+    return database.cursor().execute("SELECT count(*) FROM spans").fetchone()[0]
+
+
+def test_queued_requests_share_one_commit(store) -> None:
+    database, writer, registry = store
+    futures = [writer.submit("spans", batch(5)) for _ in range(4)]  # queued before start
+    writer.start()
+    concurrent.futures.wait(futures, 10)
+    assert all(f.result() is None for f in futures)
+    assert count(database) == 20
+    assert registry.get_sample_value("sextant_store_commit_rows_count") == 1
+    assert registry.get_sample_value("sextant_store_commit_rows_sum") == 20
+
+
+def test_duplicates_in_and_across_commits_are_stored_once(store) -> None:
+    database, writer, registry = store
+    writer.start()
+    trace_id = new_trace_id()
+    first = batch(3, trace_id)
+    writer.submit("spans", first).result(10)
+    futures = [writer.submit("spans", first), writer.submit("spans", batch(2))]
+    concurrent.futures.wait(futures, 10)
+    assert count(database) == 5
+    assert registry.get_sample_value("sextant_store_duplicate_spans_total") == 3
+
+
+def test_full_queue_refuses_without_blocking(store) -> None:
+    _, writer, registry = store
+    writer.submit("spans", batch(60))
+    with pytest.raises(Overloaded):
+        writer.submit("spans", batch(60))
+    assert (
+        registry.get_sample_value("sextant_store_queue_dropped_total", {"reason": "queue_full"})
+        == 60
+    )
+    # A single request larger than the whole queue is still taken when the queue is empty.
+    writer.start()
+    writer.submit("spans", batch(150)).result(10)
+
+
+def test_a_failed_commit_fails_its_requests_and_the_writer_goes_on(store) -> None:
+    database, writer, registry = store
+    real = database._con
+    calls = {"n": 0}
+
+    class Flaky:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def execute(self, sql, *args):
+            if sql.startswith("INSERT") and calls["n"] == 0:
+                calls["n"] += 1
+                raise duckdb.IOException("disk full")
+            # The writer's SQL reads its local `batch` (a DuckDB replacement scan): pass it on.
+            batch = sys._getframe(1).f_locals.get("batch")  # noqa: F841
+            return real.execute(sql, *args)
+
+    database._con = Flaky()
+    writer.start()
+    with pytest.raises(StoreUnavailable):
+        writer.submit("spans", batch(3)).result(10)
+    writer.submit("spans", batch(4)).result(10)
+    database._con = real
+    assert count(database) == 4
+    assert registry.get_sample_value("sextant_store_commit_errors_total") == 1
+
+
+def test_shutdown_flushes_everything_queued_then_refuses(store) -> None:
+    database, writer, _ = store
+    futures = [writer.submit("spans", batch(7)) for _ in range(3)]
+    writer.start()
+    writer.shutdown(10)
+    assert all(f.done() and f.exception() is None for f in futures)
+    assert count(database) == 21
+    with pytest.raises(ShuttingDown):
+        writer.submit("spans", batch(1))
+    writer.shutdown(1)  # twice is fine
