@@ -16,6 +16,15 @@ TOOLS = (
     ("hold_seat", {"flight_id": "SK0836", "passenger": "Mira Sato"}),
     ("confirm_booking", {"hold_id": "HLD-4Q7Z2", "payment_token": "tok_test_5521"}),
 )
+SYSTEM = json.dumps(
+    [
+        {
+            "type": "text",
+            "content": "You book flights for travellers. Use the tools; never invent fares,"
+            " seats or booking references, and confirm the passenger before paying.",
+        }
+    ]
+)
 PROMPT = "Book the cheapest LIS-OSL flight on 2025-03-14 for Mira Sato, pay with tok_test_5521."
 
 
@@ -45,12 +54,15 @@ def agent_trace(trace_id: bytes, start_ns: int, rng: random.Random, spans: int =
                 kv("gen_ai.request.model", "gpt-4.1-mini"),
                 kv("gen_ai.response.model", "gpt-4.1-mini-2025-04-14"),
                 kv("gen_ai.request.temperature", 0.0),
+                kv("gen_ai.request.max_tokens", 1024),
+                kv("gen_ai.agent.name", "travel-agent"),
                 kv("gen_ai.response.id", f"chatcmpl-{rng.getrandbits(64):016x}"),
                 kv("gen_ai.usage.input_tokens", 412 + 137 * turn),
                 kv("gen_ai.usage.output_tokens", 22),
                 kv("gen_ai.conversation.id", conversation),
                 kv("server.address", "api.openai.com"),
                 kv("server.port", 443),
+                kv("gen_ai.system_instructions", SYSTEM),
                 kv(
                     "gen_ai.input.messages",
                     json.dumps([{"role": "user", "parts": [{"type": "text", "content": PROMPT}]}]),
@@ -61,7 +73,13 @@ def agent_trace(trace_id: bytes, start_ns: int, rng: random.Random, spans: int =
                         [
                             {
                                 "role": "assistant",
-                                "parts": [{"type": "text", "content": "Searching flights."}],
+                                "parts": [
+                                    {
+                                        "type": "text",
+                                        "content": "Searching LIS-OSL flights on 2025-03-14"
+                                        " and comparing fares before holding a seat.",
+                                    }
+                                ],
                                 "finish_reason": "tool_call",
                             }
                         ]
@@ -84,6 +102,8 @@ def agent_trace(trace_id: bytes, start_ns: int, rng: random.Random, spans: int =
                         [
                             {"flight_id": "TP1187", "fare_id": "FR-TP1187-YFLEX", "price": 214.0},
                             {"flight_id": "SK0836", "fare_id": "FR-SK0836-YLITE", "price": 189.0},
+                            {"flight_id": "DY1301", "fare_id": "FR-DY1301-LOWFR", "price": 201.5},
+                            {"flight_id": "KL1692", "fare_id": "FR-KL1692-ECONS", "price": 243.0},
                         ]
                     ),
                 ),
@@ -148,14 +168,18 @@ def export_request(
 def salted_template(
     spans_per_request: int, spans_per_trace: int = 10, seed: int = 7
 ) -> tuple[ExportTraceServiceRequest, bytes]:
-    """A request whose trace ids all start with one random 8-byte salt.
+    """A request of exactly `spans_per_request` spans whose trace ids share a random 8-byte salt.
 
     Replacing the salt in the serialized bytes gives a request with fresh, unique trace ids at the
     cost of one `bytes.replace`, so the load generator spends its CPU sending, not building.
     """
     rng = random.Random(seed)
     salt = rng.randbytes(8)
-    traces = max(1, spans_per_request // spans_per_trace)
-    per_trace = spans_per_trace if spans_per_request >= spans_per_trace else spans_per_request
-    trace_ids = [salt + i.to_bytes(8, "big") for i in range(1, traces + 1)]
-    return export_request(trace_ids, rng, per_trace), salt
+    full, rest = divmod(spans_per_request, spans_per_trace)
+    sizes = [spans_per_trace] * full + ([rest] if rest else [])
+    request = export_request([], rng)
+    spans = request.resource_spans[0].scope_spans[0].spans
+    now = time.time_ns()
+    for i, size in enumerate(sizes, start=1):
+        spans.extend(agent_trace(salt + i.to_bytes(8, "big"), now, rng, size))
+    return request, salt

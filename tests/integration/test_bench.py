@@ -1,0 +1,69 @@
+"""`sextant bench` drives a real server; what it reports as accepted is what the store holds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from collector.bench.runner import BenchOptions, run_bench
+from tests.conftest import RunningServer
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf", "http/json"])
+def test_bench_reports_what_was_stored(server: RunningServer, protocol: str) -> None:
+    endpoint = server.grpc_endpoint if protocol == "grpc" else f"{server.http_url}/v1/traces"
+    report = run_bench(
+        BenchOptions(
+            endpoint=endpoint,
+            protocol=protocol,
+            concurrency=2,
+            duration=20,
+            traces=30,
+            spans_per_request=50,
+        )
+    )
+    assert not report.errors
+    assert report.requests_ok == 6
+    assert report.spans_accepted == report.spans_sent == 300
+    assert server.query("SELECT count(*), count(DISTINCT trace_id) FROM spans")[0] == (300, 30)
+    steps = dict(server.query("SELECT step_kind, count(*) FROM spans GROUP BY 1"))
+    assert steps == {"agent": 30, "llm": 150, "tool": 120}
+    assert len(report.latencies) == 6
+
+
+def test_bench_command_prints_figures(server: RunningServer) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "bench",
+            "--endpoint",
+            server.grpc_endpoint,
+            "--duration",
+            "1",
+            "--concurrency",
+            "2",
+            "--spans-per-request",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "accepted spans/s" in result.stdout
+    assert "p99" in result.stdout
+    accepted = int(result.stdout.split("spans accepted")[1].split()[0])
+    assert accepted > 0
+    assert server.query("SELECT count(*) FROM spans")[0][0] == accepted
+
+
+def test_bench_against_a_dead_endpoint_reports_errors_and_ends() -> None:
+    report = run_bench(
+        BenchOptions(endpoint="127.0.0.1:1", protocol="http/protobuf", duration=0.5, concurrency=1)
+    )
+    assert report.requests_ok == 0
+    assert sum(report.errors.values()) >= 1

@@ -1,0 +1,65 @@
+"""Decoding in worker processes behaves exactly like decoding in the receiver, and survives a
+worker that dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import grpc
+import pytest
+import requests
+
+from tests.conftest import start_server, wait_for
+from tests.integration.test_bad_input import bad_id_request, grpc_error, grpc_export, stored
+from tests.otlp_builders import new_trace_id, simple_spans, trace_request
+
+
+@pytest.fixture
+def pooled(tmp_path: Path):
+    server = start_server(tmp_path / "data", ingest={"decode_workers": 1, "inline_decode_bytes": 0})
+    yield server
+    server.stop()
+
+
+def test_worker_decoding_accepts_rejects_and_reports(pooled) -> None:
+    trace_id = new_trace_id()
+    grpc_export(pooled, trace_request(simple_spans(4, trace_id)).SerializeToString())
+    assert stored(pooled, trace_id) == 4
+
+    other = new_trace_id()
+    reply = grpc_export(pooled, bad_id_request(other).SerializeToString())
+    assert reply.partial_success.rejected_spans == 5
+    assert stored(pooled, other) == 3
+
+    error = grpc_error(pooled, b"\x0a\xff\xff garbage")
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    reply = requests.post(
+        f"{pooled.http_url}/v1/traces", data=b"{", headers={"Content-Type": "application/json"}
+    )
+    assert reply.status_code == 400
+
+
+def test_a_dead_worker_costs_one_retry_not_the_service(pooled) -> None:
+    pool = pooled.pipeline.ingest._pool
+    (pid,) = list(pool._processes)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or _is_zombie(pid))
+
+    body = trace_request(simple_spans(2)).SerializeToString()
+    try:
+        grpc_export(pooled, body)  # the pool may notice the death on this request...
+    except grpc.RpcError as exc:
+        assert exc.code() == grpc.StatusCode.UNAVAILABLE  # ...and ask for a retry
+    trace_id = new_trace_id()
+    grpc_export(pooled, trace_request(simple_spans(3, trace_id)).SerializeToString())
+    assert stored(pooled, trace_id) == 3
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
