@@ -97,10 +97,13 @@ class IngestConfig(Strict):
 
 class StorageConfig(Strict):
     data_dir: Path = Field(Path("sextant-data"), description="Directory of sextant.duckdb.")
-    checkpoint_threshold: str = Field(
-        "64MB",
-        pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|KiB|MiB|GiB)$",
-        description="WAL size at which DuckDB checkpoints into the database file.",
+    checkpoint_wal_mib: int = Field(
+        64, gt=0, description="WAL size (MiB) at which a background checkpoint runs."
+    )
+    memory_limit: str = Field(
+        "512MB",
+        pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
+        description="DuckDB memory_limit: caches beyond it are evicted, so RSS stays bounded.",
     )
 
     @property

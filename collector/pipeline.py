@@ -13,6 +13,7 @@ from collector.receivers.auth import BearerAuth
 from collector.receivers.ingest import Ingest
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
+from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import ReceiverMetrics, StoreMetrics
@@ -30,8 +31,13 @@ class Pipeline:
     def __init__(self, config: SextantConfig, registry: CollectorRegistry | None = None) -> None:
         self.config = config
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.database = Database(config.storage.database, config.storage.checkpoint_threshold)
-        self.writer = Writer(self.database, config.writer, StoreMetrics(self.registry))
+        storage = config.storage
+        self.database = Database(storage.database, storage.memory_limit)
+        store_metrics = StoreMetrics(self.registry)
+        self.writer = Writer(self.database, config.writer, store_metrics)
+        self.checkpointer = Checkpointer(
+            self.database, storage.checkpoint_wal_mib * 1024 * 1024, store_metrics
+        )
         receiver_metrics = ReceiverMetrics(self.registry)
         self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
         ingest = self.ingest
@@ -56,6 +62,7 @@ class Pipeline:
         try:
             self.database.open()
             self.writer.start()
+            self.checkpointer.start()
             await asyncio.to_thread(self.ingest.start)
             await self.admin.start(timeout)
             await self.grpc.start()
@@ -79,6 +86,7 @@ class Pipeline:
         await asyncio.gather(self.grpc.stop(timeout), self.http.stop())
         await asyncio.to_thread(self.ingest.shutdown)
         await asyncio.to_thread(self.writer.shutdown, timeout)
+        await asyncio.to_thread(self.checkpointer.shutdown, timeout)
         await self.admin.stop()
         self.database.close()
         log.info("stopped; store closed cleanly")

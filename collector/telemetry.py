@@ -90,6 +90,12 @@ class StoreMetrics:
             "Spans not stored because the same trace_id and span_id was already stored.",
             registry=registry,
         )
+        self.checkpoint_duration = Histogram(
+            "sextant_store_checkpoint_duration_seconds",
+            "Duration of background checkpoints (WAL folded into the database file).",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
         self.commit_errors = Counter(
             "sextant_store_commit_errors",
             "Group commits that failed; their requests were answered with a retryable error.",

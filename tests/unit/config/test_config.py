@@ -46,7 +46,7 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         ("limits: {max_request_bytes: 0}", "limits.max_request_bytes: Input should be greater"),
         ("limit: {}", "limit: unknown key"),
         ("writer: {max_queue_rows: many}", "writer.max_queue_rows: Input should be a valid"),
-        ("storage: {checkpoint_threshold: lots}", "storage.checkpoint_threshold"),
+        ("storage: {memory_limit: lots}", "storage.memory_limit"),
         ("- a list", "the top level must be a mapping"),
         ("grpc: [unclosed", "not valid YAML"),
     ],

@@ -1,0 +1,61 @@
+"""Background checkpoints: fold the WAL into the database file off the commit path."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from collector.store.database import Database
+from collector.telemetry import StoreMetrics
+
+log = logging.getLogger(__name__)
+
+
+class Checkpointer:
+    """Runs CHECKPOINT on its own cursor whenever the WAL passes `wal_limit_bytes`.
+
+    Commits carry on while a checkpoint runs, so a checkpoint costs the writer little instead of
+    freezing one commit (and every request in it) for the whole checkpoint.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        wal_limit_bytes: int,
+        metrics: StoreMetrics,
+        interval: float = 1.0,
+    ) -> None:
+        self.database = database
+        self.wal_limit_bytes = wal_limit_bytes
+        self.metrics = metrics
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sextant-checkpoint", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout: float) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        cursor = self.database.cursor()
+        last_error = ""
+        while not self._stop.wait(self.interval):
+            if self.database.wal_bytes < self.wal_limit_bytes:
+                continue
+            started = time.perf_counter()
+            try:
+                cursor.execute("CHECKPOINT")
+            except Exception as exc:  # retried next interval; logged once per distinct error
+                if str(exc) != last_error:
+                    log.warning("background checkpoint failed, will retry: %s", exc)
+                    last_error = str(exc)
+                continue
+            last_error = ""
+            self.metrics.checkpoint_duration.observe(time.perf_counter() - started)
+        cursor.close()
