@@ -390,3 +390,22 @@ def test_random_garbage_never_kills_the_server(server: RunningServer) -> None:
         )
         assert reply.status_code == 400
     assert_still_serving(server)
+
+
+def test_empty_requests_succeed(server: RunningServer) -> None:
+    assert not grpc_export(server, b"").HasField("partial_success")
+    reply = requests.post(f"{server.http_url}/v1/traces", data=b"", headers=PROTOBUF)
+    assert reply.status_code == 200
+    reply = requests.post(f"{server.http_url}/v1/traces", json={}, timeout=10)
+    assert (reply.status_code, reply.json()) == (200, {})
+
+
+def test_unknown_grpc_method_is_unimplemented(server: RunningServer) -> None:
+    with grpc.insecure_channel(server.grpc_endpoint) as channel:
+        call = channel.unary_unary(
+            "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            call(b"", timeout=10)
+    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert_still_serving(server)
