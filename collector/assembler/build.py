@@ -1,0 +1,366 @@
+"""Stored spans of one trace to a Trajectory: the tree in causal order, kinds, joins and totals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from collector.assembler import messages
+from collector.assembler.prices import PriceTable
+from evaluators.model import Step, Trajectory
+
+# The columns of `spans` the builder reads; the query that feeds it selects exactly these.
+SPAN_FIELDS = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "start_time_unix_nano",
+    "end_time_unix_nano",
+    "status_code",
+    "step_kind",
+    "tool_name",
+    "tool_call_id",
+    "tool_arguments",
+    "tool_result",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "agent_name",
+    "conversation_id",
+    "user_id",
+    "error_type",
+    "service_name",
+    "service_version",
+    "attributes",
+    "events",
+)
+EXPLICIT_AGENT_KEYS = ("gen_ai.agent.name", "agent.name")
+APPROVAL_WORDS = ("approval", "approve")
+
+
+class SpanView:
+    """One stored span with its attribute JSON decoded only when something needs it."""
+
+    __slots__ = ("_attrs", "children", "row")
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.row = row
+        self.children: list[SpanView] = []
+        self._attrs: dict[str, Any] | None = None
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        if self._attrs is None:
+            self._attrs = orjson.loads(self.row["attributes"] or "{}")
+        return self._attrs
+
+    def mentions(self, text: str) -> bool:
+        return text in (self.row["attributes"] or "") or text in (self.row["events"] or "")
+
+    def sextant_value(self, key: str) -> Any:
+        """A `sextant.*` attribute of the span, or of one of its events."""
+        if not self.mentions(key):
+            return None
+        if key in self.attrs:
+            return self.attrs[key]
+        for event in orjson.loads(self.row["events"] or "[]"):
+            if key in event.get("attributes", {}):
+                return event["attributes"][key]
+        return None
+
+    def is_graph_node(self) -> bool:
+        """LangGraph + OpenInference marks every node visit AGENT; those are not agents."""
+        return self.mentions("langgraph_node") and "langgraph_node" in str(
+            self.attrs.get("metadata", "")
+        )
+
+    def explicit_agent(self) -> bool:
+        name = self.row["name"] or ""
+        return (
+            any(self.attrs.get(k) for k in EXPLICIT_AGENT_KEYS)
+            or name.startswith(("invoke_agent ", "create_agent "))
+            or name.endswith(".agent")
+        )
+
+
+def causal_order(spans: list[SpanView]) -> tuple[list[tuple[SpanView, int]], bool]:
+    """Depth-first over the span tree, siblings by start time; and whether a parent is missing."""
+    by_id = {s.row["span_id"]: s for s in spans}
+    roots: list[SpanView] = []
+    missing_parent = False
+    for span in spans:
+        parent = span.row["parent_span_id"]
+        if parent and parent in by_id:
+            by_id[parent].children.append(span)
+        else:
+            missing_parent |= bool(parent)
+            roots.append(span)
+
+    def key(s: SpanView) -> tuple[int, int, str]:
+        return (s.row["start_time_unix_nano"], s.row["end_time_unix_nano"], s.row["span_id"])
+
+    ordered: list[tuple[SpanView, int]] = []
+    stack = [(s, 0) for s in sorted(roots, key=key, reverse=True)]
+    while stack:
+        span, depth = stack.pop()
+        ordered.append((span, depth))
+        stack.extend((c, depth + 1) for c in sorted(span.children, key=key, reverse=True))
+    return ordered, missing_parent
+
+
+def refine_kind(span: SpanView, step: Step) -> None:
+    """Approval, policy and state-change steps from the `sextant.*` convention and tool names."""
+    approval = span.sextant_value("sextant.approval.status")
+    name = (step.tool_name or step.name or "").lower()
+    if approval is not None or (
+        step.span_kind == "tool" and any(w in name for w in APPROVAL_WORDS)
+    ):
+        step.kind = "approval"
+        step.approval_status = str(approval).lower() if approval is not None else None
+        return
+    decision = span.sextant_value("sextant.policy.decision")
+    if decision is not None:
+        step.kind = "policy"
+        step.policy_decision = str(decision).lower()
+        step.policy_name = span.sextant_value("sextant.policy.name")
+        return
+    target = span.sextant_value("sextant.state.target")
+    if target is not None:
+        step.kind = "state_change"
+        step.state_target = str(target)
+
+
+def cost_of(span: SpanView, step: Step, prices: PriceTable) -> float | None:
+    """The agent's own cost attribute wins over the price table."""
+    if span.mentions("cost"):
+        attrs = span.attrs
+        for key in ("llm.cost.total", "gen_ai.usage.cost", "gen_ai.usage.cost_usd"):
+            if isinstance(attrs.get(key), int | float):
+                return float(attrs[key])
+        parts = [attrs.get("llm.cost.prompt"), attrs.get("llm.cost.completion")]
+        if all(isinstance(p, int | float) for p in parts):
+            return float(parts[0] + parts[1])  # type: ignore[operator]
+    return prices.cost(step.model, step.input_tokens, step.output_tokens)
+
+
+def join_tool_calls(steps: list[Step], spans: dict[str, SpanView], llm_order: list[SpanView]):
+    """Give tool steps the id and arguments their span lacks, from the call the model requested.
+
+    OpenInference's LangChain tool spans carry a one-argument tool's input as the bare value and
+    no call id; the wrapping `tools` span and the model's tool calls carry both.
+    """
+    requested = [call for span in llm_order for call in messages.requested_tool_calls(span.attrs)]
+    used: set[int] = set()
+    for step in steps:
+        if not step.is_tool_call:
+            continue
+        if step.tool_call_id and isinstance(step.arguments, dict):
+            used.update(i for i, c in enumerate(requested) if c.get("id") == step.tool_call_id)
+            continue
+        parent = spans.get(step.parent_span_id or "")
+        call = messages.context_tool_call(parent.attrs) if parent else None
+        if call is None or call["name"] != step.tool_name:
+            index = first_request(requested, used, step.tool_name, step.arguments)
+            if index is None:
+                continue
+            used.add(index)
+            call = requested[index]
+        if not isinstance(step.arguments, dict) and isinstance(call.get("arguments"), dict):
+            step.arguments = call["arguments"]
+        step.tool_call_id = step.tool_call_id or call.get("id")
+
+
+def first_request(
+    requested: list[dict[str, Any]], used: set[int], name: str | None, arguments: Any
+) -> int | None:
+    """The earliest unused requested call of this tool (with these arguments, when known)."""
+    for i, call in enumerate(requested):
+        if i in used or call.get("name") != name:
+            continue
+        if not isinstance(arguments, dict) or call.get("arguments") == arguments:
+            return i
+    return None
+
+
+def build_trajectory(
+    trace_id: str,
+    rows: list[dict[str, Any]],
+    prices: PriceTable,
+    revision: int = 1,
+    close_reason: str = "complete",
+    late_spans: int = 0,
+) -> Trajectory:
+    spans = [SpanView(r) for r in rows]
+    ordered, missing_parent = causal_order(spans)
+    by_id = {s.row["span_id"]: s for s in spans}
+
+    # Agent wrappers without a name of their own ("Agent workflow") yield to a named agent below.
+    agent_spans = {
+        s.row["span_id"]
+        for s, _ in ordered
+        if s.row["step_kind"] == "agent" and not s.is_graph_node()
+    }
+    explicit = {sid for sid in agent_spans if by_id[sid].explicit_agent()}
+    if explicit:
+        agent_spans = {
+            sid
+            for sid in agent_spans
+            if sid in explicit or not has_named_agent_below(by_id[sid], explicit)
+        }
+
+    steps: list[Step] = []
+    agent_of: dict[str, str | None] = {}
+    llm_order: list[SpanView] = []
+    for seq, (span, depth) in enumerate(ordered):
+        row = span.row
+        sid, parent = row["span_id"], row["parent_span_id"]
+        inherited = agent_of.get(parent) if parent else None
+        base = row["step_kind"]
+        if base == "agent" and sid not in agent_spans:
+            base = "other"
+        own_agent = (row["agent_name"] or row["name"]) if base == "agent" else None
+        agent_of[sid] = own_agent or inherited
+        arguments = orjson.loads(row["tool_arguments"]) if row["tool_arguments"] else None
+        step = Step(
+            seq=seq,
+            span_id=sid,
+            parent_span_id=parent,
+            depth=depth,
+            kind=base,
+            span_kind=base,
+            name=step_name(row, base, own_agent),
+            status="error" if row["status_code"] == "ERROR" else "ok",
+            start_time_unix_nano=row["start_time_unix_nano"],
+            end_time_unix_nano=row["end_time_unix_nano"],
+            agent_name=own_agent or inherited,
+            tool_name=row["tool_name"],
+            tool_call_id=row["tool_call_id"],
+            arguments=arguments,
+            result=row["tool_result"],
+            error_type=row["error_type"],
+            model=row["model"],
+            input_tokens=row["input_tokens"] if base == "llm" else None,
+            output_tokens=row["output_tokens"] if base == "llm" else None,
+        )
+        if base == "llm":
+            llm_order.append(span)
+            step.cost_usd = cost_of(span, step, prices)
+        if span.mentions("sextant.") or (base == "tool" and "approv" in step.name.lower()):
+            refine_kind(span, step)
+        steps.append(step)
+    join_tool_calls(steps, by_id, llm_order)
+    return summarize(
+        trace_id,
+        revision,
+        close_reason,
+        late_spans,
+        ordered,
+        steps,
+        llm_order,
+        missing_parent,
+        agent_spans,
+        by_id,
+    )
+
+
+def has_named_agent_below(span: SpanView, explicit: set[str]) -> bool:
+    stack = list(span.children)
+    while stack:
+        child = stack.pop()
+        if child.row["span_id"] in explicit:
+            return True
+        stack.extend(child.children)
+    return False
+
+
+def step_name(row: dict[str, Any], kind: str, agent: str | None) -> str:
+    if row["tool_name"] and kind == "tool":
+        return row["tool_name"]
+    if kind in ("llm", "embedding") and row["model"]:
+        return row["model"]
+    if kind == "agent" and agent:
+        return agent
+    return row["name"] or ""
+
+
+def summarize(
+    trace_id: str,
+    revision: int,
+    close_reason: str,
+    late_spans: int,
+    ordered: list[tuple[SpanView, int]],
+    steps: list[Step],
+    llm_order: list[SpanView],
+    missing_parent: bool,
+    agent_spans: set[str],
+    by_id: dict[str, SpanView],
+) -> Trajectory:
+    roots = [s for s, depth in ordered if depth == 0]
+    root = next((s for s in roots if not s.row["parent_span_id"]), None)
+    first = root or (roots[0] if roots else None)
+    top_agent = next(
+        (s for s, _ in ordered if s.row["span_id"] in agent_spans and s.explicit_agent()),
+        next((s for s, _ in ordered if s.row["span_id"] in agent_spans), None),
+    )
+    reasons = []
+    if root is None:
+        reasons.append("root_missing")
+    if missing_parent:
+        reasons.append("parent_missing")
+    if close_reason != "complete":
+        reasons.append(close_reason)
+    # Some instrumentations emit a one-span `create_agent` trace per agent at start-up.
+    agent_run = not all(is_create_agent(s) for s, _ in ordered)
+    status = (
+        "incomplete"
+        if reasons
+        else ("error" if root is not None and root.row["status_code"] == "ERROR" else "ok")
+    )
+    rows = [s.row for s, _ in ordered]
+    trajectory = Trajectory(
+        trace_id=trace_id,
+        revision=revision,
+        status=status,
+        close_reason=close_reason,
+        agent_run=agent_run,
+        service_name=(first.row["service_name"] if first else None),
+        agent_name=top_agent.row["agent_name"] or top_agent.row["name"] if top_agent else None,
+        service_version=(first.row["service_version"] if first else None),
+        steps=steps,
+        root_span_id=root.row["span_id"] if root else None,
+        root_name=root.row["name"] if root else None,
+        conversation_id=next((r["conversation_id"] for r in rows if r["conversation_id"]), None),
+        user_id=next((r["user_id"] for r in rows if r["user_id"]), None),
+        incomplete_reasons=reasons,
+        start_time_unix_nano=min(r["start_time_unix_nano"] for r in rows),
+        end_time_unix_nano=max(r["end_time_unix_nano"] for r in rows),
+        span_count=len(rows),
+        late_spans=late_spans,
+    )
+    anchor = first.attrs if first else {}
+    trajectory.case_id = find_case_id([s for s, _ in ordered])
+    trajectory.input = messages.input_text(anchor) or (
+        messages.input_text(llm_order[0].attrs) if llm_order else None
+    )
+    trajectory.final_output = messages.output_text(anchor) or (
+        messages.output_text(llm_order[-1].attrs) if llm_order else None
+    )
+    return trajectory
+
+
+def is_create_agent(span: SpanView) -> bool:
+    return span.row["name"].startswith("create_agent") or (
+        span.mentions("create_agent") and span.attrs.get("gen_ai.operation.name") == "create_agent"
+    )
+
+
+def find_case_id(spans: list[SpanView]) -> str | None:
+    """The repeated task this run belongs to: the first span (root first) that names one."""
+    for span in spans:
+        if any(span.mentions(word) for word in messages.CASE_HINTS):
+            found = messages.case_id(span.attrs)
+            if found:
+                return found
+    return None

@@ -1,0 +1,152 @@
+"""Text, tool calls and case ids read out of the message attributes of the three conventions."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+OI_TOOL_CALL = re.compile(
+    r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(.+)$"
+)
+OI_MESSAGE = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(role|content)$")
+LEGACY_TOOL_CALL = re.compile(
+    r"^gen_ai\.completion\.(\d+)\.tool_calls\.(\d+)\.(id|name|arguments)$"
+)
+CASE_KEYS = (
+    "sextant.case.id",
+    "dataset.example.id",
+    "traceloop.association.properties.case_id",
+    "traceloop.association.properties.dataset_example_id",
+    "traceloop.association.properties.example_id",
+)
+METADATA_CASE_KEYS = ("case_id", "dataset_example_id", "example_id")
+# Substrings that must appear in a span's attribute JSON before it is worth decoding for a case id.
+CASE_HINTS = ("case", "example")
+
+
+def loads(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("[", "{", '"'):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def parts_text(message: dict[str, Any]) -> str | None:
+    """The text of one GenAI message (`parts`), or of an older `content` string."""
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        texts = [
+            p.get("content")
+            for p in parts
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("content"), str)
+        ]
+        return "\n".join(texts) if texts else None
+    content = message.get("content")
+    return content if isinstance(content, str) and content else None
+
+
+def genai_text(value: Any, role: str, last: bool) -> str | None:
+    """First (or last) text of `role` in gen_ai.input.messages / gen_ai.output.messages."""
+    messages = loads(value)
+    if not isinstance(messages, list):
+        return None
+    found = [
+        text
+        for m in messages
+        if isinstance(m, dict) and m.get("role", role) == role and (text := parts_text(m))
+    ]
+    if not found:
+        return None
+    return found[-1] if last else found[0]
+
+
+def openinference_text(attrs: dict[str, Any], direction: str, role: str, last: bool) -> str | None:
+    by_index: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        match = OI_MESSAGE.match(key)
+        if match and match.group(1) == direction:
+            by_index.setdefault(int(match.group(2)), {})[match.group(3)] = value
+    texts = [
+        m["content"]
+        for _, m in sorted(by_index.items())
+        if m.get("role") == role and isinstance(m.get("content"), str) and m["content"]
+    ]
+    if not texts:
+        return None
+    return texts[-1] if last else texts[0]
+
+
+def output_text(attrs: dict[str, Any]) -> str | None:
+    """What a model call (or an agent span) answered."""
+    return genai_text(attrs.get("gen_ai.output.messages"), "assistant", True) or (
+        openinference_text(attrs, "output", "assistant", True)
+    )
+
+
+def input_text(attrs: dict[str, Any]) -> str | None:
+    """The user's request as a model call (or an agent span) received it."""
+    return genai_text(attrs.get("gen_ai.input.messages"), "user", False) or (
+        openinference_text(attrs, "input", "user", False)
+    )
+
+
+def requested_tool_calls(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Tool calls a model asked for, in order: [{"id", "name", "arguments"}]."""
+    calls: list[dict[str, Any]] = []
+    for message in loads(attrs.get("gen_ai.output.messages")) or []:
+        if not isinstance(message, dict):
+            continue
+        for part in message.get("parts") or []:
+            if isinstance(part, dict) and part.get("type") == "tool_call":
+                calls.append(
+                    {
+                        "id": part.get("id"),
+                        "name": part.get("name"),
+                        "arguments": loads(part.get("arguments")),
+                    }
+                )
+    flattened: dict[tuple[int, int], dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if match := OI_TOOL_CALL.match(key):
+            call = flattened.setdefault((int(match.group(1)), int(match.group(2))), {})
+            field = match.group(3)
+            if field == "id":
+                call["id"] = value
+            elif field == "function.name":
+                call["name"] = value
+            elif field == "function.arguments":
+                call["arguments"] = loads(value)
+        elif match := LEGACY_TOOL_CALL.match(key):
+            call = flattened.setdefault((int(match.group(1)), int(match.group(2))), {})
+            call[match.group(3)] = loads(value) if match.group(3) == "arguments" else value
+    calls.extend(flattened[k] for k in sorted(flattened))
+    return calls
+
+
+def context_tool_call(attrs: dict[str, Any]) -> dict[str, Any] | None:
+    """The call a framework wrapper span was running (LangGraph's `tools` node): name, args, id."""
+    for key in ("input.value", "traceloop.entity.input"):
+        value = loads(attrs.get(key))
+        if isinstance(value, dict):
+            holder = value.get("inputs") if isinstance(value.get("inputs"), dict) else value
+            call = holder.get("tool_call")
+            if isinstance(call, dict) and call.get("name"):
+                return {"id": call.get("id"), "name": call["name"], "arguments": call.get("args")}
+    return None
+
+
+def case_id(attrs: dict[str, Any]) -> str | None:
+    for key in CASE_KEYS:
+        value = attrs.get(key)
+        if value not in (None, ""):
+            return str(value)
+    metadata = loads(attrs.get("metadata"))
+    if isinstance(metadata, dict):
+        for key in METADATA_CASE_KEYS:
+            if metadata.get(key) not in (None, ""):
+                return str(metadata[key])
+    return None
