@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from collector.errors import ConfigError
 
@@ -130,6 +138,43 @@ class WriterConfig(Strict):
     )
 
 
+class AssemblerConfig(Strict):
+    quiet_period_seconds: float = Field(
+        5.0, gt=0, description="A trace closes this long after its last span once its root ended."
+    )
+    max_trace_age_seconds: float = Field(
+        300.0, gt=0, description="A trace whose root never arrives closes (incomplete) this late."
+    )
+    max_open_traces: int = Field(
+        100_000, gt=0, description="Open traces held; over it the oldest close as incomplete."
+    )
+    max_spans_per_trace: int = Field(
+        10_000, gt=0, description="A trace with more spans closes early as incomplete."
+    )
+    tick_seconds: float = Field(0.1, gt=0, description="How often due traces are closed.")
+
+    @model_validator(mode="after")
+    def _check_times(self) -> AssemblerConfig:
+        if self.max_trace_age_seconds < self.quiet_period_seconds:
+            raise ValueError(
+                "assembler.max_trace_age_seconds must not be shorter than"
+                " assembler.quiet_period_seconds"
+            )
+        return self
+
+
+class ModelPrice(Strict):
+    input: float = Field(ge=0, description="USD per million input tokens.")
+    output: float = Field(ge=0, description="USD per million output tokens.")
+
+
+class PricingConfig(Strict):
+    models: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        description="Prices that override or extend the shipped table, by model name prefix.",
+    )
+
+
 class SextantConfig(Strict):
     grpc: GrpcConfig = Field(default_factory=GrpcConfig, description="OTLP/gRPC receiver.")
     http: HttpConfig = Field(default_factory=HttpConfig, description="OTLP/HTTP receiver.")
@@ -138,6 +183,10 @@ class SextantConfig(Strict):
     limits: LimitsConfig = Field(default_factory=LimitsConfig, description="Input limits.")
     ingest: IngestConfig = Field(default_factory=IngestConfig, description="Decoding.")
     storage: StorageConfig = Field(default_factory=StorageConfig, description="DuckDB store.")
+    assembler: AssemblerConfig = Field(
+        default_factory=AssemblerConfig, description="Trajectory assembly."
+    )
+    pricing: PricingConfig = Field(default_factory=PricingConfig, description="Token prices.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Group-commit writer.")
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."

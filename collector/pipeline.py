@@ -8,6 +8,9 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from collector.admin.server import AdminServer
+from collector.assembler.assembler import Assembler
+from collector.assembler.prices import PriceTable
+from collector.clock import Clock
 from collector.config import SextantConfig
 from collector.receivers.auth import BearerAuth
 from collector.receivers.ingest import Ingest
@@ -16,19 +19,25 @@ from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.writer import Writer
-from collector.telemetry import ReceiverMetrics, StoreMetrics
+from collector.telemetry import AssemblerMetrics, ReceiverMetrics, StoreMetrics
 
 log = logging.getLogger(__name__)
 
 
 class Pipeline:
-    """receivers → ingest (normalize) → writer → DuckDB, plus the admin server beside them.
+    """receivers → ingest (normalize) → writer → DuckDB → assembler → writer (trajectories),
+    plus the admin server beside them.
 
     Start order is store first, receivers last; shutdown runs the other way, so no request is
     accepted that cannot be committed, and every accepted request is committed before exit.
     """
 
-    def __init__(self, config: SextantConfig, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        config: SextantConfig,
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.config = config
         self.registry = registry if registry is not None else CollectorRegistry()
         storage = config.storage
@@ -38,13 +47,23 @@ class Pipeline:
         self.checkpointer = Checkpointer(
             self.database, storage.checkpoint_wal_mib * 1024 * 1024, store_metrics
         )
+        prices = PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()})
+        self.assembler = Assembler(
+            config.assembler,
+            self.database,
+            self.writer,
+            prices,
+            AssemblerMetrics(self.registry),
+            clock,
+        )
+        self.writer.on_commit = self.assembler.consume
         receiver_metrics = ReceiverMetrics(self.registry)
         self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
         ingest = self.ingest
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
         self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
-        self.admin = AdminServer(config.admin, self.registry, self.not_ready_reason)
+        self.admin = AdminServer(config.admin, self.registry, self.not_ready_reason, self.database)
         self._started = False
         self._stopped = False
 
@@ -63,6 +82,7 @@ class Pipeline:
             self.database.open()
             self.writer.start()
             self.checkpointer.start()
+            await asyncio.to_thread(self.assembler.start)
             await asyncio.to_thread(self.ingest.start)
             await self.admin.start(timeout)
             await self.grpc.start()
@@ -85,6 +105,7 @@ class Pipeline:
         timeout = self.config.shutdown_timeout_seconds
         await asyncio.gather(self.grpc.stop(timeout), self.http.stop())
         await asyncio.to_thread(self.ingest.shutdown)
+        await asyncio.to_thread(self.assembler.shutdown, timeout)
         await asyncio.to_thread(self.writer.shutdown, timeout)
         await asyncio.to_thread(self.checkpointer.shutdown, timeout)
         await self.admin.stop()

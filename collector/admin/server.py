@@ -1,26 +1,36 @@
-"""Admin HTTP server: /metrics (Prometheus and OpenMetrics), /healthz, /readyz."""
+"""Admin HTTP server: /metrics, /healthz, /readyz and the trajectories API."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
+import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from collector.config import AdminConfig
 from collector.httpserver import HttpServer
+from collector.store.database import Database
+from collector.store.queries import load_trajectory
 
 
 class AdminServer:
     def __init__(
-        self, config: AdminConfig, registry: CollectorRegistry, ready: Callable[[], str | None]
+        self,
+        config: AdminConfig,
+        registry: CollectorRegistry,
+        ready: Callable[[], str | None],
+        database: Database,
     ) -> None:
         """`ready` returns None when the service is ready, else the reason it is not."""
         self.registry = registry
         self.ready = ready
+        self.database = database
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/api/v1/trajectories/{trace_id}", self._trajectory)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         host, port = config.host_port
@@ -41,6 +51,26 @@ class AdminServer:
         body = encoder(self.registry)
         return web.Response(body=body, headers={"Content-Type": content_type})
 
+    async def _trajectory(self, request: web.Request) -> web.Response:
+        trace_id = request.match_info["trace_id"]
+        if len(trace_id) != 32 or any(c not in "0123456789abcdefABCDEF" for c in trace_id):
+            return json_error(400, "trace id must be 32 hex digits")
+        revision = request.query.get("revision")
+        if revision is not None and not revision.isdigit():
+            return json_error(400, "revision must be a positive integer")
+
+        def load() -> dict | None:
+            cursor = self.database.cursor()
+            try:
+                return load_trajectory(cursor, trace_id, int(revision) if revision else None)
+            finally:
+                cursor.close()
+
+        found = await asyncio.to_thread(load)
+        if found is None:
+            return json_error(404, f"no trajectory for trace {trace_id.lower()} (yet)")
+        return web.Response(body=orjson.dumps(found), content_type="application/json")
+
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
@@ -49,3 +79,7 @@ class AdminServer:
         if reason is None:
             return web.json_response({"status": "ready"})
         return web.json_response({"status": "not ready", "reason": reason}, status=503)
+
+
+def json_error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)

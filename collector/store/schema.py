@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
 SPANS = (
@@ -74,6 +74,76 @@ LOGS = (
     ("received_at", "TIMESTAMP", None),
 )
 
+TIMES = (
+    ("start_time_unix_nano", "UBIGINT", pa.uint64()),
+    ("end_time_unix_nano", "UBIGINT", pa.uint64()),
+    ("start_time", "TIMESTAMP", None),
+    ("end_time", "TIMESTAMP", None),
+    ("duration_ms", "DOUBLE", None),
+)
+
+TRAJECTORIES = (
+    ("trace_id", "VARCHAR NOT NULL", pa.string()),
+    ("revision", "INTEGER NOT NULL", pa.int32()),
+    ("is_current", "BOOLEAN NOT NULL", pa.bool_()),
+    ("status", "VARCHAR", pa.string()),
+    ("close_reason", "VARCHAR", pa.string()),
+    ("incomplete_reasons", "VARCHAR[]", pa.list_(pa.string())),
+    ("agent_run", "BOOLEAN", pa.bool_()),
+    ("service_name", "VARCHAR", pa.string()),
+    ("agent_name", "VARCHAR", pa.string()),
+    ("service_version", "VARCHAR", pa.string()),
+    ("root_span_id", "VARCHAR", pa.string()),
+    ("root_name", "VARCHAR", pa.string()),
+    ("case_id", "VARCHAR", pa.string()),
+    ("conversation_id", "VARCHAR", pa.string()),
+    ("user_id", "VARCHAR", pa.string()),
+    ("input", "VARCHAR", pa.string()),
+    ("final_output", "VARCHAR", pa.string()),
+    ("steps", "INTEGER", pa.int32()),
+    ("tool_calls", "INTEGER", pa.int32()),
+    ("llm_calls", "INTEGER", pa.int32()),
+    ("input_tokens", "BIGINT", pa.int64()),
+    ("output_tokens", "BIGINT", pa.int64()),
+    ("cost_usd", "DOUBLE", pa.float64()),
+    ("unpriced_llm_calls", "INTEGER", pa.int32()),
+    ("error_count", "INTEGER", pa.int32()),
+    ("span_count", "INTEGER", pa.int32()),
+    ("late_spans", "INTEGER", pa.int32()),
+    *TIMES,
+    ("first_received_at", "TIMESTAMP", pa.timestamp("us")),
+    ("last_received_at", "TIMESTAMP", pa.timestamp("us")),
+    ("closed_at", "TIMESTAMP", pa.timestamp("us")),
+)
+
+STEPS = (
+    ("trace_id", "VARCHAR NOT NULL", pa.string()),
+    ("revision", "INTEGER NOT NULL", pa.int32()),
+    ("seq", "INTEGER NOT NULL", pa.int32()),
+    ("span_id", "VARCHAR", pa.string()),
+    ("parent_span_id", "VARCHAR", pa.string()),
+    ("depth", "INTEGER", pa.int32()),
+    ("kind", "VARCHAR", pa.string()),
+    ("span_kind", "VARCHAR", pa.string()),
+    ("name", "VARCHAR", pa.string()),
+    ("agent_name", "VARCHAR", pa.string()),
+    ("tool_name", "VARCHAR", pa.string()),
+    ("tool_call_id", "VARCHAR", pa.string()),
+    ("arguments", "JSON", pa.string()),
+    ("result", "VARCHAR", pa.string()),
+    ("status", "VARCHAR", pa.string()),
+    ("error_type", "VARCHAR", pa.string()),
+    ("model", "VARCHAR", pa.string()),
+    ("input_tokens", "BIGINT", pa.int64()),
+    ("output_tokens", "BIGINT", pa.int64()),
+    ("cost_usd", "DOUBLE", pa.float64()),
+    ("approval_status", "VARCHAR", pa.string()),
+    ("policy_name", "VARCHAR", pa.string()),
+    ("policy_decision", "VARCHAR", pa.string()),
+    ("state_target", "VARCHAR", pa.string()),
+    *TIMES,
+)
+
 # SQL for the columns computed from the batch while inserting (vectorized in DuckDB).
 COMPUTED = {
     "start_time": "make_timestamp((start_time_unix_nano // 1000)::BIGINT)",
@@ -94,6 +164,10 @@ def create_table(name: str, table: tuple[tuple[str, str, pa.DataType | None], ..
     return f"CREATE TABLE IF NOT EXISTS {name} (\n  {columns}\n)"
 
 
+def with_key(name: str, table: tuple[tuple[str, str, pa.DataType | None], ...], key: str) -> str:
+    return create_table(name, table)[:-2] + f",\n  PRIMARY KEY ({key})\n)"
+
+
 def insert_select(
     name: str, table: tuple[tuple[str, str, pa.DataType | None], ...], or_ignore: bool = False
 ) -> str:
@@ -108,7 +182,12 @@ MIGRATIONS: dict[int, list[str]] = {
     1: [
         "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL,"
         " applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)",
-        create_table("spans", SPANS)[:-2] + ",\n  PRIMARY KEY (trace_id, span_id)\n)",
+        with_key("spans", SPANS, "trace_id, span_id"),
         create_table("logs", LOGS),
+    ],
+    2: [
+        create_table("trajectories", TRAJECTORIES)[:-2]
+        + ",\n  PRIMARY KEY (trace_id, revision)\n)",
+        create_table("steps", STEPS)[:-2] + ",\n  PRIMARY KEY (trace_id, revision, seq)\n)",
     ],
 }

@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -18,10 +18,14 @@ import pyarrow as pa
 from collector.config import WriterConfig
 from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
 from collector.store.database import Database
-from collector.store.tables import INSERTS, INSERTS_IGNORING_DUPLICATES
+from collector.store.tables import BEFORE_INSERT, INSERTS, INSERTS_IGNORING_DUPLICATES
 from collector.telemetry import StoreMetrics
 
 log = logging.getLogger(__name__)
+
+# Called in the writer thread after each successful commit with what it stored and the
+# `received_at` it stamped on those rows; the assembler learns about new spans this way.
+CommitHook = Callable[[dict[str, pa.Table], datetime], None]
 
 
 def settle(future: concurrent.futures.Future[None], error: Exception | None = None) -> None:
@@ -35,9 +39,14 @@ def settle(future: concurrent.futures.Future[None], error: Exception | None = No
 
 @dataclass
 class Pending:
-    table: str
-    data: pa.Table
+    """Rows for one or more tables that must be committed together."""
+
+    parts: dict[str, pa.Table]
     future: concurrent.futures.Future[None]
+
+    @property
+    def rows(self) -> int:
+        return sum(t.num_rows for t in self.parts.values())
 
 
 class Writer:
@@ -47,10 +56,17 @@ class Writer:
     receivers acknowledge a client only once its data is durable.
     """
 
-    def __init__(self, database: Database, config: WriterConfig, metrics: StoreMetrics) -> None:
+    def __init__(
+        self,
+        database: Database,
+        config: WriterConfig,
+        metrics: StoreMetrics,
+        on_commit: CommitHook | None = None,
+    ) -> None:
         self.database = database
         self.config = config
         self.metrics = metrics
+        self.on_commit = on_commit
         self._queue: deque[Pending] = deque()
         self._queued_rows = 0
         self._cond = threading.Condition()
@@ -69,9 +85,12 @@ class Writer:
         self._thread.start()
 
     def submit(self, table: str, data: pa.Table) -> concurrent.futures.Future[None]:
+        return self.submit_tables({table: data})
+
+    def submit_tables(self, parts: dict[str, pa.Table]) -> concurrent.futures.Future[None]:
         """Queue rows for the next commit; refuses (never blocks) when the queue is full."""
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        rows = data.num_rows
+        pending = Pending(parts, concurrent.futures.Future())
+        rows = pending.rows
         with self._cond:
             if self._stopping:
                 raise ShuttingDown("Sextant is shutting down; retry against another replica")
@@ -80,11 +99,11 @@ class Writer:
                 raise Overloaded(
                     f"write queue full ({self._queued_rows} rows waiting); retry later"
                 )
-            self._queue.append(Pending(table, data, future))
+            self._queue.append(pending)
             self._queued_rows += rows
             self.metrics.queue_rows.set(self._queued_rows)
             self._cond.notify()
-        return future
+        return pending.future
 
     @contextlib.contextmanager
     def incoming(self) -> Iterator[None]:
@@ -127,10 +146,10 @@ class Writer:
             taken: list[Pending] = []
             rows = 0
             while self._queue and (
-                not taken or rows + self._queue[0].data.num_rows <= (self.config.max_commit_rows)
+                not taken or rows + self._queue[0].rows <= self.config.max_commit_rows
             ):
                 item = self._queue.popleft()
-                rows += item.data.num_rows
+                rows += item.rows
                 taken.append(item)
             self._queued_rows -= rows
             self.metrics.queue_rows.set(self._queued_rows)
@@ -148,15 +167,19 @@ class Writer:
     def _commit(self, taken: list[Pending]) -> None:
         started = time.perf_counter()
         con = self.database.connection
-        by_table: dict[str, pa.Table] = {}
-        for table in dict.fromkeys(item.table for item in taken):
-            by_table[table] = pa.concat_tables([i.data for i in taken if i.table == table])
+        grouped: dict[str, list[pa.Table]] = {}
+        for item in taken:
+            for table, data in item.parts.items():
+                grouped.setdefault(table, []).append(data)
+        by_table = {table: pa.concat_tables(parts) for table, parts in grouped.items()}
+        received_at = datetime.now(UTC).replace(tzinfo=None)
         try:
             try:
-                written = self._write(con, by_table, INSERTS)
+                written = self._write(con, by_table, INSERTS, received_at)
             except duckdb.ConstraintException:
                 con.execute("ROLLBACK")
-                written = self._write(con, by_table, {**INSERTS, **INSERTS_IGNORING_DUPLICATES})
+                inserts = {**INSERTS, **INSERTS_IGNORING_DUPLICATES}
+                written = self._write(con, by_table, inserts, received_at)
         except Exception as exc:
             self._fail(con, taken, exc)
             return
@@ -165,22 +188,34 @@ class Writer:
             self.metrics.rows_written.labels(table).inc(count)
         if "spans" in by_table:
             self.metrics.duplicates.inc(by_table["spans"].num_rows - written["spans"])
-        self.metrics.commit_rows.observe(sum(item.data.num_rows for item in taken))
+        self.metrics.commit_rows.observe(sum(item.rows for item in taken))
         self.metrics.commit_duration.observe(time.perf_counter() - started)
         for item in taken:
             settle(item.future)
+        if self.on_commit is not None:
+            try:
+                self.on_commit(by_table, received_at)
+            except Exception:  # a downstream failure must not stop the writer
+                log.exception("commit hook failed")
 
     def _write(
-        self, con: duckdb.DuckDBPyConnection, by_table: dict[str, pa.Table], inserts: dict[str, str]
+        self,
+        con: duckdb.DuckDBPyConnection,
+        by_table: dict[str, pa.Table],
+        inserts: dict[str, str],
+        received_at: datetime,
     ) -> dict[str, int]:
         """One transaction appending every table's batch; rows written per table."""
-        params = {"received_at": datetime.now(UTC).replace(tzinfo=None)}
+        params = {"received_at": received_at}
         written: dict[str, int] = {}
         con.execute("BEGIN")
         for table, batch in by_table.items():  # noqa: B007 - `batch` is read by DuckDB's SQL
             # DuckDB finds `batch` as a local variable (a replacement scan); that costs about a
             # millisecond less per commit than register() + unregister().
-            row = con.execute(inserts[table], params).fetchone()
+            if table in BEFORE_INSERT:
+                con.execute(BEFORE_INSERT[table])
+            sql = inserts[table]
+            row = con.execute(sql, params if "$received_at" in sql else None).fetchone()
             written[table] = int(row[0]) if row else 0
         con.execute("COMMIT")
         return written
@@ -194,7 +229,7 @@ class Writer:
             log.error("group commit failed, clients will retry: %s", message)
             self._last_error = message
         self.metrics.commit_errors.inc()
-        rows = sum(item.data.num_rows for item in taken)
+        rows = sum(item.rows for item in taken)
         self.metrics.dropped.labels("commit_failed").inc(rows)
         error = StoreUnavailable("the store could not commit this request; retry later")
         for item in taken:

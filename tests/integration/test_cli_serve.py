@@ -17,6 +17,7 @@ import grpc
 import pytest
 import requests
 
+from collector.store.schema import SCHEMA_VERSION
 from tests.otlp_builders import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
 
 LISTEN = re.compile(r"(OTLP/gRPC|OTLP/HTTP|admin) listening on ([\d.]+):(\d+)")
@@ -120,7 +121,7 @@ def test_sigterm_drains_flushes_and_closes_cleanly(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "d" / "sextant.duckdb"), read_only=True)
     counts = dict(con.execute("SELECT trace_id, count(*) FROM spans GROUP BY 1").fetchall())
     assert all(counts.get(trace_id) == 50 for trace_id in acknowledged)
-    assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (1,)
+    assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (SCHEMA_VERSION,)
 
 
 def test_sigint_also_stops_cleanly(tmp_path: Path) -> None:

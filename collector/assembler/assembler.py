@@ -1,0 +1,194 @@
+"""The assembler stage: learns of stored spans, closes traces when due, stores trajectories."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from collector.assembler.buffers import OpenTrace, TraceBuffers
+from collector.assembler.build import SPAN_FIELDS, build_trajectory
+from collector.assembler.prices import PriceTable
+from collector.assembler.records import as_tables, step_rows, trajectory_row
+from collector.clock import Clock, SystemClock
+from collector.config import AssemblerConfig
+from collector.store.database import Database
+from collector.store.writer import Writer
+from collector.telemetry import AssemblerMetrics
+
+log = logging.getLogger(__name__)
+
+STORE_TIMEOUT_SECONDS = 30.0
+SPANS_OF_TRACES = (
+    "SELECT " + ", ".join(SPAN_FIELDS) + ", received_at FROM spans"
+    " WHERE received_at >= ? AND trace_id IN (SELECT trace_id FROM ids)"
+)
+PREVIOUS_REVISIONS = (
+    "SELECT trace_id, max(revision), min(first_received_at), max(last_received_at)"
+    " FROM trajectories WHERE trace_id IN (SELECT trace_id FROM ids) GROUP BY trace_id"
+)
+# Spans that no stored trajectory covers: traces still open when the process stopped, and late
+# spans that arrived after their trace closed.
+UNCLOSED = """
+SELECT s.trace_id, count(*), bool_or(s.parent_span_id IS NULL), min(s.received_at),
+       max(s.received_at)
+FROM spans s
+LEFT JOIN (SELECT trace_id, max(last_received_at) AS covered FROM trajectories GROUP BY 1) t
+  USING (trace_id)
+WHERE t.covered IS NULL OR s.received_at > t.covered
+GROUP BY s.trace_id
+"""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Assembler:
+    """Keeps a small record per open trace and builds each trajectory from the store on close.
+
+    The spans themselves are never held here: DuckDB is the buffer, which keeps memory bounded
+    and makes recovery after a restart the same code path as a normal close.
+    """
+
+    def __init__(
+        self,
+        config: AssemblerConfig,
+        database: Database,
+        writer: Writer,
+        prices: PriceTable,
+        metrics: AssemblerMetrics,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.database = database
+        self.writer = writer
+        self.prices = prices
+        self.metrics = metrics
+        self.clock = clock or SystemClock()
+        self._buffers = TraceBuffers(config)
+        self._bounded: list[tuple[OpenTrace, str]] = []  # closed by a bound, stored next tick
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_error = ""
+
+    def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
+        """Commit hook: note which traces got spans (runs in the writer thread, so stays cheap)."""
+        spans = tables.get("spans")
+        if spans is None or not spans.num_rows:
+            return
+        per_trace = (
+            pa.table({"t": spans["trace_id"], "root": pc.is_null(spans["parent_span_id"])})
+            .group_by("t")
+            .aggregate([("root", "any"), ("t", "count")])
+        )
+        now = self.clock.monotonic()
+        with self._lock:
+            for trace_id, root, count in zip(
+                per_trace["t"].to_pylist(),
+                per_trace["root_any"].to_pylist(),
+                per_trace["t_count"].to_pylist(),
+                strict=True,
+            ):
+                self._bounded.extend(self._buffers.add(trace_id, count, root, received_at, now))
+            self.metrics.open_traces.set(len(self._buffers))
+
+    def recover(self) -> int:
+        """Reopen, from the store, every trace whose spans no trajectory covers yet."""
+        rows = self.database.cursor().execute(UNCLOSED).fetchall()
+        now, wall = self.clock.monotonic(), utcnow()
+        traces = []
+        for trace_id, count, root, first, last in rows:
+            # Continue the quiet-period clock from when the spans were stored, not from now.
+            trace = OpenTrace(
+                trace_id,
+                first_seen=now - (wall - first).total_seconds(),
+                last_seen=now - (wall - last).total_seconds(),
+                first_received=first,
+                last_received=last,
+                spans=count,
+                root_seen=bool(root),
+            )
+            traces.append(trace)
+        with self._lock:
+            self._buffers.restore(traces)
+            self.metrics.open_traces.set(len(self._buffers))
+        return len(traces)
+
+    def start(self) -> None:
+        recovered = self.recover()
+        if recovered:
+            log.info("recovered %d open traces from the store", recovered)
+        self._thread = threading.Thread(target=self._run, name="sextant-assembler", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout: float) -> None:
+        """Stop ticking; open traces stay in the store and are recovered on the next start."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.config.tick_seconds):
+            self.tick()
+
+    def tick(self) -> int:
+        """Close the traces due now and store their trajectories; returns how many were stored."""
+        with self._lock:
+            due = self._bounded + self._buffers.due(self.clock.monotonic())
+            self._bounded = []
+        if not due:
+            return 0
+        try:
+            self._assemble(due)
+        except Exception as exc:  # the traces go back and are retried on the next tick
+            with self._lock:
+                self._buffers.restore([trace for trace, _ in due])
+            self.metrics.errors.inc()
+            if str(exc) != self._last_error:
+                log.warning("assembly failed, retrying next tick: %s", exc)
+                self._last_error = str(exc)
+            return 0
+        self._last_error = ""
+        with self._lock:
+            self.metrics.open_traces.set(len(self._buffers))
+        return len(due)
+
+    def _assemble(self, due: list[tuple[OpenTrace, str]]) -> None:
+        ids = pa.table({"trace_id": [trace.trace_id for trace, _ in due]})  # noqa: F841 (SQL)
+        cursor = self.database.cursor()
+        previous = {row[0]: row[1:] for row in cursor.execute(PREVIOUS_REVISIONS).fetchall()}
+        lower = min([trace.first_received for trace, _ in due] + [p[1] for p in previous.values()])
+        spans: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in cursor.execute(SPANS_OF_TRACES, [lower]).fetch_arrow_table().to_pylist():
+            spans[row["trace_id"]].append(row)
+        closed_at = utcnow()
+        trajectories, steps, built = [], [], []
+        for trace, reason in due:
+            rows = spans.get(trace.trace_id)
+            if not rows:
+                continue  # nothing committed under this id (cannot happen unless data was deleted)
+            revision, _, covered = previous.get(trace.trace_id, (0, None, None))
+            late = sum(1 for r in rows if covered and r["received_at"] > covered)
+            t = build_trajectory(trace.trace_id, rows, self.prices, revision + 1, reason, late)
+            received = [r["received_at"] for r in rows]
+            trajectories.append(trajectory_row(t, min(received), max(received), closed_at))
+            steps.extend(step_rows(t))
+            built.append((trace, t))
+        if built:
+            self.writer.submit_tables(as_tables(trajectories, steps)).result(STORE_TIMEOUT_SECONDS)
+        now = self.clock.monotonic()
+        for trace, t in built:
+            self.metrics.closed.labels(t.close_reason).inc()
+            self.metrics.latency.observe(max(0.0, now - trace.last_seen))
+            if t.revision > 1:
+                self.metrics.reopened.inc()
+                self.metrics.late_spans.inc(t.late_spans)
+            for step in t.steps:
+                self.metrics.steps.labels(step.kind).inc()

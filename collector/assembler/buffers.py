@@ -1,0 +1,100 @@
+"""Per-trace buffers and the close policy: quiet period, maximum age, memory bounds."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+
+from collector.config import AssemblerConfig
+
+
+@dataclass(slots=True)
+class OpenTrace:
+    """What the assembler remembers of a trace until it closes; the spans stay in the store."""
+
+    trace_id: str
+    first_seen: float  # monotonic seconds
+    last_seen: float
+    first_received: datetime  # the store's received_at of its first and last spans
+    last_received: datetime
+    spans: int = 0
+    root_seen: bool = False
+
+
+class TraceBuffers:
+    """Open traces in two orders: by last activity (quiet period) and by first arrival (age).
+
+    Both scans stop at the first trace that is not due, so a tick costs what it closes, not what
+    is open. Not thread-safe: the Assembler holds its lock around every call.
+    """
+
+    def __init__(self, config: AssemblerConfig) -> None:
+        self.config = config
+        self._by_activity: OrderedDict[str, OpenTrace] = OrderedDict()
+        self._by_age: dict[str, OpenTrace] = {}  # insertion order is first-arrival order
+
+    def __len__(self) -> int:
+        return len(self._by_age)
+
+    def __contains__(self, trace_id: str) -> bool:
+        return trace_id in self._by_age
+
+    def add(
+        self, trace_id: str, spans: int, root: bool, received: datetime, now: float
+    ) -> list[tuple[OpenTrace, str]]:
+        """Record spans of a trace; returns traces that must close now because of the bounds."""
+        closing: list[tuple[OpenTrace, str]] = []
+        trace = self._by_age.get(trace_id)
+        if trace is None:
+            if len(self._by_age) >= self.config.max_open_traces:
+                oldest = next(iter(self._by_age.values()))
+                self._remove(oldest)
+                closing.append((oldest, "incomplete_bound"))
+            trace = OpenTrace(trace_id, now, now, received, received)
+            self._by_age[trace_id] = trace
+        trace.spans += spans
+        trace.root_seen |= root
+        trace.last_seen = now
+        trace.last_received = max(trace.last_received, received)
+        self._by_activity[trace_id] = trace
+        self._by_activity.move_to_end(trace_id)
+        if trace.spans > self.config.max_spans_per_trace:
+            self._remove(trace)
+            closing.append((trace, "incomplete_bound"))
+        return closing
+
+    def restore(self, traces: list[OpenTrace]) -> None:
+        """Put back traces recovered after a restart or a failed store, keeping their clocks."""
+        for trace in traces:
+            self._by_age[trace.trace_id] = trace
+            self._by_activity[trace.trace_id] = trace
+        self._by_age = dict(sorted(self._by_age.items(), key=lambda kv: kv[1].first_seen))
+        self._by_activity = OrderedDict(
+            sorted(self._by_activity.items(), key=lambda kv: kv[1].last_seen)
+        )
+
+    def due(self, now: float) -> list[tuple[OpenTrace, str]]:
+        """Remove and return the traces that close at `now`, with their close reason."""
+        closing: list[tuple[OpenTrace, str]] = []
+        quiet_before = now - self.config.quiet_period_seconds
+        for trace in self._by_activity.values():
+            if trace.last_seen > quiet_before:
+                break
+            if trace.root_seen:
+                closing.append((trace, "complete"))
+        old_before = now - self.config.max_trace_age_seconds
+        for trace in self._by_age.values():
+            if trace.first_seen > old_before:
+                break
+            if not trace.root_seen:
+                closing.append((trace, "incomplete_timeout"))
+            elif trace.last_seen > quiet_before:  # still busy at max age: close what it has
+                closing.append((trace, "complete"))
+        for trace, _ in closing:
+            self._remove(trace)
+        return closing
+
+    def _remove(self, trace: OpenTrace) -> None:
+        self._by_age.pop(trace.trace_id, None)
+        self._by_activity.pop(trace.trace_id, None)

@@ -1,0 +1,54 @@
+"""Read queries shared by the admin API and the command line."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import orjson
+
+
+def rows_as_dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() + "Z" if isinstance(v, datetime) else v for k, v in row.items()}
+
+
+def load_trajectory(
+    cursor: duckdb.DuckDBPyConnection, trace_id: str, revision: int | None = None
+) -> dict[str, Any] | None:
+    """The current (or a given) revision of a trajectory with its steps, ready for JSON."""
+    if revision is None:
+        cursor.execute(
+            "SELECT * FROM trajectories WHERE trace_id = ? AND is_current", [trace_id.lower()]
+        )
+    else:
+        cursor.execute(
+            "SELECT * FROM trajectories WHERE trace_id = ? AND revision = ?",
+            [trace_id.lower(), revision],
+        )
+    found = rows_as_dicts(cursor)
+    if not found:
+        return None
+    trajectory = jsonable(found[0])
+    cursor.execute(
+        "SELECT * EXCLUDE (trace_id, revision) FROM steps"
+        " WHERE trace_id = ? AND revision = ? ORDER BY seq",
+        [trajectory["trace_id"], trajectory["revision"]],
+    )
+    steps = []
+    for step in rows_as_dicts(cursor):
+        if step["arguments"] is not None:
+            step["arguments"] = orjson.loads(step["arguments"])
+        steps.append(jsonable(step))
+    trajectory["steps_detail"] = steps
+    cursor.execute(
+        "SELECT revision FROM trajectories WHERE trace_id = ? ORDER BY revision",
+        [trajectory["trace_id"]],
+    )
+    trajectory["revisions"] = [r[0] for r in cursor.fetchall()]
+    return trajectory

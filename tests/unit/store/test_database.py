@@ -1,0 +1,48 @@
+"""The store creates and migrates its own schema, and refuses a newer one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from collector.errors import StartupError
+from collector.store.database import Database
+from collector.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+
+def test_an_older_store_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    for statement in MIGRATIONS[1]:
+        con.execute(statement)
+    con.execute("INSERT INTO schema_version (version) VALUES (1)")
+    con.execute("INSERT INTO spans (trace_id, span_id, name) VALUES ('t', 's', 'kept')")
+    con.close()
+
+    database = Database(path)
+    database.open()
+    cursor = database.cursor()
+    assert database.version() == SCHEMA_VERSION
+    assert cursor.execute("SELECT name FROM spans").fetchall() == [("kept",)]
+    tables = {
+        r[0] for r in cursor.execute("SELECT table_name FROM information_schema.tables").fetchall()
+    }
+    assert {"spans", "logs", "trajectories", "steps", "schema_version"} <= tables
+    database.close()
+    database.open()  # opening again applies nothing
+    assert database.cursor().execute("SELECT count(*) FROM schema_version").fetchone() == (
+        SCHEMA_VERSION,
+    )
+    database.close()
+
+
+def test_a_newer_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.duckdb"
+    database = Database(path)
+    database.open()
+    database.connection.execute("INSERT INTO schema_version (version) VALUES (99)")
+    database.close()
+    with pytest.raises(StartupError, match="schema version 99, newer than this Sextant"):
+        Database(path).open()
