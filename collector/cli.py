@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from collector.config import SextantConfig, load_config
 from collector.errors import ConfigError, SextantError
 
@@ -72,6 +74,51 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0 if report.requests_ok else 1
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from collector.show import render
+
+    trajectory = fetch_trajectory(args)
+    if trajectory is None:
+        print(f"sextant: no trajectory for trace {args.trace_id}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(orjson.dumps(trajectory, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(render(trajectory))
+    return 0
+
+
+def fetch_trajectory(args: argparse.Namespace) -> dict | None:
+    """From a DuckDB file when --db is given, else from a running collector's admin API."""
+    if args.db:
+        import duckdb
+
+        from collector.store.queries import load_trajectory
+
+        try:
+            con = duckdb.connect(str(args.db), read_only=True)
+        except duckdb.Error as exc:
+            raise SextantError(f"cannot open {args.db}: {exc}") from exc
+        return load_trajectory(con, args.trace_id, args.revision)
+    import urllib.error
+    import urllib.request
+
+    url = f"{args.url.rstrip('/')}/api/v1/trajectories/{args.trace_id}"
+    if args.revision:
+        url += f"?revision={args.revision}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return orjson.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise SextantError(
+            f"{url}: HTTP {exc.code}: {exc.read().decode(errors='replace')}"
+        ) from exc
+    except urllib.error.URLError as exc:
+        raise SextantError(f"cannot reach {url}: {exc.reason}") from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sextant", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--header", action="append", default=[], help="KEY=VALUE header, e.g. authorization=..."
     )
     bench.set_defaults(func=cmd_bench)
+
+    show = sub.add_parser("show", help="print a trajectory as a tree")
+    show.add_argument("trace_id", help="32 hex digits")
+    show.add_argument("--url", default="http://localhost:9464", help="admin API of a collector")
+    show.add_argument("--db", type=Path, help="read a DuckDB file instead (collector stopped)")
+    show.add_argument("--revision", type=int, help="a past revision (default: current)")
+    show.add_argument("--json", action="store_true", help="print the trajectory as JSON")
+    show.set_defaults(func=cmd_show)
     return parser
 
 

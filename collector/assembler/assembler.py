@@ -18,6 +18,7 @@ from collector.assembler.records import as_tables, step_rows, trajectory_row
 from collector.clock import Clock, SystemClock
 from collector.config import AssemblerConfig
 from collector.store.database import Database
+from collector.store.queries import rows_as_dicts
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics
 
@@ -35,11 +36,14 @@ PREVIOUS_REVISIONS = (
 # Spans that no stored trajectory covers: traces still open when the process stopped, and late
 # spans that arrived after their trace closed.
 UNCLOSED = """
-SELECT s.trace_id, count(*), bool_or(s.parent_span_id IS NULL), min(s.received_at),
-       max(s.received_at)
+SELECT s.trace_id, count(*),
+       bool_or(s.parent_span_id IS NULL) OR coalesce(any_value(t.rooted), false),
+       min(s.received_at), max(s.received_at)
 FROM spans s
-LEFT JOIN (SELECT trace_id, max(last_received_at) AS covered FROM trajectories GROUP BY 1) t
-  USING (trace_id)
+LEFT JOIN (
+  SELECT trace_id, max(last_received_at) AS covered, bool_or(root_span_id IS NOT NULL) AS rooted
+  FROM trajectories GROUP BY 1
+) t USING (trace_id)
 WHERE t.covered IS NULL OR s.received_at > t.covered
 GROUP BY s.trace_id
 """
@@ -166,7 +170,7 @@ class Assembler:
         previous = {row[0]: row[1:] for row in cursor.execute(PREVIOUS_REVISIONS).fetchall()}
         lower = min([trace.first_received for trace, _ in due] + [p[1] for p in previous.values()])
         spans: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in cursor.execute(SPANS_OF_TRACES, [lower]).fetch_arrow_table().to_pylist():
+        for row in rows_as_dicts(cursor.execute(SPANS_OF_TRACES, [lower])):
             spans[row["trace_id"]].append(row)
         closed_at = utcnow()
         trajectories, steps, built = [], [], []

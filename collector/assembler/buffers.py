@@ -33,6 +33,8 @@ class TraceBuffers:
         self.config = config
         self._by_activity: OrderedDict[str, OpenTrace] = OrderedDict()
         self._by_age: dict[str, OpenTrace] = {}  # insertion order is first-arrival order
+        # Recently closed traces that had their root: a late span reopens them as rooted.
+        self._closed_rooted: OrderedDict[str, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._by_age)
@@ -52,6 +54,7 @@ class TraceBuffers:
                 self._remove(oldest)
                 closing.append((oldest, "incomplete_bound"))
             trace = OpenTrace(trace_id, now, now, received, received)
+            trace.root_seen = trace_id in self._closed_rooted
             self._by_age[trace_id] = trace
         trace.spans += spans
         trace.root_seen |= root
@@ -93,6 +96,11 @@ class TraceBuffers:
                 closing.append((trace, "complete"))
         for trace, _ in closing:
             self._remove(trace)
+            if trace.root_seen:
+                self._closed_rooted[trace.trace_id] = None
+                self._closed_rooted.move_to_end(trace.trace_id)
+        while len(self._closed_rooted) > self.config.max_open_traces:
+            self._closed_rooted.popitem(last=False)
         return closing
 
     def _remove(self, trace: OpenTrace) -> None:

@@ -304,6 +304,9 @@ def summarize(
         (s for s, _ in ordered if s.row["span_id"] in agent_spans and s.explicit_agent()),
         next((s for s, _ in ordered if s.row["span_id"] in agent_spans), None),
     )
+    if close_reason == "incomplete_timeout" and root is not None:
+        # Late spans of a trace whose root was stored before (a restart, or closed long ago).
+        close_reason = "complete"
     reasons = []
     if root is None:
         reasons.append("root_missing")

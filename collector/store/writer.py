@@ -190,13 +190,13 @@ class Writer:
             self.metrics.duplicates.inc(by_table["spans"].num_rows - written["spans"])
         self.metrics.commit_rows.observe(sum(item.rows for item in taken))
         self.metrics.commit_duration.observe(time.perf_counter() - started)
-        for item in taken:
-            settle(item.future)
-        if self.on_commit is not None:
+        if self.on_commit is not None:  # before the acks, so a reader of an ack sees its effect
             try:
                 self.on_commit(by_table, received_at)
             except Exception:  # a downstream failure must not stop the writer
                 log.exception("commit hook failed")
+        for item in taken:
+            settle(item.future)
 
     def _write(
         self,

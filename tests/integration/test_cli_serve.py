@@ -199,6 +199,7 @@ def test_config_file_then_environment_then_flags(tmp_path: Path) -> None:
 
 def port_free(port: int) -> bool:
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("0.0.0.0", port))
         except OSError:
@@ -229,3 +230,62 @@ def test_no_flags_runs_on_the_embedded_default(tmp_path: Path) -> None:
         assert serve.stop() == 0
     con = duckdb.connect(str(tmp_path / "sextant-data" / "sextant.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM spans").fetchone() == (2,)
+
+
+def test_sigkill_with_open_traces_loses_no_trajectory(tmp_path: Path) -> None:
+    """Traces still open when the process is killed close, whole, after the next start."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    from tests.agent_runs import booking_run, provider_for
+    from tests.conftest import wait_for
+
+    data = ["--data-dir", str(tmp_path / "d")]
+    serve = Serve(
+        [*EPHEMERAL, *data], tmp_path, env={"SEXTANT_ASSEMBLER__QUIET_PERIOD_SECONDS": "60"}
+    )
+    provider = provider_for(
+        OTLPSpanExporter(endpoint=f"127.0.0.1:{serve.ports['OTLP/gRPC']}", insecure=True)
+    )
+    finished = [booking_run(provider) for _ in range(3)]
+    provider.shutdown()
+    # A fourth trace: its child now, its root only after the restart.
+    split_id, root_id = new_trace_id(), b"\x01" * 8
+    child = {
+        "trace_id": split_id,
+        "span_id": b"\x02" * 8,
+        "parent_span_id": root_id,
+        "name": "execute_tool lookup",
+        "attributes": {"gen_ai.tool.name": "lookup", "gen_ai.operation.name": "execute_tool"},
+    }
+    export(serve.ports["OTLP/gRPC"], trace_request([child]).SerializeToString())
+    serve.proc.kill()  # SIGKILL: no drain, no final checkpoint
+    serve.proc.wait(30)
+
+    fast = {
+        "SEXTANT_ASSEMBLER__QUIET_PERIOD_SECONDS": "0.3",
+        "SEXTANT_ASSEMBLER__TICK_SECONDS": "0.05",
+    }
+    again = Serve([*EPHEMERAL, *data], tmp_path, env=fast)
+    admin = f"http://127.0.0.1:{again.ports['admin']}"
+
+    def trajectory(trace_id: str):
+        reply = requests.get(f"{admin}/api/v1/trajectories/{trace_id}", timeout=5)
+        return reply.json() if reply.status_code == 200 else None
+
+    try:
+        assert "recovered 4 open traces from the store" in again.output
+        for trace_id in finished:
+            t = wait_for(lambda trace_id=trace_id: trajectory(trace_id), timeout=20)
+            assert (t["steps"], t["tool_calls"], t["status"], t["revision"]) == (6, 2, "ok", 1)
+        root = {
+            "trace_id": split_id,
+            "span_id": root_id,
+            "name": "invoke_agent a",
+            "attributes": {"gen_ai.operation.name": "invoke_agent"},
+        }
+        export(again.ports["OTLP/gRPC"], trace_request([root]).SerializeToString())
+        t = wait_for(lambda: trajectory(split_id.hex()), timeout=20)
+        assert [s["name"] for s in t["steps_detail"]] == ["a", "lookup"]
+        assert t["status"] == "ok"
+    finally:
+        assert again.stop() == 0

@@ -1,0 +1,162 @@
+"""The assembler over a real store, ticked by hand with a fake clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from collector.assembler.assembler import Assembler
+from collector.assembler.prices import PriceTable
+from collector.clock import FakeClock
+from collector.config import AssemblerConfig, WriterConfig
+from collector.normalize.wire import decode_request
+from collector.store.database import Database
+from collector.store.writer import Writer
+from collector.telemetry import AssemblerMetrics, StoreMetrics
+from tests.otlp_builders import new_span_id, new_trace_id, trace_request
+
+
+@pytest.fixture
+def rig(tmp_path: Path):
+    database = Database(tmp_path / "a.duckdb")
+    database.open()
+    registry = CollectorRegistry()
+    writer = Writer(database, WriterConfig(), StoreMetrics(registry))
+    clock = FakeClock()
+    assembler = Assembler(
+        AssemblerConfig(quiet_period_seconds=5, max_trace_age_seconds=60),
+        database,
+        writer,
+        PriceTable.load(),
+        AssemblerMetrics(registry),
+        clock,
+    )
+    writer.on_commit = assembler.consume
+    writer.start()
+    yield database, writer, assembler, clock, registry
+    writer.shutdown(5)
+    database.close()
+
+
+def store(writer: Writer, spans: list[dict]) -> None:
+    body = trace_request(spans).SerializeToString()
+    writer.submit("spans", decode_request("traces", "protobuf", body, 1000).table).result(10)
+
+
+def run_spans(trace_id: bytes) -> tuple[dict, list[dict]]:
+    root = {
+        "trace_id": trace_id,
+        "span_id": new_span_id(),
+        "name": "invoke_agent a",
+        "attributes": {"gen_ai.operation.name": "invoke_agent"},
+    }
+    children = [
+        {
+            "trace_id": trace_id,
+            "span_id": new_span_id(),
+            "parent_span_id": root["span_id"],
+            "name": f"execute_tool t{i}",
+            "start": 1_700_000_000_000_000_000 + i,
+            "attributes": {"gen_ai.operation.name": "execute_tool"},
+        }
+        for i in range(3)
+    ]
+    return root, children
+
+
+def current(database: Database, trace_id: bytes):
+    return (
+        database.cursor()
+        .execute(
+            "SELECT revision, steps, status, late_spans FROM trajectories"
+            " WHERE trace_id = ? AND is_current",
+            [trace_id.hex()],
+        )
+        .fetchall()
+    )
+
+
+def test_close_after_quiet_period_then_reopen_on_a_late_span(rig) -> None:
+    database, writer, assembler, clock, registry = rig
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, children[:2])
+    store(writer, [root])
+    clock.advance(4.9)
+    assert assembler.tick() == 0
+    clock.advance(0.2)
+    assert assembler.tick() == 1
+    assert current(database, trace_id) == [(1, 3, "ok", 0)]
+
+    store(writer, children[2:])  # late
+    clock.advance(5.1)
+    assert assembler.tick() == 1
+    assert current(database, trace_id) == [(2, 4, "ok", 1)]
+    assert registry.get_sample_value("sextant_assembler_reopened_trajectories_total") == 1
+    assert registry.get_sample_value("sextant_assembler_late_spans_total") == 1
+    latency = registry.get_sample_value("sextant_assembler_assembly_latency_seconds_sum")
+    assert latency == pytest.approx(5.1 + 5.1, abs=0.01)
+
+
+def test_restart_recovers_open_traces_with_their_clock(rig, tmp_path: Path) -> None:
+    database, writer, assembler, clock, _registry = rig
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, [*children, root])
+    fresh = Assembler(
+        assembler.config,
+        database,
+        writer,
+        PriceTable.load(),
+        AssemblerMetrics(CollectorRegistry()),
+        clock,
+    )
+    assert fresh.recover() == 1
+    clock.advance(5.1)
+    # the spans were stored moments ago in wall time, so the quiet period is measured from then
+    assert fresh.tick() == 1
+    assert current(database, trace_id) == [(1, 4, "ok", 0)]
+    assert fresh.recover() == 0
+
+
+def test_a_store_failure_puts_traces_back_for_the_next_tick(rig) -> None:
+    database, writer, assembler, clock, registry = rig
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, [*children, root])
+    clock.advance(6)
+    original = writer.submit_tables
+
+    def refuse(parts):
+        raise RuntimeError("queue full")
+
+    writer.submit_tables = refuse
+    assert assembler.tick() == 0
+    assert registry.get_sample_value("sextant_assembler_errors_total") == 1
+    writer.submit_tables = original
+    assert assembler.tick() == 1
+    assert current(database, trace_id) == [(1, 4, "ok", 0)]
+
+
+def test_late_spans_stored_before_a_restart_reopen_as_rooted(rig) -> None:
+    database, writer, assembler, clock, _registry = rig
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, [*children[:2], root])
+    clock.advance(6)
+    assert assembler.tick() == 1
+    store(writer, children[2:])  # late, and then the process restarts
+    fresh = Assembler(
+        assembler.config,
+        database,
+        writer,
+        PriceTable.load(),
+        AssemblerMetrics(CollectorRegistry()),
+        clock,
+    )
+    assert fresh.recover() == 1
+    clock.advance(5.1)
+    assert fresh.tick() == 1  # after the quiet period, not the maximum age
+    assert current(database, trace_id) == [(2, 4, "ok", 1)]

@@ -1,0 +1,88 @@
+"""The close policy, stepped with a fake clock: quiet period, maximum age, bounds."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from collector.assembler.buffers import TraceBuffers
+from collector.clock import FakeClock
+from collector.config import AssemblerConfig
+
+T0 = datetime(2026, 11, 29, 12, 0, 0)
+
+
+def buffers(**overrides) -> TraceBuffers:
+    return TraceBuffers(
+        AssemblerConfig(
+            quiet_period_seconds=5,
+            max_trace_age_seconds=60,
+            max_open_traces=3,
+            max_spans_per_trace=100,
+            **overrides,
+        )
+    )
+
+
+def closed(b: TraceBuffers, clock: FakeClock) -> list[tuple[str, str]]:
+    return [(t.trace_id, reason) for t, reason in b.due(clock.monotonic())]
+
+
+def test_a_trace_closes_once_its_root_ended_and_it_was_quiet() -> None:
+    clock, b = FakeClock(), buffers()
+    b.add("a", 3, False, T0, clock.monotonic())  # children first
+    clock.advance(4)
+    b.add("a", 1, True, T0, clock.monotonic())  # the root arrives
+    clock.advance(4.9)
+    assert closed(b, clock) == []
+    clock.advance(0.2)
+    assert closed(b, clock) == [("a", "complete")]
+    assert len(b) == 0
+
+
+def test_a_trace_without_root_waits_for_max_age_then_is_incomplete() -> None:
+    clock, b = FakeClock(), buffers()
+    b.add("a", 2, False, T0, clock.monotonic())
+    clock.advance(30)
+    assert closed(b, clock) == []  # quiet, but no root yet
+    clock.advance(30)
+    assert closed(b, clock) == [("a", "incomplete_timeout")]
+
+
+def test_a_busy_trace_with_its_root_closes_at_max_age() -> None:
+    clock, b = FakeClock(), buffers()
+    b.add("a", 1, True, T0, clock.monotonic())
+    for _ in range(30):  # a span every 2 s: never quiet for 5 s
+        clock.advance(2)
+        b.add("a", 1, False, T0, clock.monotonic())
+        if done := closed(b, clock):
+            break
+    assert done == [("a", "complete")]
+    assert clock.monotonic() - 1000 >= 60
+
+
+def test_over_max_open_traces_the_oldest_closes_early() -> None:
+    clock, b = FakeClock(), buffers()
+    for trace_id in "abc":
+        assert b.add(trace_id, 1, True, T0, clock.monotonic()) == []
+        clock.advance(1)
+    bounded = b.add("d", 1, True, T0, clock.monotonic())
+    assert [(t.trace_id, r) for t, r in bounded] == [("a", "incomplete_bound")]
+    assert len(b) == 3 and "a" not in b
+
+
+def test_over_max_spans_a_trace_closes_early() -> None:
+    clock, b = FakeClock(), buffers()
+    assert b.add("a", 60, False, T0, clock.monotonic()) == []
+    bounded = b.add("a", 60, False, T0, clock.monotonic())
+    assert [(t.trace_id, r, t.spans) for t, r in bounded] == [("a", "incomplete_bound", 120)]
+
+
+def test_restore_keeps_the_clocks_of_recovered_traces() -> None:
+    clock, b = FakeClock(), buffers()
+    b.add("new", 1, True, T0, clock.monotonic())
+    taken = b.due(clock.monotonic() + 10)
+    assert [t.trace_id for t, _ in taken] == ["new"]
+    b.restore([t for t, _ in taken])
+    assert closed(b, clock) == []
+    clock.advance(5)
+    assert closed(b, clock) == [("new", "complete")]
