@@ -89,13 +89,16 @@ class LimitsConfig(Strict):
     )
 
 
-class IngestConfig(Strict):
-    decode_workers: int = Field(
+class WorkersConfig(Strict):
+    processes: int = Field(
         2,
         ge=0,
         le=64,
-        description="Processes that decode and normalize requests; 0 decodes in the receiver.",
+        description="Worker processes that decode requests and build trajectories; 0 = inline.",
     )
+
+
+class IngestConfig(Strict):
     inline_decode_bytes: int = Field(
         64 * 1024,
         ge=0,
@@ -182,6 +185,7 @@ class SextantConfig(Strict):
     auth: AuthConfig = Field(default_factory=AuthConfig, description="Receiver authentication.")
     limits: LimitsConfig = Field(default_factory=LimitsConfig, description="Input limits.")
     ingest: IngestConfig = Field(default_factory=IngestConfig, description="Decoding.")
+    workers: WorkersConfig = Field(default_factory=WorkersConfig, description="Worker pool.")
     storage: StorageConfig = Field(default_factory=StorageConfig, description="DuckDB store.")
     assembler: AssemblerConfig = Field(
         default_factory=AssemblerConfig, description="Trajectory assembly."

@@ -9,7 +9,6 @@ from prometheus_client import CollectorRegistry
 
 from collector.admin.server import AdminServer
 from collector.assembler.assembler import Assembler
-from collector.assembler.prices import PriceTable
 from collector.clock import Clock
 from collector.config import SextantConfig
 from collector.receivers.auth import BearerAuth
@@ -20,6 +19,7 @@ from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics, ReceiverMetrics, StoreMetrics
+from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +47,21 @@ class Pipeline:
         self.checkpointer = Checkpointer(
             self.database, storage.checkpoint_wal_mib * 1024 * 1024, store_metrics
         )
-        prices = PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()})
+        self.workers = WorkerPool(config.workers.processes)
         self.assembler = Assembler(
             config.assembler,
             self.database,
             self.writer,
-            prices,
+            self.workers,
+            {k: v.model_dump() for k, v in config.pricing.models.items()},
             AssemblerMetrics(self.registry),
             clock,
         )
         self.writer.on_commit = self.assembler.consume
         receiver_metrics = ReceiverMetrics(self.registry)
-        self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
+        self.ingest = Ingest(
+            self.writer, self.workers, config.ingest, config.limits, receiver_metrics
+        )
         ingest = self.ingest
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
@@ -82,8 +85,8 @@ class Pipeline:
             self.database.open()
             self.writer.start()
             self.checkpointer.start()
+            await asyncio.to_thread(self.workers.start)
             await asyncio.to_thread(self.assembler.start)
-            await asyncio.to_thread(self.ingest.start)
             await self.admin.start(timeout)
             await self.grpc.start()
             await self.http.start(timeout)
@@ -104,8 +107,8 @@ class Pipeline:
         self._stopped = True
         timeout = self.config.shutdown_timeout_seconds
         await asyncio.gather(self.grpc.stop(timeout), self.http.stop())
-        await asyncio.to_thread(self.ingest.shutdown)
         await asyncio.to_thread(self.assembler.shutdown, timeout)
+        await asyncio.to_thread(self.workers.shutdown)
         await asyncio.to_thread(self.writer.shutdown, timeout)
         await asyncio.to_thread(self.checkpointer.shutdown, timeout)
         await self.admin.stop()

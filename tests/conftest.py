@@ -80,7 +80,7 @@ def start_server(data_dir: Path, **sections: Any) -> RunningServer:
         "http": {"addr": "127.0.0.1:0"},
         "admin": {"addr": "127.0.0.1:0"},
         "storage": {"data_dir": str(data_dir)},
-        "ingest": {"decode_workers": 0},
+        "workers": {"processes": 0},
     }
     for key, value in sections.items():
         overrides[key] = {**overrides.get(key, {}), **value}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,22 +11,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
-from collector.assembler.build import SPAN_FIELDS, build_trajectory
-from collector.assembler.prices import PriceTable
-from collector.assembler.records import as_tables, step_rows, trajectory_row
+from collector.assembler.build import SPAN_FIELDS
+from collector.assembler.work import Closing, build_batch
 from collector.clock import Clock, SystemClock
 from collector.config import AssemblerConfig
 from collector.store.database import Database
-from collector.store.queries import rows_as_dicts
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics
+from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
 STORE_TIMEOUT_SECONDS = 30.0
 SPANS_OF_TRACES = (
     "SELECT " + ", ".join(SPAN_FIELDS) + ", received_at FROM spans"
-    " WHERE received_at >= ? AND trace_id IN (SELECT trace_id FROM ids)"
+    " WHERE received_at BETWEEN ? AND ? AND trace_id IN (SELECT trace_id FROM ids)"
 )
 PREVIOUS_REVISIONS = (
     "SELECT trace_id, max(revision), min(first_received_at), max(last_received_at)"
@@ -57,7 +55,8 @@ class Assembler:
     """Keeps a small record per open trace and builds each trajectory from the store on close.
 
     The spans themselves are never held here: DuckDB is the buffer, which keeps memory bounded
-    and makes recovery after a restart the same code path as a normal close.
+    and makes recovery after a restart the same code path as a normal close. Building runs in
+    the worker processes, so a busy round does not hold the receiving process's GIL.
     """
 
     def __init__(
@@ -65,14 +64,16 @@ class Assembler:
         config: AssemblerConfig,
         database: Database,
         writer: Writer,
-        prices: PriceTable,
+        workers: WorkerPool,
+        price_overrides: dict[str, Any],
         metrics: AssemblerMetrics,
         clock: Clock | None = None,
     ) -> None:
         self.config = config
         self.database = database
         self.writer = writer
-        self.prices = prices
+        self.workers = workers
+        self.price_overrides = price_overrides
         self.metrics = metrics
         self.clock = clock or SystemClock()
         self._buffers = TraceBuffers(config)
@@ -167,32 +168,35 @@ class Assembler:
     def _assemble(self, due: list[tuple[OpenTrace, str]]) -> None:
         ids = pa.table({"trace_id": [trace.trace_id for trace, _ in due]})  # noqa: F841 (SQL)
         cursor = self.database.cursor()
-        previous = {row[0]: row[1:] for row in cursor.execute(PREVIOUS_REVISIONS).fetchall()}
-        lower = min([trace.first_received for trace, _ in due] + [p[1] for p in previous.values()])
-        spans: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in rows_as_dicts(cursor.execute(SPANS_OF_TRACES, [lower])):
-            spans[row["trace_id"]].append(row)
-        closed_at = utcnow()
-        trajectories, steps, built = [], [], []
-        for trace, reason in due:
-            rows = spans.get(trace.trace_id)
-            if not rows:
-                continue  # nothing committed under this id (cannot happen unless data was deleted)
-            revision, _, covered = previous.get(trace.trace_id, (0, None, None))
-            late = sum(1 for r in rows if covered and r["received_at"] > covered)
-            t = build_trajectory(trace.trace_id, rows, self.prices, revision + 1, reason, late)
-            received = [r["received_at"] for r in rows]
-            trajectories.append(trajectory_row(t, min(received), max(received), closed_at))
-            steps.extend(step_rows(t))
-            built.append((trace, t))
-        if built:
-            self.writer.submit_tables(as_tables(trajectories, steps)).result(STORE_TIMEOUT_SECONDS)
+        try:
+            previous = {row[0]: row[1:] for row in cursor.execute(PREVIOUS_REVISIONS).fetchall()}
+            # received_at follows insertion order, so these bounds let DuckDB skip row groups.
+            lower = min(
+                [trace.first_received for trace, _ in due] + [p[1] for p in previous.values()]
+            )
+            upper = max(trace.last_received for trace, _ in due)
+            spans = cursor.sql(SPANS_OF_TRACES, params=[lower, upper]).to_arrow_table()
+        finally:
+            cursor.close()
+        closing = [
+            Closing(
+                trace.trace_id,
+                reason,
+                previous.get(trace.trace_id, (0,))[0] + 1,
+                previous.get(trace.trace_id, (0, None, None))[2],
+            )
+            for trace, reason in due
+        ]
+        built = self.workers.run(build_batch, spans, closing, self.price_overrides, utcnow())
+        if built.closed:
+            self.writer.submit_tables(built.tables).result(STORE_TIMEOUT_SECONDS)
         now = self.clock.monotonic()
-        for trace, t in built:
-            self.metrics.closed.labels(t.close_reason).inc()
-            self.metrics.latency.observe(max(0.0, now - trace.last_seen))
-            if t.revision > 1:
+        last_seen = {trace.trace_id: trace.last_seen for trace, _ in due}
+        for trace_id, reason, revision, late in built.closed:
+            self.metrics.closed.labels(reason).inc()
+            self.metrics.latency.observe(max(0.0, now - last_seen[trace_id]))
+            if revision > 1:
                 self.metrics.reopened.inc()
-                self.metrics.late_spans.inc(t.late_spans)
-            for step in t.steps:
-                self.metrics.steps.labels(step.kind).inc()
+                self.metrics.late_spans.inc(late)
+        for kind, count in built.step_kinds.items():
+            self.metrics.steps.labels(kind).inc(count)

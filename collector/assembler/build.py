@@ -151,11 +151,12 @@ def join_tool_calls(steps: list[Step], spans: dict[str, SpanView], llm_order: li
     OpenInference's LangChain tool spans carry a one-argument tool's input as the bare value and
     no call id; the wrapping `tools` span and the model's tool calls carry both.
     """
+    tools = [s for s in steps if s.is_tool_call]
+    if all(s.tool_call_id and isinstance(s.arguments, dict) for s in tools):
+        return  # every tool span said what it ran (the usual case): nothing to join
     requested = [call for span in llm_order for call in messages.requested_tool_calls(span.attrs)]
     used: set[int] = set()
-    for step in steps:
-        if not step.is_tool_call:
-            continue
+    for step in tools:
         if step.tool_call_id and isinstance(step.arguments, dict):
             used.update(i for i, c in enumerate(requested) if c.get("id") == step.tool_call_id)
             continue

@@ -41,8 +41,3 @@ def decode_request(signal: str, encoding: str, data: bytes, max_attribute_length
     batch: Batch = decode(request, max_attribute_length)
     table = arrow_batch(TABLES[signal], batch.columns) if batch.rows else None
     return Decoded(table, batch.rows, dict(batch.rejected), batch.truncated_rows)
-
-
-def warm_up() -> bool:
-    """Run once per worker at start so the first real request does not pay for imports."""
-    return True

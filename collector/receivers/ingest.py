@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import logging
-import multiprocessing
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from collector.config import IngestConfig, LimitsConfig
-from collector.errors import TransientError
-from collector.normalize.wire import Decoded, decode_request, warm_up
+from collector.normalize.wire import Decoded, decode_request
 from collector.store.writer import Writer
 from collector.telemetry import ReceiverMetrics
-
-log = logging.getLogger(__name__)
+from collector.workers import WorkerPool
 
 REASONS = {
     "invalid_trace_id": "trace_id must be 16 bytes (32 hex digits) and not all zero",
@@ -53,58 +47,29 @@ def describe(decoded: Decoded, noun: str, limit: int) -> str:
 class Ingest:
     """Turns one export request's bytes into committed rows and an OTLP outcome.
 
-    Decoding is pure Python and GIL-bound, so it runs in `ingest.decode_workers` spawned processes:
-    the receiving process keeps its GIL for gRPC, HTTP and the DuckDB writer, and both cores work.
+    Decoding is pure Python and GIL-bound, so it runs in the worker processes: the receiving
+    process keeps its GIL for gRPC, HTTP and the DuckDB writer, and both cores work.
     """
 
     def __init__(
         self,
         writer: Writer,
+        workers: WorkerPool,
         config: IngestConfig,
         limits: LimitsConfig,
         metrics: ReceiverMetrics,
     ) -> None:
         self.writer = writer
+        self.workers = workers
         self.config = config
         self.limits = limits
         self.metrics = metrics
-        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-
-    def start(self) -> None:
-        if self.config.decode_workers:
-            self._pool = self._new_pool()
-
-    def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
-        # spawn, not fork: forking a process that runs gRPC threads is unsafe.
-        workers = self.config.decode_workers
-        pool = concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn")
-        )
-        for future in [pool.submit(warm_up) for _ in range(workers)]:
-            future.result()
-        return pool
-
-    def shutdown(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            pool.shutdown(wait=True, cancel_futures=True)
 
     async def _decode(self, signal: str, encoding: str, data: bytes) -> Decoded:
         limit = self.limits.max_attribute_length
-        if self._pool is None or len(data) < self.config.inline_decode_bytes:
+        if len(data) < self.config.inline_decode_bytes:
             return decode_request(signal, encoding, data, limit)
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(
-                self._pool, decode_request, signal, encoding, data, limit
-            )
-        except BrokenProcessPool as exc:
-            log.error("a decode worker died; starting a new pool")
-            broken, self._pool = self._pool, None
-            if broken is not None:
-                broken.shutdown(wait=False, cancel_futures=True)
-            self._pool = await asyncio.to_thread(self._new_pool)
-            raise TransientError("a decode worker failed; retry the request") from exc
+        return await self.workers.run_async(decode_request, signal, encoding, data, limit)
 
     async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> Outcome:
         m = self.metrics

@@ -18,7 +18,12 @@ from tests.otlp_builders import new_trace_id, simple_spans, trace_request
 
 @pytest.fixture
 def pooled(tmp_path: Path):
-    server = start_server(tmp_path / "data", ingest={"decode_workers": 1, "inline_decode_bytes": 0})
+    server = start_server(
+        tmp_path / "data",
+        workers={"processes": 1},
+        ingest={"inline_decode_bytes": 0},
+        assembler={"quiet_period_seconds": 0.2, "tick_seconds": 0.05},
+    )
     yield server
     server.stop()
 
@@ -42,8 +47,7 @@ def test_worker_decoding_accepts_rejects_and_reports(pooled) -> None:
 
 
 def test_a_dead_worker_costs_one_retry_not_the_service(pooled) -> None:
-    pool = pooled.pipeline.ingest._pool
-    (pid,) = list(pool._processes)
+    (pid,) = pooled.pipeline.workers.pids()
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not os.path.exists(f"/proc/{pid}") or _is_zombie(pid))
 
@@ -55,6 +59,15 @@ def test_a_dead_worker_costs_one_retry_not_the_service(pooled) -> None:
     trace_id = new_trace_id()
     grpc_export(pooled, trace_request(simple_spans(3, trace_id)).SerializeToString())
     assert stored(pooled, trace_id) == 3
+
+
+def test_trajectories_are_built_in_the_workers(pooled) -> None:
+    from tests.integration.test_trajectories import trajectory
+
+    trace_id = new_trace_id()
+    grpc_export(pooled, trace_request(simple_spans(4, trace_id)).SerializeToString())
+    t = trajectory(pooled, trace_id.hex())
+    assert (t["steps"], t["status"]) == (4, "ok")
 
 
 def _is_zombie(pid: int) -> bool:

@@ -38,7 +38,7 @@ def test_show_from_the_api_and_from_a_file(tmp_path: Path) -> None:
         assert "6 steps, 2 tool calls, 3 LLM calls, 1500→60 tokens" in result.stdout
         tree = [line for line in lines if " ms" in line and not line.startswith("totals")]
         assert tree[0].startswith("agent    travel-agent")
-        assert tree[2].startswith('  tool     search_flights')
+        assert tree[2].startswith("  tool     search_flights")
         assert '{"origin":"LIS","destination":"OSL"}' in tree[2]
         assert "400→20 tok" in tree[1]
 

@@ -8,13 +8,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collector.assembler.assembler import Assembler
-from collector.assembler.prices import PriceTable
 from collector.clock import FakeClock
 from collector.config import AssemblerConfig, WriterConfig
 from collector.normalize.wire import decode_request
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics, StoreMetrics
+from collector.workers import WorkerPool
 from tests.otlp_builders import new_span_id, new_trace_id, trace_request
 
 
@@ -29,7 +29,8 @@ def rig(tmp_path: Path):
         AssemblerConfig(quiet_period_seconds=5, max_trace_age_seconds=60),
         database,
         writer,
-        PriceTable.load(),
+        WorkerPool(0),
+        {},
         AssemblerMetrics(registry),
         clock,
     )
@@ -109,7 +110,8 @@ def test_restart_recovers_open_traces_with_their_clock(rig, tmp_path: Path) -> N
         assembler.config,
         database,
         writer,
-        PriceTable.load(),
+        WorkerPool(0),
+        {},
         AssemblerMetrics(CollectorRegistry()),
         clock,
     )
@@ -152,7 +154,8 @@ def test_late_spans_stored_before_a_restart_reopen_as_rooted(rig) -> None:
         assembler.config,
         database,
         writer,
-        PriceTable.load(),
+        WorkerPool(0),
+        {},
         AssemblerMetrics(CollectorRegistry()),
         clock,
     )

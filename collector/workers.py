@@ -1,0 +1,92 @@
+"""The pool of worker processes that run the GIL-bound work: decoding requests, building
+trajectories. Callers get the same answers inline when the pool has no workers."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import multiprocessing
+import threading
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from collector.errors import TransientError
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+def warm_up() -> bool:
+    """Run once per worker at start so the first real task does not pay for imports."""
+    import collector.assembler.work
+    import collector.normalize.wire  # noqa: F401
+
+    return True
+
+
+class WorkerPool:
+    """A process pool that replaces itself when a worker dies, failing only the tasks in flight.
+
+    Spawned, not forked: forking a process that runs gRPC threads is unsafe.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.workers > 0
+
+    def start(self) -> None:
+        if self.workers:
+            self._pool = self._new_pool()
+
+    def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            self.workers, mp_context=multiprocessing.get_context("spawn")
+        )
+        for future in [pool.submit(warm_up) for _ in range(self.workers)]:
+            future.result()
+        return pool
+
+    def shutdown(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def pids(self) -> list[int]:
+        return list(self._pool._processes) if self._pool is not None else []
+
+    def run(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run `fn(*args)` in a worker (blocking the calling thread), or inline without workers."""
+        pool = self._pool
+        if pool is None:
+            return fn(*args)
+        try:
+            return pool.submit(fn, *args).result()
+        except BrokenProcessPool as exc:
+            self._replace(pool)
+            raise TransientError("a worker process failed; retry") from exc
+
+    async def run_async(self, fn: Callable[..., R], *args: Any) -> R:
+        pool = self._pool
+        if pool is None:
+            return fn(*args)
+        try:
+            return await asyncio.wrap_future(pool.submit(fn, *args))
+        except BrokenProcessPool as exc:
+            await asyncio.to_thread(self._replace, pool)
+            raise TransientError("a worker process failed; retry the request") from exc
+
+    def _replace(self, broken: concurrent.futures.ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is not broken:
+                return  # another caller already replaced it
+            log.error("a worker process died; starting a new pool")
+            broken.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._new_pool()
