@@ -67,6 +67,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             traces=args.traces,
             spans_per_request=args.spans_per_request,
             spans_per_trace=args.spans_per_trace,
+            rate=args.rate,
             headers=dict(h.split("=", 1) for h in args.header),
         )
     )
@@ -139,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--traces", type=int, default=0, help="stop after this many traces")
     bench.add_argument("--spans-per-request", type=int, default=512)
     bench.add_argument("--spans-per-trace", type=int, default=10)
+    bench.add_argument(
+        "--rate", type=float, default=0.0, help="offer this many spans/s (default: all it takes)"
+    )
     bench.add_argument(
         "--header", action="append", default=[], help="KEY=VALUE header, e.g. authorization=..."
     )

@@ -31,6 +31,7 @@ class BenchOptions:
     traces: int = 0
     spans_per_request: int = 512
     spans_per_trace: int = 10
+    rate: float = 0.0  # spans/s to offer; 0 = as fast as the endpoint answers
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -134,8 +135,11 @@ def run_bench(options: BenchOptions) -> BenchReport:
     report = BenchReport(options, request_bytes=len(template))
     traces_per_request = max(1, spans // options.spans_per_trace)
     lock = threading.Lock()
-    deadline = time.monotonic() + options.duration
+    started_at = time.monotonic()
+    deadline = started_at + options.duration
     budget = {"requests": -(-options.traces // traces_per_request) if options.traces else None}
+    schedule = {"next": 0}
+    interval = spans / options.rate if options.rate else 0.0
 
     def worker() -> None:
         sender = Sender(options)
@@ -147,6 +151,14 @@ def run_bench(options: BenchOptions) -> BenchReport:
                         if budget["requests"] <= 0:
                             break
                         budget["requests"] -= 1
+                    slot = schedule["next"]
+                    schedule["next"] += 1
+                if interval:  # open loop: request n leaves at start + n * interval
+                    pause = started_at + slot * interval - time.monotonic()
+                    if pause > 0:
+                        time.sleep(pause)
+                    if time.monotonic() >= deadline:
+                        break
                 fresh = (
                     os.urandom(len(salt) // 2).hex().encode()
                     if len(salt) == 16

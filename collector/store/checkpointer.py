@@ -6,10 +6,16 @@ import logging
 import threading
 import time
 
+import duckdb
+
 from collector.store.database import Database
 from collector.telemetry import StoreMetrics
 
 log = logging.getLogger(__name__)
+
+FORCE_FACTOR = 4
+RETRY_WINDOW_SECONDS = 2.0
+RETRY_PAUSE_SECONDS = 0.005
 
 
 class Checkpointer:
@@ -46,11 +52,12 @@ class Checkpointer:
         cursor = self.database.cursor()
         last_error = ""
         while not self._stop.wait(self.interval):
-            if self.database.wal_bytes < self.wal_limit_bytes:
+            wal = self.database.wal_bytes
+            if wal < self.wal_limit_bytes:
                 continue
             started = time.perf_counter()
             try:
-                cursor.execute("CHECKPOINT")
+                self._checkpoint(cursor, force=wal > FORCE_FACTOR * self.wal_limit_bytes)
             except Exception as exc:  # retried next interval; logged once per distinct error
                 if str(exc) != last_error:
                     log.warning("background checkpoint failed, will retry: %s", exc)
@@ -59,3 +66,24 @@ class Checkpointer:
             last_error = ""
             self.metrics.checkpoint_duration.observe(time.perf_counter() - started)
         cursor.close()
+
+    def _checkpoint(self, cursor: duckdb.DuckDBPyConnection, force: bool) -> None:
+        """CHECKPOINT must start between two commits; under load, keep trying for a moment.
+
+        FORCE CHECKPOINT aborts the commit in flight (its clients get a retryable error), so it is
+        kept for a WAL that plain checkpoints could not shrink for a long time.
+        """
+        if force:
+            log.warning("WAL over %dx its limit: forcing a checkpoint", FORCE_FACTOR)
+            cursor.execute("FORCE CHECKPOINT")
+            return
+        deadline = time.monotonic() + RETRY_WINDOW_SECONDS
+        while True:
+            try:
+                cursor.execute("CHECKPOINT")
+                return
+            except duckdb.Error as exc:
+                busy = "transactions active" in str(exc)
+                if not busy or time.monotonic() > deadline or self._stop.is_set():
+                    raise
+                time.sleep(RETRY_PAUSE_SECONDS)

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.store.schema import LOGS, SPANS, STEPS, TRAJECTORIES, arrow_schema, insert_select
 
 TABLES = {"spans": SPANS, "logs": LOGS, "trajectories": TRAJECTORIES, "steps": STEPS}
 ARROW_SCHEMAS = {name: arrow_schema(columns) for name, columns in TABLES.items()}
 INSERTS = {name: insert_select(name, columns) for name, columns in TABLES.items()}
-# Statements run before a table's INSERT in the same transaction.
-BEFORE_INSERT = {
-    # A new revision of a trajectory replaces the current one.
-    "trajectories": "UPDATE trajectories SET is_current = false"
-    " WHERE is_current AND trace_id IN (SELECT trace_id FROM batch)",
+
+
+def retire_revisions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
+    """A new revision of a trajectory replaces the current one (only rebuilt traces have one)."""
+    rebuilt = batch.filter(pc.greater(batch["revision"], 1))["trace_id"].to_pylist()
+    if rebuilt:
+        con.execute(
+            "UPDATE trajectories SET is_current = false WHERE trace_id IN ? AND is_current",
+            [rebuilt],
+        )
+
+
+# Run before a table's INSERT, in the same transaction.
+BEFORE_INSERT: dict[str, Callable[[duckdb.DuckDBPyConnection, pa.Table], None]] = {
+    "trajectories": retire_revisions,
 }
 # Only spans have a key. INSERT OR IGNORE costs twice a plain INSERT in DuckDB, so the writer uses
 # it only to redo a commit whose plain INSERT hit a duplicate (a client retry).
