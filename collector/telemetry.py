@@ -135,7 +135,27 @@ class AssemblerMetrics:
         self.latency = Histogram(
             "sextant_assembler_assembly_latency_seconds",
             "From the last span of a trace being stored to its trajectory being stored.",
-            buckets=(0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 5.1, 5.2, 5.25, 5.3, 5.5, 6, 7.5, 10, 30, 60, 300),
+            buckets=(
+                0.1,
+                0.25,
+                0.5,
+                1,
+                2,
+                3,
+                4,
+                5,
+                5.1,
+                5.2,
+                5.25,
+                5.3,
+                5.5,
+                6,
+                7.5,
+                10,
+                30,
+                60,
+                300,
+            ),
             registry=registry,
         )
         self.round_duration = Histogram(
