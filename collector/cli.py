@@ -78,9 +78,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from collector.show import render
 
+    if args.trace_id is None and not args.latest:
+        raise SextantError("give a TRACE_ID or --latest")
     trajectory = fetch_trajectory(args)
     if trajectory is None:
-        print(f"sextant: no trajectory for trace {args.trace_id}", file=sys.stderr)
+        print(f"sextant: no trajectory for trace {args.trace_id or '(latest)'}", file=sys.stderr)
         return 1
     if args.json:
         print(orjson.dumps(trajectory, option=orjson.OPT_INDENT_2).decode())
@@ -94,19 +96,35 @@ def fetch_trajectory(args: argparse.Namespace) -> dict | None:
     if args.db:
         import duckdb
 
-        from collector.store.queries import load_trajectory
+        from collector.store.queries import list_trajectories, load_trajectory
 
         try:
             con = duckdb.connect(str(args.db), read_only=True)
         except duckdb.Error as exc:
             raise SextantError(f"cannot open {args.db}: {exc}") from exc
-        return load_trajectory(con, args.trace_id, args.revision)
+        trace_id = args.trace_id
+        if args.latest:
+            latest = list_trajectories(con, {}, 1)
+            if not latest:
+                return None
+            trace_id = latest[0]["trace_id"]
+        return load_trajectory(con, trace_id, args.revision)
+    base = f"{args.url.rstrip('/')}/api/v1/trajectories"
+    trace_id = args.trace_id
+    if args.latest:
+        latest = get_json(f"{base}?limit=1")
+        if not latest or not latest["trajectories"]:
+            return None
+        trace_id = latest["trajectories"][0]["trace_id"]
+    url = f"{base}/{trace_id}" + (f"?revision={args.revision}" if args.revision else "")
+    return get_json(url)
+
+
+def get_json(url: str) -> dict | None:
+    """GET a JSON document; None on 404."""
     import urllib.error
     import urllib.request
 
-    url = f"{args.url.rstrip('/')}/api/v1/trajectories/{args.trace_id}"
-    if args.revision:
-        url += f"?revision={args.revision}"
     try:
         with urllib.request.urlopen(url, timeout=10) as reply:
             return orjson.loads(reply.read())
@@ -149,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     show = sub.add_parser("show", help="print a trajectory as a tree")
-    show.add_argument("trace_id", help="32 hex digits")
+    show.add_argument("trace_id", nargs="?", help="32 hex digits")
+    show.add_argument("--latest", action="store_true", help="the most recently closed trajectory")
     show.add_argument("--url", default="http://localhost:9464", help="admin API of a collector")
     show.add_argument("--db", type=Path, help="read a DuckDB file instead (collector stopped)")
     show.add_argument("--revision", type=int, help="a past revision (default: current)")

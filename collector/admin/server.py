@@ -13,7 +13,7 @@ from prometheus_client.exposition import choose_encoder
 from collector.config import AdminConfig
 from collector.httpserver import HttpServer
 from collector.store.database import Database
-from collector.store.queries import load_trajectory
+from collector.store.queries import FILTERS, list_trajectories, load_trajectory
 
 
 class AdminServer:
@@ -30,6 +30,7 @@ class AdminServer:
         self.database = database
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/api/v1/trajectories", self._trajectories)
         app.router.add_get("/api/v1/trajectories/{trace_id}", self._trajectory)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -51,6 +52,28 @@ class AdminServer:
         body = encoder(self.registry)
         return web.Response(body=body, headers={"Content-Type": content_type})
 
+    async def _trajectories(self, request: web.Request) -> web.Response:
+        limit = request.query.get("limit", "50")
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIST:
+            return json_error(400, f"limit must be an integer from 1 to {MAX_LIST}")
+        unknown = set(request.query) - set(FILTERS) - {"limit"}
+        if unknown:
+            return json_error(
+                400, f"unknown parameter {sorted(unknown)[0]!r}; filters: {', '.join(FILTERS)}"
+            )
+        filters = {k: v for k, v in request.query.items() if k in FILTERS}
+        found = await asyncio.to_thread(self._with_cursor, list_trajectories, filters, int(limit))
+        return web.Response(
+            body=orjson.dumps({"trajectories": found}), content_type="application/json"
+        )
+
+    def _with_cursor(self, query, *args):  # type: ignore[no-untyped-def]
+        cursor = self.database.cursor()
+        try:
+            return query(cursor, *args)
+        finally:
+            cursor.close()
+
     async def _trajectory(self, request: web.Request) -> web.Response:
         trace_id = request.match_info["trace_id"]
         if len(trace_id) != 32 or any(c not in "0123456789abcdefABCDEF" for c in trace_id):
@@ -59,14 +82,9 @@ class AdminServer:
         if revision is not None and not revision.isdigit():
             return json_error(400, "revision must be a positive integer")
 
-        def load() -> dict | None:
-            cursor = self.database.cursor()
-            try:
-                return load_trajectory(cursor, trace_id, int(revision) if revision else None)
-            finally:
-                cursor.close()
-
-        found = await asyncio.to_thread(load)
+        found = await asyncio.to_thread(
+            self._with_cursor, load_trajectory, trace_id, int(revision) if revision else None
+        )
         if found is None:
             return json_error(404, f"no trajectory for trace {trace_id.lower()} (yet)")
         return web.Response(body=orjson.dumps(found), content_type="application/json")
@@ -79,6 +97,9 @@ class AdminServer:
         if reason is None:
             return web.json_response({"status": "ready"})
         return web.json_response({"status": "not ready", "reason": reason}, status=503)
+
+
+MAX_LIST = 1000
 
 
 def json_error(status: int, message: str) -> web.Response:

@@ -52,3 +52,35 @@ def load_trajectory(
     )
     trajectory["revisions"] = [r[0] for r in cursor.fetchall()]
     return trajectory
+
+
+SUMMARY_COLUMNS = (
+    "trace_id, revision, status, close_reason, agent_run, service_name, agent_name,"
+    " service_version, case_id, steps, tool_calls, llm_calls, input_tokens, output_tokens,"
+    " cost_usd, error_count, duration_ms, start_time, closed_at"
+)
+FILTERS = {
+    "service": "service_name",
+    "agent": "agent_name",
+    "version": "service_version",
+    "status": "status",
+    "case": "case_id",
+}
+
+
+def list_trajectories(
+    cursor: duckdb.DuckDBPyConnection, filters: dict[str, str], limit: int
+) -> list[dict[str, Any]]:
+    """Current trajectories, most recently closed first, filtered by exact column values."""
+    where = ["is_current"]
+    params: list[Any] = []
+    for key, column in FILTERS.items():
+        if key in filters:
+            where.append(f"{column} = ?")
+            params.append(filters[key])
+    cursor.execute(
+        f"SELECT {SUMMARY_COLUMNS} FROM trajectories WHERE {' AND '.join(where)}"
+        " ORDER BY closed_at DESC, trace_id LIMIT ?",
+        [*params, limit],
+    )
+    return [jsonable(row) for row in rows_as_dicts(cursor)]

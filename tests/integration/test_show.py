@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
 from tests.agent_runs import booking_run, provider_for
@@ -45,6 +46,18 @@ def test_show_from_the_api_and_from_a_file(tmp_path: Path) -> None:
         as_json = json.loads(show(trace_id, "--url", server.admin_url, "--json").stdout)
         assert as_json["trace_id"] == trace_id and len(as_json["steps_detail"]) == 6
 
+        latest = show("--latest", "--url", server.admin_url)
+        assert latest.stdout == result.stdout
+
+        listed = requests.get(f"{server.admin_url}/api/v1/trajectories?limit=5&agent=travel-agent")
+        (summary,) = listed.json()["trajectories"]
+        assert (summary["trace_id"], summary["steps"], summary["status"]) == (trace_id, 6, "ok")
+        none = requests.get(f"{server.admin_url}/api/v1/trajectories?service=nope").json()
+        assert none == {"trajectories": []}
+        bad = requests.get(f"{server.admin_url}/api/v1/trajectories?colour=red")
+        assert bad.status_code == 400 and "unknown parameter 'colour'" in bad.json()["error"]
+        assert requests.get(f"{server.admin_url}/api/v1/trajectories?limit=0").status_code == 400
+
         missing = show("ab" * 16, "--url", server.admin_url)
         assert missing.returncode == 1 and "no trajectory" in missing.stderr
     finally:
@@ -52,5 +65,7 @@ def test_show_from_the_api_and_from_a_file(tmp_path: Path) -> None:
     from_file = show(trace_id, "--db", str(tmp_path / "data" / "sextant.duckdb"))
     assert from_file.returncode == 0, from_file.stderr
     assert from_file.stdout == result.stdout
+    latest_file = show("--latest", "--db", str(tmp_path / "data" / "sextant.duckdb"))
+    assert latest_file.stdout == result.stdout
     down = show(trace_id, "--url", "http://127.0.0.1:1")
     assert down.returncode == 1 and "cannot reach" in down.stderr
