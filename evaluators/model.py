@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import orjson
+
 STEP_KINDS = (
     "agent",
     "llm",
@@ -48,6 +50,15 @@ class Step:
     policy_name: str | None = None
     policy_decision: str | None = None
     state_target: str | None = None
+    attributes_json: str | None = field(default=None, repr=False)
+    _attributes: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """The span's attributes, decoded on first use (most rules never need them)."""
+        if self._attributes is None:
+            self._attributes = orjson.loads(self.attributes_json) if self.attributes_json else {}
+        return self._attributes
 
     @property
     def duration_ms(self) -> float:
@@ -136,9 +147,14 @@ class Trajectory:
             "duration_ms": self.duration_ms,
         }
 
+    @property
+    def root(self) -> Step | None:
+        return next((s for s in self.steps if s.span_id == self.root_span_id), None)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["totals"] = self.totals()
         for step, data in zip(self.steps, out["steps"], strict=True):
             data["duration_ms"] = step.duration_ms
+            del data["_attributes"]
         return out

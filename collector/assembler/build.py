@@ -244,6 +244,7 @@ def build_trajectory(
             model=row["model"],
             input_tokens=row["input_tokens"] if base == "llm" else None,
             output_tokens=row["output_tokens"] if base == "llm" else None,
+            attributes_json=row["attributes"],
         )
         if base == "llm":
             llm_order.append(span)

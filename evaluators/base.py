@@ -1,0 +1,77 @@
+"""Closed vocabularies (verdicts, severities, decisions), the Result type, and one precedence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    REVIEW = "review"
+    NOT_APPLICABLE = "not_applicable"
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+
+class Decision(StrEnum):
+    PASS = "PASS"
+    REVIEW = "REVIEW"
+    FAIL = "FAIL"
+    DOWNGRADE = "DOWNGRADE"
+    QUARANTINE = "QUARANTINE"
+    ROLLBACK = "ROLLBACK"
+    DISABLE = "DISABLE"
+
+
+# Strongest first: when several apply, the strongest is shown and all reasons are kept.
+DECISION_STRENGTH = {d: i for i, d in enumerate(reversed(list(Decision)))}
+
+
+def strongest(decisions: list[Decision]) -> Decision:
+    return min(decisions, key=DECISION_STRENGTH.__getitem__, default=Decision.PASS)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one evaluator concluded: the verdict and the steps that prove it."""
+
+    verdict: Verdict
+    message: str
+    evidence: tuple[str, ...] = ()
+    score: float | None = None
+    reason: str | None = None  # overrides the rule's reason code (e.g. trace_incomplete)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One rule's verdict on one trajectory, ready to store."""
+
+    pack: str
+    pack_version: str
+    rule_id: str
+    rule_type: str
+    verdict: Verdict
+    severity: Severity
+    reason: str
+    message: str
+    evidence: tuple[str, ...] = field(default=())
+    score: float | None = None
+    requested_decision: Decision | None = None
+
+
+def overall_verdict(results: list[Result]) -> Verdict:
+    """FAIL if any rule failed, REVIEW if any asks for review, else PASS."""
+    verdicts = {r.verdict for r in results}
+    if Verdict.FAIL in verdicts:
+        return Verdict.FAIL
+    if Verdict.REVIEW in verdicts:
+        return Verdict.REVIEW
+    return Verdict.PASS

@@ -1,0 +1,78 @@
+"""budget: steps, calls, tokens, cost, time, and repeated calls (loops, redundancy)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Literal
+
+import orjson
+from pydantic import Field, model_validator
+
+from evaluators.base import Finding, Verdict
+from evaluators.model import Step, Trajectory
+from evaluators.rules import RuleBase
+
+
+class BudgetRule(RuleBase):
+    type: Literal["budget"]
+    max_steps: int | None = Field(None, ge=0)
+    max_tool_calls: int | None = Field(None, ge=0)
+    max_llm_calls: int | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=0, description="Input + output tokens of model calls.")
+    max_cost_usd: float | None = Field(None, ge=0)
+    max_duration_ms: float | None = Field(None, ge=0)
+    max_same_call: int | None = Field(
+        None, ge=1, description="Calls of one tool with the same arguments (a loop)."
+    )
+    max_same_tool: int | None = Field(None, ge=1, description="Calls of one tool at all.")
+
+    @model_validator(mode="after")
+    def _something(self) -> BudgetRule:
+        limits = self.model_dump(
+            include={f for f in type(self).model_fields if f.startswith("max")}
+        )
+        if all(v is None for v in limits.values()):
+            raise ValueError("set at least one max_* limit")
+        return self
+
+
+def repeated(steps: list[Step], key) -> dict[object, list[Step]]:  # type: ignore[no-untyped-def]
+    groups: dict[object, list[Step]] = defaultdict(list)
+    for step in steps:
+        groups[key(step)].append(step)
+    return groups
+
+
+def evaluate_budget(t: Trajectory, rule: BudgetRule) -> Finding:
+    over: list[str] = []
+    evidence: list[str] = []
+    totals = {
+        "steps": (len(t.steps), rule.max_steps),
+        "tool calls": (t.tool_calls, rule.max_tool_calls),
+        "LLM calls": (t.llm_calls, rule.max_llm_calls),
+        "tokens": (t.input_tokens + t.output_tokens, rule.max_tokens),
+        "cost USD": (t.cost_usd, rule.max_cost_usd),
+        "duration ms": (t.duration_ms, rule.max_duration_ms),
+    }
+    for name, (value, limit) in totals.items():
+        if limit is not None and value is not None and value > limit:
+            over.append(f"{name} {value:g} > {limit:g}")
+    tools = [s for s in t.steps if s.is_tool_call]
+    checks = (
+        (
+            rule.max_same_call,
+            lambda s: (s.tool_name, orjson.dumps(s.arguments, option=orjson.OPT_SORT_KEYS)),
+            "same arguments",
+        ),
+        (rule.max_same_tool, lambda s: s.tool_name, "in total"),
+    )
+    for limit, key, label in checks:
+        if limit is None:
+            continue
+        for group in repeated(tools, key).values():
+            if len(group) > limit:
+                over.append(f"{group[0].tool_name} called {len(group)} times {label} (> {limit})")
+                evidence.extend(s.span_id for s in group)
+    if over:
+        return Finding(Verdict.FAIL, "over budget: " + "; ".join(over), tuple(evidence))
+    return Finding(Verdict.PASS, "within budget")

@@ -1,0 +1,208 @@
+"""The step matcher every rule type shares: kind, name, status, agent, attributes, arguments."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from evaluators.model import Step
+
+GLOB_CHARS = set("*?[")
+MISSING = object()
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Condition(Strict):
+    """A test on one value. A bare YAML scalar means `equals`."""
+
+    equals: Any = Field(MISSING, description="The value equals this.")
+    not_equals: Any = Field(MISSING, description="The value differs from this (or is absent).")
+    one_of: list[Any] | None = Field(None, description="The value is one of these.")
+    regex: str | None = Field(None, description="The value (as text) matches this regex.")
+    glob: str | None = Field(None, description="The value (as text) matches this glob.")
+    exists: bool | None = Field(None, description="The key is present (true) or absent (false).")
+    gt: float | None = Field(None, description="Numeric value greater than this.")
+    gte: float | None = Field(None, description="Numeric value at least this.")
+    lt: float | None = Field(None, description="Numeric value less than this.")
+    lte: float | None = Field(None, description="Numeric value at most this.")
+    json_schema: dict[str, Any] | None = Field(
+        None, alias="schema", description="The value validates against this JSON schema."
+    )
+    _regex: re.Pattern[str] | None = PrivateAttr(None)
+    _validator: Any = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scalar_means_equals(cls, value: Any) -> Any:
+        return value if isinstance(value, dict) else {"equals": value}
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"invalid regex {value!r}: {exc}") from exc
+        return value
+
+    @field_validator("json_schema")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            import jsonschema
+
+            try:
+                jsonschema.validators.validator_for(value).check_schema(value)
+            except jsonschema.SchemaError as exc:
+                raise ValueError(f"invalid JSON schema: {exc.message}") from exc
+        return value
+
+    def model_post_init(self, _: Any) -> None:
+        if self.regex is not None:
+            self._regex = re.compile(self.regex)
+        if self.json_schema is not None:
+            import jsonschema
+
+            self._validator = jsonschema.validators.validator_for(self.json_schema)(
+                self.json_schema
+            )
+
+    def check(self, value: Any) -> bool:
+        """`value` is MISSING when the key is absent."""
+        present = value is not MISSING
+        if self.exists is not None and present != self.exists:
+            return False
+        if self.not_equals is not MISSING and present and value == self.not_equals:
+            return False
+        if not present:
+            return self.exists is False or (
+                self.exists is None and self.not_equals is not MISSING and self._only_negative()
+            )
+        if self.equals is not MISSING and value != self.equals:
+            return False
+        if self.one_of is not None and value not in self.one_of:
+            return False
+        text = value if isinstance(value, str) else str(value)
+        if self._regex is not None and not self._regex.search(text):
+            return False
+        if self.glob is not None and not fnmatch.fnmatchcase(text, self.glob):
+            return False
+        if any(b is not None for b in (self.gt, self.gte, self.lt, self.lte)):
+            number = as_number(value)
+            if number is None:
+                return False
+            if self.gt is not None and not number > self.gt:
+                return False
+            if self.gte is not None and not number >= self.gte:
+                return False
+            if self.lt is not None and not number < self.lt:
+                return False
+            if self.lte is not None and not number <= self.lte:
+                return False
+        return self._validator is None or self._validator.is_valid(value)
+
+    def _only_negative(self) -> bool:
+        return (
+            self.equals is MISSING
+            and self.one_of is None
+            and self.regex is None
+            and (self.glob is None and self.json_schema is None)
+        )
+
+
+def as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def at_path(document: Any, path: str) -> Any:
+    """`$.a.b[0].c` (the `$.` is optional) inside a JSON value; MISSING when absent."""
+    node = document
+    for key, index in PATH_PART.findall(path.removeprefix("$").lstrip(".")):
+        if key:
+            if not isinstance(node, dict) or key not in node:
+                return MISSING
+            node = node[key]
+        else:
+            i = int(index)
+            if not isinstance(node, list) or i >= len(node):
+                return MISSING
+            node = node[i]
+    return node
+
+
+def text_matches(pattern: str, value: str | None) -> bool:
+    if value is None:
+        return False
+    if GLOB_CHARS & set(pattern):
+        return fnmatch.fnmatchcase(value, pattern)
+    return value == pattern
+
+
+class StepMatcher(Strict):
+    """Which steps a rule is about. Every given field must hold."""
+
+    kind: str | list[str] | None = Field(
+        None, description="Step kind(s); a tool call also matches `tool` whatever its kind."
+    )
+    name: str | None = Field(None, description="Step name, exact or glob (`update_*`).")
+    name_regex: str | None = Field(None, description="Step name regex.")
+    agent: str | None = Field(None, description="Enclosing agent name, exact or glob.")
+    status: str | None = Field(None, pattern="^(ok|error)$", description="ok or error.")
+    attributes: dict[str, Condition] = Field(
+        default_factory=dict, description="Span attribute name -> condition."
+    )
+    args: dict[str, Condition] = Field(
+        default_factory=dict, description="JSON path into the tool arguments -> condition."
+    )
+    _name_regex: re.Pattern[str] | None = PrivateAttr(None)
+
+    @field_validator("name_regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        return Condition._compiles(value)
+
+    def model_post_init(self, _: Any) -> None:
+        if self.name_regex is not None:
+            self._name_regex = re.compile(self.name_regex)
+
+    def matches(self, step: Step) -> bool:
+        if self.kind is not None:
+            kinds = {self.kind} if isinstance(self.kind, str) else set(self.kind)
+            if step.kind not in kinds and step.span_kind not in kinds:
+                return False
+        if self.name is not None and not text_matches(self.name, step.name):
+            return False
+        if self._name_regex is not None and not self._name_regex.search(step.name or ""):
+            return False
+        if self.agent is not None and not text_matches(self.agent, step.agent_name):
+            return False
+        if self.status is not None and step.status != self.status:
+            return False
+        for key, condition in self.attributes.items():
+            if not condition.check(step.attributes.get(key, MISSING)):
+                return False
+        for path, condition in self.args.items():
+            if not condition.check(at_path(step.arguments, path)):
+                return False
+        return True
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.model_dump(exclude_defaults=True).items()]
+        return "step(" + ", ".join(parts) + ")"

@@ -1,0 +1,56 @@
+"""Rule type -> (config model, evaluator); the one place that knows every rule type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from evaluators.base import Finding
+from evaluators.budget import BudgetRule, evaluate_budget
+from evaluators.consistency import ConsistencyRule, evaluate_consistency
+from evaluators.model import Trajectory
+from evaluators.precedes import PrecedesRule, evaluate_precedes
+from evaluators.presence import AbsenceRule, PresenceRule, evaluate_absence, evaluate_presence
+from evaluators.recovery import RecoveryRule, evaluate_recovery
+from evaluators.secrets import SecretsRule, evaluate_secrets
+from evaluators.tool_args import ToolArgsRule, evaluate_tool_args
+from evaluators.trajectory import TrajectoryRule, evaluate_trajectory
+
+
+@dataclass(frozen=True)
+class RuleType:
+    model: type
+    evaluate: Callable[[Trajectory, Any], Finding]
+    # True when missing steps could change the verdict: on an incomplete trajectory such a rule
+    # gives `review` (trace_incomplete) instead of a verdict it cannot stand behind.
+    needs_all_steps: bool
+
+
+RULE_TYPES: dict[str, RuleType] = {
+    "presence": RuleType(PresenceRule, evaluate_presence, True),
+    "absence": RuleType(AbsenceRule, evaluate_absence, False),
+    "trajectory": RuleType(TrajectoryRule, evaluate_trajectory, True),
+    "tool_args": RuleType(ToolArgsRule, evaluate_tool_args, False),
+    "precedes": RuleType(PrecedesRule, evaluate_precedes, True),
+    "consistency": RuleType(ConsistencyRule, evaluate_consistency, False),
+    "budget": RuleType(BudgetRule, evaluate_budget, True),
+    "recovery": RuleType(RecoveryRule, evaluate_recovery, True),
+    "secrets": RuleType(SecretsRule, evaluate_secrets, False),
+    "pii": RuleType(SecretsRule, evaluate_secrets, False),
+}
+
+Rule = Annotated[
+    PresenceRule
+    | AbsenceRule
+    | TrajectoryRule
+    | ToolArgsRule
+    | PrecedesRule
+    | ConsistencyRule
+    | BudgetRule
+    | RecoveryRule
+    | SecretsRule,
+    Field(discriminator="type"),
+]

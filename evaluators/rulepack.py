@@ -1,0 +1,155 @@
+"""Rule packs: the model, and loading YAML with every error reported at its file and line."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from evaluators.matchers import Condition, Strict, text_matches
+from evaluators.model import Trajectory
+from evaluators.registry import RULE_TYPES, Rule
+
+
+class Selector(Strict):
+    """Which targets a pack applies to; globs allowed, every given field must hold."""
+
+    service: str | None = Field(None, description="service.name")
+    agent: str | None = Field(None, description="The run's top-level agent name.")
+    version: str | None = Field(None, description="service.version")
+    attributes: dict[str, Condition] = Field(
+        default_factory=dict, description="Root span attribute -> condition."
+    )
+
+    def matches(self, t: Trajectory) -> bool:
+        for pattern, value in (
+            (self.service, t.service_name),
+            (self.agent, t.agent_name),
+            (self.version, t.service_version),
+        ):
+            if pattern is not None and not text_matches(pattern, value):
+                return False
+        if self.attributes:
+            root = t.root
+            attrs = root.attributes if root is not None else {}
+            from evaluators.matchers import MISSING
+
+            return all(c.check(attrs.get(k, MISSING)) for k, c in self.attributes.items())
+        return True
+
+
+class RulePack(Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", description="Unique pack name.")
+    version: str = Field(min_length=1, description="The pack's version, e.g. 1.4.0.")
+    owner: str = Field(min_length=1, description="Who answers for its decisions.")
+    description: str = Field("", description="What the pack is for.")
+    selector: Selector = Field(default_factory=Selector, description="Which targets.")
+    rules: list[Rule] = Field(min_length=1, description="The checks.")
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> RulePack:
+        seen: set[str] = set()
+        for rule in self.rules:
+            if rule.id in seen:
+                raise ValueError(f"rule id {rule.id!r} is used twice; ids are unique in a pack")
+            seen.add(rule.id)
+        return self
+
+
+@dataclass(frozen=True)
+class LoadedPack:
+    pack: RulePack
+    source: str
+    text: str
+    sha256: str
+
+
+class RulePackError(Exception):
+    """A pack that cannot be used; `errors` lists every problem as `file:line: field: reason`."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+def line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The YAML line of the value at a pydantic error location (1-based)."""
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key.value == part:
+                    node, line = value, key.start_mark.line + 1
+                    break
+            # a discriminator tag or a model-level check: stay on the current node
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
+        ):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+    return line
+
+
+def field_path(loc: tuple[Any, ...], data: Any) -> str:
+    """rules[2](id=approval).before.name: readable, with the rule id when known."""
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+            if isinstance(node, dict) and "id" in node:
+                out += f"(id={node['id']})"
+        elif isinstance(node, dict) and part not in node and part in RULE_TYPES:
+            continue  # pydantic's discriminator tag, not a key of the file
+        else:
+            out += f".{part}" if out else str(part)
+            node = node.get(part) if isinstance(node, dict) else None
+    return out or "(top level)"
+
+
+def hint(error: dict[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown key (check the spelling; see the rule type's fields in the README)"
+    if error["type"] == "union_tag_invalid":
+        return f"unknown rule type; known types: {', '.join(RULE_TYPES)}"
+    if error["type"] == "union_tag_not_found":
+        return f"every rule needs a `type`: one of {', '.join(RULE_TYPES)}"
+    return str(error["msg"])
+
+
+def load_text(text: str, source: str) -> LoadedPack:
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise RulePackError([f"{where}: not valid YAML: {exc}"]) from exc
+    if not isinstance(data, dict):
+        raise RulePackError([f"{source}:1: a rule pack is a mapping with name, version, rules"])
+    try:
+        pack = RulePack.model_validate(data)
+    except ValidationError as exc:
+        errors = []
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            line = line_of(root, loc)
+            where = f"{source}:{line}" if line else source
+            errors.append(f"{where}: {field_path(loc, data)}: {hint(error)}")
+        raise RulePackError(errors) from exc
+    return LoadedPack(pack, source, text, hashlib.sha256(text.encode()).hexdigest())
+
+
+def load_pack(path: Path) -> LoadedPack:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RulePackError([f"{path}: cannot read: {exc.strerror}"]) from exc
+    return load_text(text, str(path))

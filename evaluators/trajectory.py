@@ -1,0 +1,84 @@
+"""trajectory: the expected steps, in strict order, in order with gaps, or in any order."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from evaluators.base import Finding, Verdict
+from evaluators.matchers import StepMatcher
+from evaluators.model import Step, Trajectory
+from evaluators.rules import RuleBase
+
+
+class TrajectoryRule(RuleBase):
+    type: Literal["trajectory"]
+    expected: list[StepMatcher] = Field(min_length=1, description="The expected steps, in order.")
+    order: Literal["strict", "in_order", "any_order"] = Field(
+        "in_order",
+        description="strict: contiguous among steps of the expected kinds; in_order: with gaps;"
+        " any_order: all present.",
+    )
+    min_match_rate: float = Field(1.0, ge=0, le=1, description="Pass at this fraction matched.")
+
+
+def in_order(steps: list[Step], expected: list[StepMatcher]) -> list[Step]:
+    """Greedy subsequence: each expected step after the previous match."""
+    matched: list[Step] = []
+    i = 0
+    for matcher in expected:
+        while i < len(steps) and not matcher.matches(steps[i]):
+            i += 1
+        if i == len(steps):
+            break
+        matched.append(steps[i])
+        i += 1
+    return matched
+
+
+def strict(steps: list[Step], expected: list[StepMatcher]) -> list[Step]:
+    """The longest contiguous run matching the expected sequence from its start."""
+    kinds = {k for m in expected for k in ([m.kind] if isinstance(m.kind, str) else m.kind or [])}
+    among = [s for s in steps if not kinds or s.kind in kinds or s.span_kind in kinds]
+    best: list[Step] = []
+    for start in range(len(among)):
+        run: list[Step] = []
+        for offset, matcher in enumerate(expected):
+            if start + offset >= len(among) or not matcher.matches(among[start + offset]):
+                break
+            run.append(among[start + offset])
+        if len(run) > len(best):
+            best = run
+    return best
+
+
+def any_order(steps: list[Step], expected: list[StepMatcher]) -> list[Step]:
+    used: set[str] = set()
+    matched = []
+    for matcher in expected:
+        step = next((s for s in steps if s.span_id not in used and matcher.matches(s)), None)
+        if step is not None:
+            used.add(step.span_id)
+            matched.append(step)
+    return matched
+
+
+STRATEGIES = {"strict": strict, "in_order": in_order, "any_order": any_order}
+
+
+def evaluate_trajectory(t: Trajectory, rule: TrajectoryRule) -> Finding:
+    matched = STRATEGIES[rule.order](t.steps, rule.expected)
+    rate = len(matched) / len(rule.expected)
+    evidence = tuple(s.span_id for s in matched)
+    summary = f"{len(matched)} of {len(rule.expected)} expected steps ({rule.order}), match rate"
+    if rate + 1e-9 >= rule.min_match_rate:
+        return Finding(Verdict.PASS, f"{summary} {rate:.2f}", evidence, rate)
+    missing = rule.expected[len(matched)] if rule.order != "any_order" else None
+    hint = f"; first missing: {missing.describe()}" if missing else ""
+    return Finding(
+        Verdict.FAIL,
+        f"{summary} {rate:.2f} below {rule.min_match_rate:.2f}{hint}",
+        evidence,
+        rate,
+    )
