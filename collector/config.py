@@ -166,6 +166,20 @@ class AssemblerConfig(Strict):
         return self
 
 
+BUILTIN_RULES = Path(__file__).resolve().parent.parent / "rules"
+
+
+class RulesConfig(Strict):
+    paths: list[Path] = Field(
+        default_factory=lambda: [BUILTIN_RULES],
+        description="Rule pack files or directories of *.yaml packs (default: the shipped rules/).",
+    )
+    reload_seconds: float = Field(2.0, gt=0, description="How often packs are checked for edits.")
+    disabled: list[str] = Field(
+        default_factory=list, description="`pack` or `pack/rule` ids that are not evaluated."
+    )
+
+
 class ModelPrice(Strict):
     input: float = Field(ge=0, description="USD per million input tokens.")
     output: float = Field(ge=0, description="USD per million output tokens.")
@@ -191,6 +205,7 @@ class SextantConfig(Strict):
         default_factory=AssemblerConfig, description="Trajectory assembly."
     )
     pricing: PricingConfig = Field(default_factory=PricingConfig, description="Token prices.")
+    rules: RulesConfig = Field(default_factory=RulesConfig, description="Rule packs.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Group-commit writer.")
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."

@@ -8,9 +8,11 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from collector.admin.server import AdminServer
-from collector.assembler.assembler import Assembler
+from collector.assembler.assembler import Assembler, Evaluation
 from collector.clock import Clock
 from collector.config import SextantConfig
+from collector.health import EvaluatorHealth
+from collector.packs import PackRegistry
 from collector.receivers.auth import BearerAuth
 from collector.receivers.ingest import Ingest
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
@@ -18,7 +20,7 @@ from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.writer import Writer
-from collector.telemetry import AssemblerMetrics, ReceiverMetrics, StoreMetrics
+from collector.telemetry import AssemblerMetrics, ReceiverMetrics, RulesMetrics, StoreMetrics
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,10 @@ class Pipeline:
             self.database, storage.checkpoint_wal_mib * 1024 * 1024, store_metrics
         )
         self.workers = WorkerPool(config.workers.processes)
+        self.packs = PackRegistry(
+            config.rules, self.database, self.writer, RulesMetrics(self.registry)
+        )
+        self.health = EvaluatorHealth()
         self.assembler = Assembler(
             config.assembler,
             self.database,
@@ -56,6 +62,7 @@ class Pipeline:
             {k: v.model_dump() for k, v in config.pricing.models.items()},
             AssemblerMetrics(self.registry),
             clock,
+            Evaluation(self.packs, self.health, self.packs.metrics),
         )
         self.writer.on_commit = self.assembler.consume
         receiver_metrics = ReceiverMetrics(self.registry)
@@ -66,9 +73,20 @@ class Pipeline:
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
         self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
-        self.admin = AdminServer(config.admin, self.registry, self.not_ready_reason, self.database)
+        self.admin = AdminServer(
+            config.admin, self.registry, self.not_ready_reason, self.database, self.rules_status
+        )
         self._started = False
         self._stopped = False
+
+    def rules_status(self) -> dict:
+        packs = self.packs.status()
+        return {
+            "packs": packs,
+            "rules": self.health.snapshot(
+                [p for p in packs if p["pack"]], self.config.rules.disabled
+            ),
+        }
 
     def not_ready_reason(self) -> str | None:
         if not self._started:
@@ -86,6 +104,7 @@ class Pipeline:
             self.writer.start()
             self.checkpointer.start()
             await asyncio.to_thread(self.workers.start)
+            await asyncio.to_thread(self.packs.start)
             await asyncio.to_thread(self.assembler.start)
             await self.admin.start(timeout)
             await self.grpc.start()
@@ -108,6 +127,7 @@ class Pipeline:
         timeout = self.config.shutdown_timeout_seconds
         await asyncio.gather(self.grpc.stop(timeout), self.http.stop())
         await asyncio.to_thread(self.assembler.shutdown, timeout)
+        await asyncio.to_thread(self.packs.shutdown, timeout)
         await asyncio.to_thread(self.workers.shutdown)
         await asyncio.to_thread(self.writer.shutdown, timeout)
         await asyncio.to_thread(self.checkpointer.shutdown, timeout)

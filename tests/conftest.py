@@ -91,9 +91,9 @@ def start_server(data_dir: Path, **sections: Any) -> RunningServer:
     def run() -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        pipeline = Pipeline(config)
-        box["pipeline"], box["loop"] = pipeline, loop
         try:
+            pipeline = Pipeline(config)
+            box["pipeline"], box["loop"] = pipeline, loop
             loop.run_until_complete(pipeline.start())
         except BaseException as exc:
             box["error"] = exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -23,12 +24,15 @@ class AdminServer:
         registry: CollectorRegistry,
         ready: Callable[[], str | None],
         database: Database,
+        rules_status: Callable[[], dict[str, Any]],
     ) -> None:
         """`ready` returns None when the service is ready, else the reason it is not."""
         self.registry = registry
         self.ready = ready
         self.database = database
+        self.rules_status = rules_status
         app = web.Application()
+        app.router.add_get("/api/v1/rules", self._rules)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/api/v1/trajectories", self._trajectories)
         app.router.add_get("/api/v1/trajectories/{trace_id}", self._trajectory)
@@ -51,6 +55,9 @@ class AdminServer:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         body = encoder(self.registry)
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _rules(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(self.rules_status()), content_type="application/json")
 
     async def _trajectories(self, request: web.Request) -> web.Response:
         limit = request.query.get("limit", "50")

@@ -5,20 +5,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.build import SPAN_FIELDS
-from collector.assembler.work import Closing, build_batch
+from collector.assembler.work import Built, Closing, PackText, build_batch
 from collector.clock import Clock, SystemClock
 from collector.config import AssemblerConfig
+from collector.health import EvaluatorHealth
 from collector.store.database import Database
 from collector.store.writer import Writer
-from collector.telemetry import AssemblerMetrics
+from collector.telemetry import AssemblerMetrics, RulesMetrics
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,29 @@ def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+@dataclass
+class Evaluation:
+    """Where the rule packs come from and where evaluation outcomes are counted."""
+
+    packs: PackSource
+    health: EvaluatorHealth
+    metrics: RulesMetrics
+
+    def record(self, built: Built) -> None:
+        self.health.record(built)
+        for (pack, rule, verdict, reason), count in built.outcomes.items():
+            self.metrics.results.labels(pack, rule, verdict, reason).inc(count)
+            if reason == "evaluator_error":
+                self.metrics.errors.labels(pack, rule).inc(count)
+        for pack, rule, score in built.scores:
+            self.metrics.match_rate.labels(pack, rule).observe(score)
+        self.metrics.duration.observe(built.evaluation_seconds)
+
+
+class PackSource(Protocol):
+    def snapshot(self) -> tuple[PackText, ...]: ...
+
+
 class Assembler:
     """Keeps a small record per open trace and builds each trajectory from the store on close.
 
@@ -69,7 +94,9 @@ class Assembler:
         price_overrides: dict[str, Any],
         metrics: AssemblerMetrics,
         clock: Clock | None = None,
+        evaluation: Evaluation | None = None,
     ) -> None:
+        self.evaluation = evaluation
         self.config = config
         self.database = database
         self.writer = writer
@@ -192,7 +219,8 @@ class Assembler:
             )
             for trace, reason in due
         ]
-        built = self.workers.run(build_batch, spans, closing, self.price_overrides, utcnow())
+        packs = self.evaluation.packs.snapshot() if self.evaluation else ()
+        built = self.workers.run(build_batch, spans, closing, self.price_overrides, utcnow(), packs)
         if built.closed:
             self.writer.submit_tables(built.tables).result(STORE_TIMEOUT_SECONDS)
         now = self.clock.monotonic()
@@ -205,4 +233,6 @@ class Assembler:
                 self.metrics.late_spans.inc(late)
         for kind, count in built.step_kinds.items():
             self.metrics.steps.labels(kind).inc(count)
+        if self.evaluation is not None:
+            self.evaluation.record(built)
         self.metrics.round_duration.observe(time.perf_counter() - started)

@@ -9,11 +9,16 @@ import orjson
 import pyarrow as pa
 
 from collector.store.tables import ARROW_SCHEMAS
+from evaluators.base import Result, overall_verdict
 from evaluators.model import Trajectory
 
 
 def trajectory_row(
-    t: Trajectory, first_received: datetime, last_received: datetime, closed_at: datetime
+    t: Trajectory,
+    first_received: datetime,
+    last_received: datetime,
+    closed_at: datetime,
+    results: list[Result],
 ) -> dict[str, Any]:
     totals = t.totals()
     return {
@@ -49,7 +54,36 @@ def trajectory_row(
         "first_received_at": first_received,
         "last_received_at": last_received,
         "closed_at": closed_at,
+        # No rule applied: no verdict (an unevaluated run is not a pass).
+        "verdict": overall_verdict(results).value if results else None,
+        "verdict_reasons": sorted({r.reason for r in results if r.reason}) or None,
     }
+
+
+def result_rows(t: Trajectory, results: list[Result], shas: dict[str, str], at: datetime):
+    return [
+        {
+            "trace_id": t.trace_id,
+            "revision": t.revision,
+            "pack": r.pack,
+            "pack_version": r.pack_version,
+            "pack_sha256": shas.get(r.pack),
+            "rule_id": r.rule_id,
+            "rule_type": r.rule_type,
+            "verdict": r.verdict.value,
+            "score": r.score,
+            "severity": r.severity.value,
+            "reason": r.reason or None,
+            "message": r.message,
+            "evidence_span_ids": list(r.evidence) or None,
+            "requested_decision": r.requested_decision.value if r.requested_decision else None,
+            "service_name": t.service_name,
+            "agent_name": t.agent_name,
+            "service_version": t.service_version,
+            "evaluated_at": at,
+        }
+        for r in results
+    ]
 
 
 def step_rows(t: Trajectory) -> list[dict[str, Any]]:
@@ -90,8 +124,8 @@ def step_rows(t: Trajectory) -> list[dict[str, Any]]:
     return rows
 
 
-def as_tables(trajectories: list[dict[str, Any]], steps: list[dict[str, Any]]):
+def as_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
     return {
-        "trajectories": pa.Table.from_pylist(trajectories, schema=ARROW_SCHEMAS["trajectories"]),
-        "steps": pa.Table.from_pylist(steps, schema=ARROW_SCHEMAS["steps"]),
+        table: pa.Table.from_pylist(table_rows, schema=ARROW_SCHEMAS[table])
+        for table, table_rows in rows.items()
     }

@@ -40,17 +40,32 @@ def load_trajectory(
         " WHERE trace_id = ? AND revision = ? ORDER BY seq",
         [trajectory["trace_id"], trajectory["revision"]],
     )
-    steps = []
-    for step in rows_as_dicts(cursor):
+    steps = rows_as_dicts(cursor)
+    # The span attributes, for readers and for `sextant rules test` cases; the received_at window
+    # lets DuckDB skip every row group outside the run's own.
+    cursor.execute(
+        "SELECT span_id, attributes FROM spans WHERE trace_id = ? AND received_at BETWEEN ? AND ?",
+        [trajectory["trace_id"], found[0]["first_received_at"], found[0]["last_received_at"]],
+    )
+    attributes = dict(cursor.fetchall())
+    for step in steps:
         if step["arguments"] is not None:
             step["arguments"] = orjson.loads(step["arguments"])
-        steps.append(jsonable(step))
+        step["attributes"] = orjson.loads(attributes.get(step["span_id"]) or "{}")
+    steps = [jsonable(step) for step in steps]
     trajectory["steps_detail"] = steps
     cursor.execute(
         "SELECT revision FROM trajectories WHERE trace_id = ? ORDER BY revision",
         [trajectory["trace_id"]],
     )
     trajectory["revisions"] = [r[0] for r in cursor.fetchall()]
+    cursor.execute(
+        "SELECT * EXCLUDE (trace_id, revision, service_name, agent_name, service_version)"
+        " FROM results WHERE trace_id = ? AND revision = ? AND evaluated_at = ?"
+        " ORDER BY pack, rule_id",
+        [trajectory["trace_id"], trajectory["revision"], found[0]["closed_at"]],
+    )
+    trajectory["results"] = [jsonable(r) for r in rows_as_dicts(cursor)]
     return trajectory
 
 

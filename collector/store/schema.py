@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
 SPANS = (
@@ -82,7 +82,8 @@ TIMES = (
     ("duration_ms", "DOUBLE", None),
 )
 
-TRAJECTORIES = (
+# The trajectories table as schema version 2 created it; later versions add columns at the end.
+TRAJECTORIES_V2 = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),
     ("revision", "INTEGER NOT NULL", pa.int32()),
     ("is_current", "BOOLEAN NOT NULL", pa.bool_()),
@@ -115,6 +116,11 @@ TRAJECTORIES = (
     ("last_received_at", "TIMESTAMP", pa.timestamp("us")),
     ("closed_at", "TIMESTAMP", pa.timestamp("us")),
 )
+TRAJECTORIES = (
+    *TRAJECTORIES_V2,
+    ("verdict", "VARCHAR", pa.string()),
+    ("verdict_reasons", "VARCHAR[]", pa.list_(pa.string())),
+)
 
 STEPS = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),
@@ -142,6 +148,38 @@ STEPS = (
     ("policy_decision", "VARCHAR", pa.string()),
     ("state_target", "VARCHAR", pa.string()),
     *TIMES,
+)
+
+RESULTS = (
+    ("trace_id", "VARCHAR NOT NULL", pa.string()),
+    ("revision", "INTEGER NOT NULL", pa.int32()),
+    ("pack", "VARCHAR NOT NULL", pa.string()),
+    ("pack_version", "VARCHAR", pa.string()),
+    ("pack_sha256", "VARCHAR", pa.string()),
+    ("rule_id", "VARCHAR NOT NULL", pa.string()),
+    ("rule_type", "VARCHAR", pa.string()),
+    ("verdict", "VARCHAR", pa.string()),
+    ("score", "DOUBLE", pa.float64()),
+    ("severity", "VARCHAR", pa.string()),
+    ("reason", "VARCHAR", pa.string()),
+    ("message", "VARCHAR", pa.string()),
+    ("evidence_span_ids", "VARCHAR[]", pa.list_(pa.string())),
+    ("requested_decision", "VARCHAR", pa.string()),
+    ("service_name", "VARCHAR", pa.string()),
+    ("agent_name", "VARCHAR", pa.string()),
+    ("service_version", "VARCHAR", pa.string()),
+    ("evaluated_at", "TIMESTAMP", pa.timestamp("us")),
+)
+
+RULE_PACKS = (
+    ("name", "VARCHAR NOT NULL", pa.string()),
+    ("version", "VARCHAR", pa.string()),
+    ("sha256", "VARCHAR NOT NULL", pa.string()),
+    ("owner", "VARCHAR", pa.string()),
+    ("source", "VARCHAR", pa.string()),
+    ("rules", "INTEGER", pa.int32()),
+    ("text", "VARCHAR", pa.string()),
+    ("loaded_at", "TIMESTAMP", pa.timestamp("us")),
 )
 
 # SQL for the columns computed from the batch while inserting (vectorized in DuckDB).
@@ -186,8 +224,15 @@ MIGRATIONS: dict[int, list[str]] = {
         create_table("logs", LOGS),
     ],
     2: [
-        create_table("trajectories", TRAJECTORIES)[:-2]
-        + ",\n  PRIMARY KEY (trace_id, revision)\n)",
-        create_table("steps", STEPS)[:-2] + ",\n  PRIMARY KEY (trace_id, revision, seq)\n)",
+        with_key("trajectories", TRAJECTORIES_V2, "trace_id, revision"),
+        with_key("steps", STEPS, "trace_id, revision, seq"),
+        # Lookups by trace (`trace_id IN ?`) use this index instead of scanning the table.
+        "CREATE INDEX trajectories_trace_id ON trajectories (trace_id)",
+    ],
+    3: [
+        with_key("results", RESULTS, "trace_id, revision, pack, rule_id"),
+        create_table("rule_packs", RULE_PACKS),
+        "ALTER TABLE trajectories ADD COLUMN verdict VARCHAR",
+        "ALTER TABLE trajectories ADD COLUMN verdict_reasons VARCHAR[]",
     ],
 }

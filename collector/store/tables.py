@@ -8,9 +8,25 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.store.schema import LOGS, SPANS, STEPS, TRAJECTORIES, arrow_schema, insert_select
+from collector.store.schema import (
+    LOGS,
+    RESULTS,
+    RULE_PACKS,
+    SPANS,
+    STEPS,
+    TRAJECTORIES,
+    arrow_schema,
+    insert_select,
+)
 
-TABLES = {"spans": SPANS, "logs": LOGS, "trajectories": TRAJECTORIES, "steps": STEPS}
+TABLES = {
+    "spans": SPANS,
+    "logs": LOGS,
+    "trajectories": TRAJECTORIES,
+    "steps": STEPS,
+    "results": RESULTS,
+    "rule_packs": RULE_PACKS,
+}
 ARROW_SCHEMAS = {name: arrow_schema(columns) for name, columns in TABLES.items()}
 INSERTS = {name: insert_select(name, columns) for name, columns in TABLES.items()}
 

@@ -1,0 +1,206 @@
+"""Rule packs on disk: load all, hot-reload edits, refuse broken ones, record every version."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from collector.assembler.work import PackText
+from collector.config import RulesConfig
+from collector.store.database import Database
+from collector.store.tables import ARROW_SCHEMAS
+from collector.store.writer import Writer
+from collector.telemetry import RulesMetrics
+from evaluators.rulepack import LoadedPack, RulePackError, load_pack
+
+log = logging.getLogger(__name__)
+RECORD_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass
+class PackFile:
+    path: Path
+    stamp: tuple[int, int] | None = None  # (mtime_ns, size) of the last read
+    good: LoadedPack | None = None  # the version being evaluated
+    errors: tuple[str, ...] = ()  # why the current content was refused
+    refused_at: datetime | None = None
+
+
+def pack_files(paths: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+        elif path.exists():
+            found.append(path)
+    return found
+
+
+class PackRegistry:
+    """The packs in force. A file that fails to load keeps its last good version running."""
+
+    def __init__(
+        self, config: RulesConfig, database: Database, writer: Writer, metrics: RulesMetrics
+    ) -> None:
+        self.config = config
+        self.database = database
+        self.writer = writer
+        self.metrics = metrics
+        self._files: dict[Path, PackFile] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._snapshot: tuple[PackText, ...] = ()
+        self._unrecorded: list[LoadedPack] = []
+
+    def start(self) -> None:
+        self.reload()
+        self._thread = threading.Thread(target=self._run, name="sextant-rules", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout: float) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.config.reload_seconds):
+            try:
+                self.reload()
+            except Exception:  # a reload problem must not stop the watcher
+                log.exception("rule pack reload failed")
+
+    def snapshot(self) -> tuple[PackText, ...]:
+        return self._snapshot
+
+    def reload(self) -> bool:
+        """Read files that changed; returns whether the packs in force changed."""
+        changed = False
+        present = set(pack_files(self.config.paths))
+        with self._lock:
+            for path in present:
+                entry = self._files.setdefault(path, PackFile(path))
+                stat = path.stat()
+                stamp = (stat.st_mtime_ns, stat.st_size)
+                if stamp == entry.stamp:
+                    continue
+                entry.stamp = stamp
+                changed |= self._read(entry)
+            for path in set(self._files) - present:
+                log.warning("rule pack %s was removed; its rules are no longer evaluated", path)
+                del self._files[path]
+                changed = True
+            if changed:
+                self._publish()
+        self._record()
+        return changed
+
+    def _read(self, entry: PackFile) -> bool:
+        try:
+            loaded = load_pack(entry.path)
+            others = {
+                f.good.pack.name: f.path for f in self._files.values() if f.good and f is not entry
+            }
+            if loaded.pack.name in others:
+                raise RulePackError(
+                    [
+                        f"{entry.path}:1: name: pack {loaded.pack.name!r} is already loaded from"
+                        f" {others[loaded.pack.name]}"
+                    ]
+                )
+        except RulePackError as exc:
+            entry.errors = tuple(exc.errors)
+            entry.refused_at = datetime.now(UTC)
+            self.metrics.reloads.labels("refused").inc()
+            kept = f"; keeping version {entry.good.pack.version}" if entry.good else ""
+            log.error("rule pack %s refused%s:\n  %s", entry.path, kept, "\n  ".join(exc.errors))
+            return False
+        same = entry.good is not None and entry.good.sha256 == loaded.sha256
+        entry.errors, entry.refused_at = (), None
+        if same:
+            return False
+        entry.good = loaded
+        self.metrics.reloads.labels("loaded").inc()
+        log.info(
+            "rule pack %s version %s loaded from %s (%d rules, sha256 %s)",
+            loaded.pack.name,
+            loaded.pack.version,
+            entry.path,
+            len(loaded.pack.rules),
+            loaded.sha256[:12],
+        )
+        self._unrecorded.append(loaded)
+        return True
+
+    def _publish(self) -> None:
+        disabled = set(self.config.disabled)
+        packs = []
+        for entry in sorted(self._files.values(), key=lambda f: str(f.path)):
+            if entry.good is None or entry.good.pack.name in disabled:
+                continue
+            name = entry.good.pack.name
+            off = frozenset(r.id for r in entry.good.pack.rules if f"{name}/{r.id}" in disabled)
+            packs.append(PackText(name, entry.good.sha256, entry.good.text, off))
+        self._snapshot = tuple(packs)
+        self.metrics.packs.set(len(packs))
+
+    def _record(self) -> None:
+        """Every version ever loaded goes to `rule_packs` once, with its hash."""
+        pending, self._unrecorded = self._unrecorded, []
+        if not pending:
+            return
+        cursor = self.database.cursor()
+        try:
+            known = {
+                r[0] for r in cursor.execute("SELECT DISTINCT sha256 FROM rule_packs").fetchall()
+            }
+        finally:
+            cursor.close()
+        now = datetime.now(UTC).replace(tzinfo=None)
+        rows = [
+            {
+                "name": p.pack.name,
+                "version": p.pack.version,
+                "sha256": p.sha256,
+                "owner": p.pack.owner,
+                "source": p.source,
+                "rules": len(p.pack.rules),
+                "text": p.text,
+                "loaded_at": now,
+            }
+            for p in pending
+            if p.sha256 not in known
+        ]
+        if not rows:
+            return
+        try:
+            table = pa.Table.from_pylist(rows, schema=ARROW_SCHEMAS["rule_packs"])
+            self.writer.submit("rule_packs", table).result(RECORD_TIMEOUT_SECONDS)
+        except Exception as exc:  # retried on the next reload
+            log.warning("could not record rule pack versions yet: %s", exc)
+            self._unrecorded.extend(pending)
+
+    def status(self) -> list[dict[str, Any]]:
+        with self._lock:
+            out = []
+            for entry in sorted(self._files.values(), key=lambda f: str(f.path)):
+                good = entry.good
+                out.append(
+                    {
+                        "source": str(entry.path),
+                        "pack": good.pack.name if good else None,
+                        "version": good.pack.version if good else None,
+                        "owner": good.pack.owner if good else None,
+                        "sha256": good.sha256 if good else None,
+                        "rules": [r.id for r in good.pack.rules] if good else [],
+                        "refused": list(entry.errors),
+                        "refused_at": entry.refused_at.isoformat() if entry.refused_at else None,
+                    }
+                )
+            return out
