@@ -155,6 +155,9 @@ class AssemblerConfig(Strict):
         10_000, gt=0, description="A trace with more spans closes early as incomplete."
     )
     tick_seconds: float = Field(0.1, gt=0, description="How often due traces are closed.")
+    max_round_traces: int = Field(
+        2000, gt=0, description="Most traces one assembly round builds; the rest wait a tick."
+    )
 
     @model_validator(mode="after")
     def _check_times(self) -> AssemblerConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 from prometheus_client import CollectorRegistry
 
@@ -125,12 +126,30 @@ class Pipeline:
             return
         self._stopped = True
         timeout = self.config.shutdown_timeout_seconds
-        await asyncio.gather(self.grpc.stop(timeout), self.http.stop())
-        await asyncio.to_thread(self.assembler.shutdown, timeout)
-        await asyncio.to_thread(self.packs.shutdown, timeout)
-        await asyncio.to_thread(self.workers.shutdown)
-        await asyncio.to_thread(self.writer.shutdown, timeout)
-        await asyncio.to_thread(self.checkpointer.shutdown, timeout)
-        await self.admin.stop()
+        # Each step runs even if an earlier one failed: the flush and the close must happen.
+        steps = [
+            lambda: asyncio.gather(self.grpc.stop(timeout), self.http.stop()),
+            lambda: asyncio.to_thread(self.assembler.shutdown, timeout),
+            lambda: asyncio.to_thread(self.packs.shutdown, timeout),
+            lambda: asyncio.to_thread(self.workers.shutdown),
+            lambda: asyncio.to_thread(self.writer.shutdown, timeout),
+            lambda: asyncio.to_thread(self.checkpointer.shutdown, timeout),
+            self.admin.stop,
+        ]
+        for step in steps:
+            try:
+                await step()
+            except Exception:
+                log.exception("error while shutting down; carrying on")
+        busy = [t for t in self.database_users() if t.is_alive()]
+        if busy:
+            # Closing under a thread that still uses the connection could corrupt the store;
+            # DuckDB replays its WAL on the next start instead.
+            log.error("not closing the store: %s still running", ", ".join(t.name for t in busy))
+            return
         self.database.close()
         log.info("stopped; store closed cleanly")
+
+    def database_users(self) -> list[threading.Thread]:
+        parts = (self.writer, self.checkpointer, self.assembler, self.packs)
+        return [p._thread for p in parts if p._thread is not None]

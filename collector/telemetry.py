@@ -164,6 +164,11 @@ class AssemblerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
+        self.build_errors = Counter(
+            "sextant_assembler_build_errors",
+            "Traces whose spans could not be built into steps; stored as incomplete (build_error).",
+            registry=registry,
+        )
         self.errors = Counter(
             "sextant_assembler_errors",
             "Assembly rounds that failed; their traces are retried on the next tick.",

@@ -37,10 +37,6 @@ class WorkerPool:
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    @property
-    def enabled(self) -> bool:
-        return self.workers > 0
-
     def start(self) -> None:
         if self.workers:
             self._pool = self._new_pool()

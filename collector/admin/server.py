@@ -61,7 +61,7 @@ class AdminServer:
 
     async def _trajectories(self, request: web.Request) -> web.Response:
         limit = request.query.get("limit", "50")
-        if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIST:
+        if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= MAX_LIST:
             return json_error(400, f"limit must be an integer from 1 to {MAX_LIST}")
         unknown = set(request.query) - set(FILTERS) - {"limit"}
         if unknown:
@@ -86,7 +86,9 @@ class AdminServer:
         if len(trace_id) != 32 or any(c not in "0123456789abcdefABCDEF" for c in trace_id):
             return json_error(400, "trace id must be 32 hex digits")
         revision = request.query.get("revision")
-        if revision is not None and not revision.isdigit():
+        if revision is not None and not (
+            revision.isascii() and revision.isdigit() and int(revision) >= 1
+        ):
             return json_error(400, "revision must be a positive integer")
 
         found = await asyncio.to_thread(

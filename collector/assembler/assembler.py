@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
-from collector.assembler.build import SPAN_FIELDS
+from collector.assembler.build import REMOTE_PARENT, SPAN_FIELDS
 from collector.assembler.work import Built, Closing, PackText, build_batch
 from collector.clock import Clock, SystemClock
 from collector.config import AssemblerConfig
@@ -29,6 +29,8 @@ STORE_TIMEOUT_SECONDS = 30.0
 SPANS_OF_TRACES = (
     "SELECT " + ", ".join(SPAN_FIELDS) + ", received_at FROM spans"
     " WHERE received_at BETWEEN ? AND ? AND trace_id IN ?"
+    # A runaway trace is built from its first spans only (it closed as incomplete_bound).
+    " QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY received_at, span_id) <= ?"
 )
 PREVIOUS_REVISIONS = (
     "SELECT trace_id, max(revision), min(first_received_at), max(last_received_at)"
@@ -38,7 +40,8 @@ PREVIOUS_REVISIONS = (
 # spans that arrived after their trace closed.
 UNCLOSED = """
 SELECT s.trace_id, count(*),
-       bool_or(s.parent_span_id IS NULL) OR coalesce(any_value(t.rooted), false),
+       bool_or(s.parent_span_id IS NULL OR s.flags & 768 = 768)
+         OR coalesce(any_value(t.rooted), false),
        min(s.received_at), max(s.received_at)
 FROM spans s
 LEFT JOIN (
@@ -48,10 +51,6 @@ LEFT JOIN (
 WHERE t.covered IS NULL OR s.received_at > t.covered
 GROUP BY s.trace_id
 """
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 @dataclass
@@ -111,13 +110,20 @@ class Assembler:
         self._thread: threading.Thread | None = None
         self._last_error = ""
 
+    def now(self) -> datetime:
+        """Wall time as the store keeps it: naive UTC."""
+        return datetime.fromtimestamp(self.clock.wall(), UTC).replace(tzinfo=None)
+
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
         """Commit hook: note which traces got spans (runs in the writer thread, so stays cheap)."""
         spans = tables.get("spans")
         if spans is None or not spans.num_rows:
             return
+        # A root has no parent, or a parent in another service (OTLP remote-parent flags).
+        remote = pc.equal(pc.bit_wise_and(spans["flags"], REMOTE_PARENT), REMOTE_PARENT)
+        root = pc.or_(pc.is_null(spans["parent_span_id"]), remote)
         per_trace = (
-            pa.table({"t": spans["trace_id"], "root": pc.is_null(spans["parent_span_id"])})
+            pa.table({"t": spans["trace_id"], "root": root})
             .group_by("t")
             .aggregate([("root", "any"), ("t", "count")])
         )
@@ -135,7 +141,7 @@ class Assembler:
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet."""
         rows = self.database.cursor().execute(UNCLOSED).fetchall()
-        now, wall = self.clock.monotonic(), utcnow()
+        now, wall = self.clock.monotonic(), self.now()
         traces = []
         for trace_id, count, root, first, last in rows:
             # Continue the quiet-period clock from when the spans were stored, not from now.
@@ -174,7 +180,8 @@ class Assembler:
     def tick(self) -> int:
         """Close the traces due now and store their trajectories; returns how many were stored."""
         with self._lock:
-            due = self._bounded + self._buffers.due(self.clock.monotonic())
+            room = max(0, self.config.max_round_traces - len(self._bounded))
+            due = self._bounded + self._buffers.due(self.clock.monotonic(), room)
             self._bounded = []
         if not due:
             return 0
@@ -207,7 +214,10 @@ class Assembler:
                 [trace.first_received for trace, _ in due] + [p[1] for p in previous.values()]
             )
             upper = max(trace.last_received for trace, _ in due)
-            spans = cursor.sql(SPANS_OF_TRACES, params=[lower, upper, trace_ids]).to_arrow_table()
+            limit = self.config.max_spans_per_trace
+            spans = cursor.sql(
+                SPANS_OF_TRACES, params=[lower, upper, trace_ids, limit]
+            ).to_arrow_table()
         finally:
             cursor.close()
         closing = [
@@ -220,7 +230,12 @@ class Assembler:
             for trace, reason in due
         ]
         packs = self.evaluation.packs.snapshot() if self.evaluation else ()
-        built = self.workers.run(build_batch, spans, closing, self.price_overrides, utcnow(), packs)
+        built = self.workers.run(
+            build_batch, spans, closing, self.price_overrides, self.now(), packs
+        )
+        for error in built.build_errors:
+            self.metrics.build_errors.inc()
+            log.warning("trajectory stored as incomplete (build_error): %s", error)
         if built.closed:
             self.writer.submit_tables(built.tables).result(STORE_TIMEOUT_SECONDS)
         now = self.clock.monotonic()

@@ -68,8 +68,18 @@ class TraceBuffers:
         return closing
 
     def restore(self, traces: list[OpenTrace]) -> None:
-        """Put back traces recovered after a restart or a failed store, keeping their clocks."""
+        """Put back traces recovered after a restart or a failed round, keeping their clocks.
+
+        A trace that got new spans meanwhile is merged with what came back, so those spans
+        stay covered.
+        """
         for trace in traces:
+            newer = self._by_age.get(trace.trace_id)
+            if newer is not None:
+                trace.spans += newer.spans
+                trace.root_seen |= newer.root_seen
+                trace.last_seen = max(trace.last_seen, newer.last_seen)
+                trace.last_received = max(trace.last_received, newer.last_received)
             self._by_age[trace.trace_id] = trace
             self._by_activity[trace.trace_id] = trace
         self._by_age = dict(sorted(self._by_age.items(), key=lambda kv: kv[1].first_seen))
@@ -77,23 +87,23 @@ class TraceBuffers:
             sorted(self._by_activity.items(), key=lambda kv: kv[1].last_seen)
         )
 
-    def due(self, now: float) -> list[tuple[OpenTrace, str]]:
-        """Remove and return the traces that close at `now`, with their close reason."""
+    def due(self, now: float, limit: int | None = None) -> list[tuple[OpenTrace, str]]:
+        """Remove and return (at most `limit` of) the traces that close at `now`, with why."""
         closing: list[tuple[OpenTrace, str]] = []
+        limit = limit or len(self._by_age)
         quiet_before = now - self.config.quiet_period_seconds
         for trace in self._by_activity.values():
-            if trace.last_seen > quiet_before:
+            if trace.last_seen > quiet_before or len(closing) >= limit:
                 break
             if trace.root_seen:
                 closing.append((trace, "complete"))
         old_before = now - self.config.max_trace_age_seconds
         for trace in self._by_age.values():
-            if trace.first_seen > old_before:
+            if trace.first_seen > old_before or len(closing) >= limit:
                 break
-            if not trace.root_seen:
+            if not trace.root_seen or trace.last_seen > quiet_before:
+                # No root, or still busy at its maximum age: close what it has, as incomplete.
                 closing.append((trace, "incomplete_timeout"))
-            elif trace.last_seen > quiet_before:  # still busy at max age: close what it has
-                closing.append((trace, "complete"))
         for trace, _ in closing:
             self._remove(trace)
             if trace.root_seen:

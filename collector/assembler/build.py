@@ -8,6 +8,7 @@ import orjson
 
 from collector.assembler import messages
 from collector.assembler.prices import PriceTable
+from collector.normalize.semconv import text as text_or_none
 from evaluators.model import Step, Trajectory
 
 # The columns of `spans` the builder reads; the query that feeds it selects exactly these.
@@ -15,6 +16,7 @@ SPAN_FIELDS = (
     "trace_id",
     "span_id",
     "parent_span_id",
+    "flags",
     "name",
     "start_time_unix_nano",
     "end_time_unix_nano",
@@ -85,28 +87,50 @@ class SpanView:
         )
 
 
+REMOTE_PARENT = 0x300  # OTLP span flags: has-is-remote | is-remote
+
+
+def remote_parent(row: dict[str, Any]) -> bool:
+    """The parent lives in another service's trace data: the span is a local root."""
+    return bool(row["parent_span_id"]) and (row.get("flags") or 0) & REMOTE_PARENT == REMOTE_PARENT
+
+
 def causal_order(spans: list[SpanView]) -> tuple[list[tuple[SpanView, int]], bool]:
-    """Depth-first over the span tree, siblings by start time; and whether a parent is missing."""
+    """Depth-first over the span tree, siblings by start time; and whether a parent is missing.
+
+    Spans whose parent is absent hang at the top; a parent cycle (bad data) is broken where the
+    walk first meets it, so every span appears exactly once.
+    """
     by_id = {s.row["span_id"]: s for s in spans}
     roots: list[SpanView] = []
     missing_parent = False
     for span in spans:
         parent = span.row["parent_span_id"]
-        if parent and parent in by_id:
+        if parent and parent in by_id and parent != span.row["span_id"]:
             by_id[parent].children.append(span)
         else:
-            missing_parent |= bool(parent)
+            missing_parent |= bool(parent) and not remote_parent(span.row)
             roots.append(span)
 
     def key(s: SpanView) -> tuple[int, int, str]:
         return (s.row["start_time_unix_nano"], s.row["end_time_unix_nano"], s.row["span_id"])
 
     ordered: list[tuple[SpanView, int]] = []
-    stack = [(s, 0) for s in sorted(roots, key=key, reverse=True)]
-    while stack:
-        span, depth = stack.pop()
-        ordered.append((span, depth))
-        stack.extend((c, depth + 1) for c in sorted(span.children, key=key, reverse=True))
+    seen: set[str] = set()
+    root_ids = {s.row["span_id"] for s in roots}
+    for start in [*sorted(roots, key=key), *sorted(spans, key=key)]:
+        if start.row["span_id"] in seen:
+            continue
+        if start.row["span_id"] not in root_ids:
+            missing_parent = True  # reached only through a cycle
+        stack = [(start, 0)]
+        while stack:
+            span, depth = stack.pop()
+            if span.row["span_id"] in seen:
+                continue
+            seen.add(span.row["span_id"])
+            ordered.append((span, depth))
+            stack.extend((c, depth + 1) for c in sorted(span.children, key=key, reverse=True))
     return ordered, missing_parent
 
 
@@ -124,7 +148,7 @@ def refine_kind(span: SpanView, step: Step) -> None:
     if decision is not None:
         step.kind = "policy"
         step.policy_decision = str(decision).lower()
-        step.policy_name = span.sextant_value("sextant.policy.name")
+        step.policy_name = text_or_none(span.sextant_value("sextant.policy.name"))
         return
     target = span.sextant_value("sextant.state.target")
     if target is not None:
@@ -170,7 +194,7 @@ def join_tool_calls(steps: list[Step], spans: dict[str, SpanView], llm_order: li
             call = requested[index]
         if not isinstance(step.arguments, dict) and isinstance(call.get("arguments"), dict):
             step.arguments = call["arguments"]
-        step.tool_call_id = step.tool_call_id or call.get("id")
+        step.tool_call_id = step.tool_call_id or text_or_none(call.get("id"))
 
 
 def first_request(
@@ -300,14 +324,14 @@ def summarize(
     by_id: dict[str, SpanView],
 ) -> Trajectory:
     roots = [s for s, depth in ordered if depth == 0]
-    root = next((s for s in roots if not s.row["parent_span_id"]), None)
+    root = next((s for s in roots if not s.row["parent_span_id"] or remote_parent(s.row)), None)
     first = root or (roots[0] if roots else None)
     top_agent = next(
         (s for s, _ in ordered if s.row["span_id"] in agent_spans and s.explicit_agent()),
         next((s for s, _ in ordered if s.row["span_id"] in agent_spans), None),
     )
-    if close_reason == "incomplete_timeout" and root is not None:
-        # Late spans of a trace whose root was stored before (a restart, or closed long ago).
+    if close_reason == "incomplete_timeout" and root is not None and revision > 1:
+        # Late spans of a trace whose root was stored with an earlier revision.
         close_reason = "complete"
     reasons = []
     if root is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
+from collector.normalize.semconv import parse_json as loads
 
 OI_TOOL_CALL = re.compile(
     r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(.+)$"
@@ -24,15 +24,6 @@ CASE_KEYS = (
 METADATA_CASE_KEYS = ("case_id", "dataset_example_id", "example_id")
 # Substrings that must appear in a span's attribute JSON before it is worth decoding for a case id.
 CASE_HINTS = ("case", "example")
-
-
-def loads(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("[", "{", '"'):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
 
 
 def parts_text(message: dict[str, Any]) -> str | None:
@@ -97,10 +88,12 @@ def input_text(attrs: dict[str, Any]) -> str | None:
 def requested_tool_calls(attrs: dict[str, Any]) -> list[dict[str, Any]]:
     """Tool calls a model asked for, in order: [{"id", "name", "arguments"}]."""
     calls: list[dict[str, Any]] = []
-    for message in loads(attrs.get("gen_ai.output.messages")) or []:
+    messages = loads(attrs.get("gen_ai.output.messages"))
+    for message in messages if isinstance(messages, list) else []:
         if not isinstance(message, dict):
             continue
-        for part in message.get("parts") or []:
+        parts = message.get("parts")
+        for part in parts if isinstance(parts, list) else []:
             if isinstance(part, dict) and part.get("type") == "tool_call":
                 calls.append(
                     {
@@ -134,7 +127,7 @@ def context_tool_call(attrs: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(value, dict):
             holder = value.get("inputs") if isinstance(value.get("inputs"), dict) else value
             call = holder.get("tool_call")
-            if isinstance(call, dict) and call.get("name"):
+            if isinstance(call, dict) and isinstance(call.get("name"), str):
                 return {"id": call.get("id"), "name": call["name"], "arguments": call.get("args")}
     return None
 

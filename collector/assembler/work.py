@@ -15,6 +15,7 @@ from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
 from collector.assembler.records import as_tables, result_rows, step_rows, trajectory_row
 from evaluators.engine import evaluate_pack
+from evaluators.model import Trajectory
 from evaluators.rulepack import RulePack, load_text
 
 _prices: dict[str, PriceTable] = {}
@@ -53,6 +54,7 @@ class Built:
     errors: dict[tuple[str, str], str] = field(default_factory=dict)
     applied: Counter[str] = field(default_factory=Counter)  # pack -> trajectories it applied to
     evaluation_seconds: float = 0.0
+    build_errors: list[str] = field(default_factory=list)
 
 
 def prices_for(overrides: dict[str, Any]) -> PriceTable:
@@ -70,6 +72,27 @@ def compiled(pack: PackText) -> RulePack:
             loaded = loaded.model_copy(update={"rules": kept})
         _packs[pack.sha256] = loaded
     return _packs[pack.sha256]
+
+
+def unbuildable(item: Closing, rows: list[dict[str, Any]], late: int) -> Trajectory:
+    """A stand-in for a trace the builder could not read: stored as incomplete, so it closes
+    (and is reviewed) instead of being retried for ever."""
+    first = rows[0]
+    return Trajectory(
+        trace_id=item.trace_id,
+        revision=item.revision,
+        status="incomplete",
+        close_reason=item.reason,
+        agent_run=True,
+        service_name=first.get("service_name"),
+        agent_name=None,
+        service_version=first.get("service_version"),
+        incomplete_reasons=["build_error"],
+        start_time_unix_nano=min(r["start_time_unix_nano"] for r in rows),
+        end_time_unix_nano=max(r["end_time_unix_nano"] for r in rows),
+        span_count=len(rows),
+        late_spans=late,
+    )
 
 
 def build_batch(
@@ -93,7 +116,11 @@ def build_batch(
             continue  # nothing stored under this id any more (deleted by retention)
         covered = item.covered
         late = sum(1 for r in span_rows if covered is not None and r["received_at"] > covered)
-        t = build_trajectory(item.trace_id, span_rows, prices, item.revision, item.reason, late)
+        try:
+            t = build_trajectory(item.trace_id, span_rows, prices, item.revision, item.reason, late)
+        except Exception as exc:  # bad data in one trace must not stop the others
+            t = unbuildable(item, span_rows, late)
+            built.build_errors.append(f"{item.trace_id}: {type(exc).__name__}: {exc}")
         started = time.perf_counter()
         results = []
         for _, pack in rule_packs:

@@ -140,11 +140,16 @@ def links_of(span: Any, reader: AttributeReader) -> list[dict[str, Any]]:
     ]
 
 
+def enum_name(names: tuple[str, ...], value: int) -> str:
+    return names[value] if 0 <= value < len(names) else str(value)
+
+
 def decode_spans(request: Any, max_attribute_length: int) -> Batch:
     """Columns for every valid span of an ExportTraceServiceRequest.
 
     Each span becomes one row tuple; the rows are transposed into columns once at the end, which
-    costs far less than appending to forty lists per span.
+    costs far less than appending to forty lists per span. A span that cannot be read is
+    rejected alone (`unprocessable_span`), never the request.
     """
     rows: list[tuple[Any, ...]] = []
     rejected: Counter[str] = Counter()
@@ -152,15 +157,20 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
     reader = AttributeReader(max_attribute_length)
     read = reader.attributes
     for rs in request.resource_spans:
+        reader.truncated = []
         res_attrs, res_json = resource_fields(rs.resource, reader)
         service_name = text(res_attrs.get("service.name"))
         service_version = text(res_attrs.get("service.version"))
         res_schema = rs.schema_url or None
+        resource_truncated = reader.truncated
         for ss in rs.scope_spans:
             scope = ss.scope
+            reader.truncated = list(resource_truncated)
             scope_json = dumps(read(scope.attributes)) if scope.attributes else None
             scope_fields = (scope.name or None, scope.version or None, scope_json)
             scope_schema = ss.schema_url or None
+            # Keys cut in the resource or scope are flagged on every span that carries them.
+            shared_truncated = reader.truncated
             for span in ss.spans:
                 tid, sid, parent = span.trace_id, span.span_id, span.parent_span_id
                 if (
@@ -172,26 +182,24 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
                 ):
                     rejected[invalid_span_ids(span)] += 1
                     continue
-                reader.truncated = truncated = []
-                attrs = read(span.attributes)
-                events = events_of(span, reader) if span.events else []
-                name = span.name
-                status = span.status
-                code = status.code
-                if truncated:
-                    truncated_rows += 1
-                rows.append(
-                    (
+                reader.truncated = truncated = list(shared_truncated)
+                try:
+                    attrs = read(span.attributes)
+                    events = events_of(span, reader) if span.events else []
+                    name = span.name
+                    status = span.status
+                    code = status.code
+                    row = (
                         tid.hex(),
                         sid.hex(),
                         parent.hex() if parent and parent != ZERO_SPAN_ID else None,
                         span.trace_state or None,
                         span.flags,
                         name,
-                        SPAN_KINDS[span.kind] if span.kind < 6 else str(span.kind),
+                        enum_name(SPAN_KINDS, span.kind),
                         span.start_time_unix_nano,
                         span.end_time_unix_nano,
-                        STATUS_CODES[code] if code < 3 else str(code),
+                        enum_name(STATUS_CODES, code),
                         status.message or None,
                         res_json,
                         res_schema,
@@ -208,7 +216,12 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
                         service_version,
                         *normalized(attrs, name, events, code),
                     )
-                )
+                except Exception:  # one unreadable span costs that span, not the request
+                    rejected["unprocessable_span"] += 1
+                    continue
+                if truncated:
+                    truncated_rows += 1
+                rows.append(row)
     return Batch(transpose(rows, SPAN_COLUMNS), len(rows), rejected, truncated_rows)
 
 
@@ -224,8 +237,10 @@ def decode_logs(request: Any, max_attribute_length: int) -> Batch:
     batch = Batch(cols)
     reader = AttributeReader(max_attribute_length)
     for rl in request.resource_logs:
+        reader.truncated = []
         res_attrs, res_json = resource_fields(rl.resource, reader)
-        service_name = res_attrs.get("service.name")
+        service_name = text(res_attrs.get("service.name"))
+        shared_truncated = reader.truncated
         for sl in rl.scope_logs:
             scope = sl.scope
             for record in sl.log_records:
@@ -236,7 +251,7 @@ def decode_logs(request: Any, max_attribute_length: int) -> Batch:
                 if len(sid) not in (0, 8):
                     batch.rejected["invalid_span_id"] += 1
                     continue
-                reader.truncated = []
+                reader.truncated = list(shared_truncated)
                 cols["trace_id"].append(tid.hex() if tid and tid != ZERO_TRACE_ID else None)
                 cols["span_id"].append(sid.hex() if sid and sid != ZERO_SPAN_ID else None)
                 cols["time_unix_nano"].append(record.time_unix_nano)

@@ -134,7 +134,7 @@ def normalized(
     has_tokens = not TOKEN_SET.isdisjoint(keys)
     return (
         kind,
-        attrs.get("gen_ai.operation.name"),
+        text(attrs.get("gen_ai.operation.name")),
         tool,
         call_id,
         arguments,
@@ -155,8 +155,14 @@ def text(value: Any) -> str | None:
     return value if isinstance(value, str) else str(value)
 
 
+def label(attrs: dict[str, Any], key: str) -> str | None:
+    """A string attribute used as a lookup key; any other type (a list, a number) is ignored."""
+    value = attrs.get(key)
+    return value if isinstance(value, str) else None
+
+
 def step_kind(attrs: dict[str, Any], name: str) -> str:
-    kind = OPERATION_KINDS.get(attrs.get("gen_ai.operation.name"))  # type: ignore[arg-type]
+    kind = OPERATION_KINDS.get(label(attrs, "gen_ai.operation.name"))  # type: ignore[arg-type]
     if kind:
         return kind
     oi = attrs.get("openinference.span.kind")
@@ -165,10 +171,10 @@ def step_kind(attrs: dict[str, Any], name: str) -> str:
         if kind == "tool" and name.startswith("handoff to "):
             return "handoff"
         return kind
-    kind = TRACELOOP_KINDS.get(attrs.get("traceloop.span.kind"))  # type: ignore[arg-type]
+    kind = TRACELOOP_KINDS.get(label(attrs, "traceloop.span.kind"))  # type: ignore[arg-type]
     if kind:
         return kind
-    kind = LLM_REQUEST_KINDS.get(attrs.get("llm.request.type"))  # type: ignore[arg-type]
+    kind = LLM_REQUEST_KINDS.get(label(attrs, "llm.request.type"))  # type: ignore[arg-type]
     if kind:
         return kind
     if attrs.get("mcp.method.name") == "tools/call":
@@ -305,33 +311,38 @@ def tool_fields(attrs: dict[str, Any]) -> tuple[str | None, str | None, str | No
 
 def model_name(attrs: dict[str, Any], name: str, kind: str) -> str | None:
     for key in MODEL_KEYS:
-        value = attrs.get(key)
+        value = label(attrs, key)
         if value and value not in UNKNOWN_VALUES:
-            return str(value)
+            return value
     if kind == "llm" and name.startswith("chat ") and name[5:] not in UNKNOWN_VALUES:
         return name[5:]
     return None
 
 
+INT64_MAX = 2**63 - 1
+
+
 def tokens(attrs: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    """A token count as an int64; nonsense (negative, infinite, huge, not a number) is None."""
     value = first(attrs, keys)
     if isinstance(value, bool) or value is None:
         return None
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        count = int(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return count if 0 <= count <= INT64_MAX else None
 
 
 def error_type(attrs: dict[str, Any], events: list[dict[str, Any]], status_code: int) -> str | None:
     found = attrs.get("error.type")
     if found:
-        return str(found)
+        return text(found)
     if status_code != 2:
         return None
     for event in events:
         if event["name"] == "exception":
             exc = event["attributes"].get("exception.type")
             if exc:
-                return str(exc)
+                return text(exc)
     return None

@@ -16,10 +16,6 @@ class BearerAuth:
     def __init__(self, tokens: list[str]) -> None:
         self._tokens = [t.encode() for t in tokens]
 
-    @property
-    def enabled(self) -> bool:
-        return bool(self._tokens)
-
     def check(self, header: str | None) -> None:
         if not self._tokens:
             return

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from collector.config import IngestConfig, LimitsConfig
@@ -15,8 +18,21 @@ REASONS = {
     "invalid_trace_id": "trace_id must be 16 bytes (32 hex digits) and not all zero",
     "invalid_span_id": "span_id must be 8 bytes (16 hex digits) and not all zero",
     "invalid_parent_span_id": "parent_span_id must be empty or 8 bytes (16 hex digits)",
+    "unprocessable_span": "the span's content could not be read",
 }
 NOUNS = {"traces": "spans", "logs": "log records"}
+
+
+@contextlib.contextmanager
+def metered(metrics: ReceiverMetrics, protocol: str, signal: str) -> Iterator[dict[str, str]]:
+    """Counts one request by outcome; a request abandoned midway counts as `cancelled`."""
+    started = time.perf_counter()
+    outcome = {"status": "cancelled"}
+    try:
+        yield outcome
+    finally:
+        metrics.requests.labels(protocol, signal, outcome["status"]).inc()
+        metrics.request_duration.labels(protocol, signal).observe(time.perf_counter() - started)
 
 
 @dataclass(frozen=True)

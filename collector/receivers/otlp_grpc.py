@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -21,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from collector.config import GrpcConfig, LimitsConfig
 from collector.errors import SextantError, StartupError, TransientError, status_label
 from collector.receivers.auth import BearerAuth
-from collector.receivers.ingest import Ingest
+from collector.receivers.ingest import Ingest, metered
 from collector.telemetry import ReceiverMetrics
 
 log = logging.getLogger(__name__)
@@ -134,22 +133,20 @@ class OtlpGrpcReceiver:
         context: grpc.aio.ServicerContext,
         consume: Callable[[], Awaitable[bytes]],
     ) -> bytes:
-        started = time.perf_counter()
         error: SextantError | None = None
-        try:
-            metadata = dict(context.invocation_metadata() or ())
-            self.auth.check(metadata.get("authorization"))
-            return await consume()
-        except SextantError as exc:
-            error = exc
-        except Exception as exc:  # never let one request take the server down
-            log.exception("unexpected error in OTLP/gRPC %s export", signal)
-            error = SextantError(f"internal error: {type(exc).__name__}")
-        finally:
-            self.metrics.requests.labels("grpc", signal, status_label(error)).inc()
-            self.metrics.request_duration.labels("grpc", signal).observe(
-                time.perf_counter() - started
-            )
+        with metered(self.metrics, "grpc", signal) as outcome:
+            try:
+                metadata = dict(context.invocation_metadata() or ())
+                self.auth.check(metadata.get("authorization"))
+                reply = await consume()
+                outcome["status"] = "ok"
+                return reply
+            except SextantError as exc:
+                error = exc
+            except Exception as exc:  # never let one request take the server down
+                log.exception("unexpected error in OTLP/gRPC %s export", signal)
+                error = SextantError(f"internal error: {type(exc).__name__}")
+            outcome["status"] = status_label(error)
         code = getattr(error, "grpc_code", grpc.StatusCode.INTERNAL)
         await context.abort(code, str(error), trailing_metadata=status_details(error, code))
         raise AssertionError("unreachable: abort raises")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from google.rpc import status_pb2
@@ -25,7 +25,7 @@ from collector.errors import (
 from collector.httpserver import HttpServer
 from collector.normalize import otlp_json
 from collector.receivers.auth import BearerAuth
-from collector.receivers.ingest import Ingest, Outcome
+from collector.receivers.ingest import Ingest, Outcome, metered
 from collector.telemetry import ReceiverMetrics
 
 log = logging.getLogger(__name__)
@@ -63,23 +63,48 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     declared = request.content_length
     if declared is not None and declared > limit:
         raise RequestTooLarge(f"request body of {declared} bytes exceeds the {limit}-byte limit")
-    inflater = DECODERS[encoding]()
+    new_inflater = DECODERS[encoding]
+    inflater = new_inflater()
     chunks: list[bytes] = []
     size = 0
     try:
         while chunk := await request.content.read(READ_CHUNK):
-            if inflater is not None:
-                # max_length bounds what one chunk may inflate to: no decompression bombs.
-                chunk = inflater.decompress(chunk, limit - size + 1)
-            size += len(chunk)
-            if size > limit:
-                raise RequestTooLarge(f"request body exceeds the {limit}-byte limit")
-            chunks.append(chunk)
+            if inflater is None:
+                pieces = [chunk]
+            else:
+                pieces, inflater = inflate(chunk, inflater, new_inflater, limit - size + 1)
+            for piece in pieces:
+                size += len(piece)
+                if size > limit:
+                    raise RequestTooLarge(f"request body exceeds the {limit}-byte limit")
+                chunks.append(piece)
         if inflater is not None and not inflater.eof:
             raise MalformedRequest(f"truncated {encoding} request body")
     except zlib.error as exc:
         raise MalformedRequest(f"request body is not valid {encoding}: {exc}") from exc
     return b"".join(chunks)
+
+
+def inflate(
+    data: bytes, inflater: Any, new_inflater: Callable[[], Any], budget: int
+) -> tuple[list[bytes], Any]:
+    """Inflate one chunk, following gzip members that start inside it (a body may hold several).
+
+    `budget` caps the output (max_length), so a small chunk cannot expand without bound.
+    """
+    pieces = []
+    while data:
+        piece = inflater.decompress(data, budget)
+        pieces.append(piece)
+        budget -= len(piece)
+        if budget <= 0:
+            break  # over the limit: the caller refuses the request
+        if inflater.eof and inflater.unused_data:
+            data = inflater.unused_data
+            inflater = new_inflater()
+        else:
+            data = inflater.unconsumed_tail
+    return pieces, inflater
 
 
 def encode(message: object, kind: str) -> bytes:
@@ -164,24 +189,22 @@ class OtlpHttpReceiver:
         signal: str,
         consume: Callable[[bytes, str], Awaitable[bytes]],
     ) -> web.Response:
-        started = time.perf_counter()
         kind = JSON if request.content_type == JSON else PROTOBUF
         error: SextantError | None = None
-        try:
-            self.auth.check(request.headers.get("Authorization"))
-            kind = media_type(request)
-            body = await read_body(request, self.limits.max_request_bytes)
-            return web.Response(body=await consume(body, kind), content_type=kind)
-        except SextantError as exc:
-            error = exc
-        except Exception as exc:  # never let one request take the server down
-            log.exception("unexpected error in OTLP/HTTP %s export", signal)
-            error = SextantError(f"internal error: {type(exc).__name__}")
-        finally:
-            self.metrics.requests.labels("http", signal, status_label(error)).inc()
-            self.metrics.request_duration.labels("http", signal).observe(
-                time.perf_counter() - started
-            )
+        with metered(self.metrics, "http", signal) as outcome:
+            try:
+                self.auth.check(request.headers.get("Authorization"))
+                kind = media_type(request)
+                body = await read_body(request, self.limits.max_request_bytes)
+                response = web.Response(body=await consume(body, kind), content_type=kind)
+                outcome["status"] = "ok"
+                return response
+            except SextantError as exc:
+                error = exc
+            except Exception as exc:  # never let one request take the server down
+                log.exception("unexpected error in OTLP/HTTP %s export", signal)
+                error = SextantError(f"internal error: {type(exc).__name__}")
+            outcome["status"] = status_label(error)
         if isinstance(error, PermanentError) and error.http_status == 401:
             response = error_response(error, kind)
             response.headers["WWW-Authenticate"] = 'Bearer realm="sextant"'

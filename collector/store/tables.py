@@ -45,9 +45,12 @@ def retire_revisions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
 BEFORE_INSERT: dict[str, Callable[[duckdb.DuckDBPyConnection, pa.Table], None]] = {
     "trajectories": retire_revisions,
 }
-# Only spans have a key. INSERT OR IGNORE costs twice a plain INSERT in DuckDB, so the writer uses
-# it only to redo a commit whose plain INSERT hit a duplicate (a client retry).
-INSERTS_IGNORING_DUPLICATES = {"spans": insert_select("spans", SPANS, or_ignore=True)}
+# INSERT OR IGNORE costs twice a plain INSERT in DuckDB, so the writer uses it only to redo a
+# commit whose plain INSERT hit a duplicate key (a client retry, or a round stored twice).
+INSERTS_IGNORING_DUPLICATES = {
+    name: insert_select(name, TABLES[name], or_ignore=True)
+    for name in ("spans", "trajectories", "steps", "results")
+}
 
 
 def arrow_batch(table: str, columns: dict[str, list]) -> pa.Table:

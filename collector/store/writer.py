@@ -74,6 +74,7 @@ class Writer:
         self._incoming = 0
         self._thread: threading.Thread | None = None
         self._last_error = ""
+        self._last_received_at = datetime.min
         metrics.queue_limit.set(config.max_queue_rows)
 
     @property
@@ -96,9 +97,11 @@ class Writer:
                 raise ShuttingDown("Sextant is shutting down; retry against another replica")
             if self._queued_rows and self._queued_rows + rows > self.config.max_queue_rows:
                 self.metrics.dropped.labels("queue_full").inc(rows)
-                raise Overloaded(
+                error = Overloaded(
                     f"write queue full ({self._queued_rows} rows waiting); retry later"
                 )
+                error.retry_after_seconds = self.config.retry_after_seconds
+                raise error
             self._queue.append(pending)
             self._queued_rows += rows
             self.metrics.queue_rows.set(self._queued_rows)
@@ -172,7 +175,9 @@ class Writer:
             for table, data in item.parts.items():
                 grouped.setdefault(table, []).append(data)
         by_table = {table: pa.concat_tables(parts) for table, parts in grouped.items()}
-        received_at = datetime.now(UTC).replace(tzinfo=None)
+        # Never backwards, even if the wall clock steps back: readers bound queries by it.
+        received_at = max(datetime.now(UTC).replace(tzinfo=None), self._last_received_at)
+        self._last_received_at = received_at
         try:
             try:
                 written = self._write(con, by_table, INSERTS, received_at)

@@ -409,3 +409,51 @@ def test_unknown_grpc_method_is_unimplemented(server: RunningServer) -> None:
             call(b"", timeout=10)
     assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
     assert_still_serving(server)
+
+
+def test_oddly_typed_attributes_are_stored_not_fatal(server: RunningServer) -> None:
+    """Values of unexpected types where the normalizer looks are kept whole; nothing is lost."""
+    trace_id = new_trace_id()
+    spans = simple_spans(4, trace_id)
+    spans[0]["attributes"] = {"gen_ai.operation.name": ["chat", "x"], "gen_ai.request.model": [1]}
+    spans[1]["attributes"] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.usage.input_tokens": 1e30,
+        "gen_ai.usage.output_tokens": "9" * 30,
+    }
+    spans[2]["attributes"] = {"gen_ai.operation.name": 7, "error.type": {"nested": True}}
+    spans[3]["attributes"] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": 42,
+        "gen_ai.tool.call.id": 123,
+        "gen_ai.tool.call.arguments": [1, 2],
+    }
+    request = trace_request(spans, resource={"service.name": 12345, "service.version": 2.5})
+    reply = grpc_export(server, request.SerializeToString())
+    assert reply.partial_success.rejected_spans == 0
+    rows = {
+        r["name"]: r
+        for r in server.query_dicts("SELECT * FROM spans WHERE trace_id = ?", [trace_id.hex()])
+    }
+    assert len(rows) == 4
+    assert rows["span-0"]["step_kind"] == "other" and rows["span-0"]["model"] is None
+    assert json.loads(rows["span-0"]["attributes"])["gen_ai.operation.name"] == ["chat", "x"]
+    assert (rows["span-1"]["input_tokens"], rows["span-1"]["output_tokens"]) == (None, None)
+    assert rows["span-2"]["operation_name"] == "7"
+    tool = rows["span-3"]
+    assert (tool["tool_name"], tool["tool_call_id"]) == ("42", "123")
+    assert json.loads(tool["tool_arguments"]) == [1, 2]
+    assert (tool["service_name"], tool["service_version"]) == ("12345", "2.5")
+
+
+def test_a_body_of_several_gzip_members_is_read_whole(server: RunningServer) -> None:
+    trace_id = new_trace_id()
+    body = trace_request(simple_spans(6, trace_id)).SerializeToString()
+    members = gzip.compress(body[:50]) + gzip.compress(body[50:])
+    reply = requests.post(
+        f"{server.http_url}/v1/traces",
+        data=members,
+        headers={**PROTOBUF, "Content-Encoding": "gzip"},
+    )
+    assert reply.status_code == 200
+    assert stored(server, trace_id) == 6

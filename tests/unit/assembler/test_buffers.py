@@ -12,15 +12,14 @@ T0 = datetime(2026, 11, 29, 12, 0, 0)
 
 
 def buffers(**overrides) -> TraceBuffers:
-    return TraceBuffers(
-        AssemblerConfig(
-            quiet_period_seconds=5,
-            max_trace_age_seconds=60,
-            max_open_traces=3,
-            max_spans_per_trace=100,
-            **overrides,
-        )
-    )
+    settings = {
+        "quiet_period_seconds": 5,
+        "max_trace_age_seconds": 60,
+        "max_open_traces": 3,
+        "max_spans_per_trace": 100,
+        **overrides,
+    }
+    return TraceBuffers(AssemblerConfig(**settings))
 
 
 def closed(b: TraceBuffers, clock: FakeClock) -> list[tuple[str, str]]:
@@ -48,7 +47,7 @@ def test_a_trace_without_root_waits_for_max_age_then_is_incomplete() -> None:
     assert closed(b, clock) == [("a", "incomplete_timeout")]
 
 
-def test_a_busy_trace_with_its_root_closes_at_max_age() -> None:
+def test_a_busy_trace_with_its_root_closes_at_max_age_as_incomplete() -> None:
     clock, b = FakeClock(), buffers()
     b.add("a", 1, True, T0, clock.monotonic())
     for _ in range(30):  # a span every 2 s: never quiet for 5 s
@@ -56,8 +55,35 @@ def test_a_busy_trace_with_its_root_closes_at_max_age() -> None:
         b.add("a", 1, False, T0, clock.monotonic())
         if done := closed(b, clock):
             break
-    assert done == [("a", "complete")]
+    assert done == [("a", "incomplete_timeout")]
     assert clock.monotonic() - 1000 >= 60
+
+
+def test_due_takes_at_most_the_limit_per_round() -> None:
+    clock, b = FakeClock(), buffers(max_open_traces=10)
+    for trace_id in "abcde":
+        b.add(trace_id, 1, True, T0, clock.monotonic())
+    clock.advance(6)
+    assert [t.trace_id for t, _ in b.due(clock.monotonic(), limit=2)] == ["a", "b"]
+    assert [t.trace_id for t, _ in b.due(clock.monotonic(), limit=2)] == ["c", "d"]
+
+
+def test_restore_merges_spans_that_arrived_meanwhile() -> None:
+    clock, b = FakeClock(), buffers()
+    b.add("a", 3, True, T0, clock.monotonic())
+    clock.advance(6)
+    (taken,) = b.due(clock.monotonic())
+    later = T0.replace(second=9)
+    b.add("a", 2, False, later, clock.monotonic())  # new spans while the round was failing
+    b.restore([taken[0]])
+    clock.advance(5.1)
+    ((trace, reason),) = b.due(clock.monotonic())
+    assert (trace.spans, trace.root_seen, trace.last_received, reason) == (
+        5,
+        True,
+        later,
+        "complete",
+    )
 
 
 def test_over_max_open_traces_the_oldest_closes_early() -> None:
