@@ -138,6 +138,21 @@ def get_json(url: str) -> dict | None:
         raise SextantError(f"cannot reach {url}: {exc.reason}") from exc
 
 
+def cmd_rules(args: argparse.Namespace) -> int:
+    from collector import rules_cli
+
+    if args.rules_command == "validate":
+        return rules_cli.validate(args.paths)
+    if args.rules_command == "test":
+        return rules_cli.test_cases(args.pack, args.cases)
+    status = get_json(f"{args.url.rstrip('/')}/api/v1/rules")
+    if args.json:
+        print(orjson.dumps(status, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(rules_cli.render_status(status or {"packs": [], "rules": []}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sextant", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -174,6 +189,18 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--revision", type=int, help="a past revision (default: current)")
     show.add_argument("--json", action="store_true", help="print the trajectory as JSON")
     show.set_defaults(func=cmd_show)
+
+    rules = sub.add_parser("rules", help="validate, test and inspect rule packs")
+    rules_sub = rules.add_subparsers(dest="rules_command", required=True)
+    validate = rules_sub.add_parser("validate", help="check packs; non-zero exit on any error")
+    validate.add_argument("paths", nargs="+", type=Path, help="pack files or directories")
+    test = rules_sub.add_parser("test", help="run a pack over JSONL trajectory cases")
+    test.add_argument("pack", type=Path)
+    test.add_argument("--cases", type=Path, required=True, help="JSONL: trajectory + expect")
+    status = rules_sub.add_parser("status", help="packs in force and evaluator health")
+    status.add_argument("--url", default="http://localhost:9464", help="admin API")
+    status.add_argument("--json", action="store_true")
+    rules.set_defaults(func=cmd_rules)
     return parser
 
 

@@ -24,16 +24,25 @@ class TrajectoryRule(RuleBase):
 
 
 def in_order(steps: list[Step], expected: list[StepMatcher]) -> list[Step]:
-    """Greedy subsequence: each expected step after the previous match."""
+    """The most expected steps found in order, gaps allowed (a longest common subsequence), so
+    one missing step costs only itself in the match rate."""
+    hits = [[m.matches(s) for s in steps] for m in expected]
+    n, k = len(expected), len(steps)
+    best = [[0] * (k + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(k - 1, -1, -1):
+            take = best[i + 1][j + 1] + 1 if hits[i][j] else 0
+            best[i][j] = max(take, best[i + 1][j], best[i][j + 1])
     matched: list[Step] = []
-    i = 0
-    for matcher in expected:
-        while i < len(steps) and not matcher.matches(steps[i]):
+    i = j = 0
+    while i < n and j < k:
+        if hits[i][j] and best[i][j] == best[i + 1][j + 1] + 1:
+            matched.append(steps[j])
+            i, j = i + 1, j + 1
+        elif best[i + 1][j] >= best[i][j + 1]:
             i += 1
-        if i == len(steps):
-            break
-        matched.append(steps[i])
-        i += 1
+        else:
+            j += 1
     return matched
 
 
@@ -74,7 +83,11 @@ def evaluate_trajectory(t: Trajectory, rule: TrajectoryRule) -> Finding:
     summary = f"{len(matched)} of {len(rule.expected)} expected steps ({rule.order}), match rate"
     if rate + 1e-9 >= rule.min_match_rate:
         return Finding(Verdict.PASS, f"{summary} {rate:.2f}", evidence, rate)
-    missing = rule.expected[len(matched)] if rule.order != "any_order" else None
+    found = {id(s) for s in matched}
+    missing = next(
+        (m for m in rule.expected if not any(m.matches(s) for s in t.steps if id(s) in found)),
+        None,
+    )
     hint = f"; first missing: {missing.describe()}" if missing else ""
     return Finding(
         Verdict.FAIL,
