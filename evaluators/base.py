@@ -68,10 +68,13 @@ class Result:
 
 
 def overall_verdict(results: list[Result]) -> Verdict:
-    """FAIL if any rule failed, REVIEW if any asks for review, else PASS."""
-    verdicts = {r.verdict for r in results}
-    if Verdict.FAIL in verdicts:
+    """FAIL if a failed rule asks for more than a review, REVIEW if any asks for a review (or
+    could not decide), else PASS."""
+    if any(
+        r.verdict == Verdict.FAIL and r.requested_decision not in (None, Decision.REVIEW)
+        for r in results
+    ):
         return Verdict.FAIL
-    if Verdict.REVIEW in verdicts:
+    if any(r.verdict in (Verdict.FAIL, Verdict.REVIEW) for r in results):
         return Verdict.REVIEW
     return Verdict.PASS
