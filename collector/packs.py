@@ -17,6 +17,7 @@ from collector.store.database import Database
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
 from collector.telemetry import RulesMetrics
+from collector.ticker import Ticker
 from evaluators.rulepack import LoadedPack, RulePackError, load_pack
 
 log = logging.getLogger(__name__)
@@ -54,27 +55,16 @@ class PackRegistry:
         self.metrics = metrics
         self._files: dict[Path, PackFile] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.ticker = Ticker("sextant-rules", config.reload_seconds, self.reload)
         self._snapshot: tuple[PackText, ...] = ()
         self._unrecorded: list[LoadedPack] = []
 
     def start(self) -> None:
         self.reload()
-        self._thread = threading.Thread(target=self._run, name="sextant-rules", daemon=True)
-        self._thread.start()
+        self.ticker.start()
 
     def shutdown(self, timeout: float) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.config.reload_seconds):
-            try:
-                self.reload()
-            except Exception:  # a reload problem must not stop the watcher
-                log.exception("rule pack reload failed")
+        self.ticker.shutdown(timeout)
 
     def snapshot(self) -> tuple[PackText, ...]:
         return self._snapshot

@@ -151,5 +151,6 @@ class Pipeline:
         log.info("stopped; store closed cleanly")
 
     def database_users(self) -> list[threading.Thread]:
-        parts = (self.writer, self.checkpointer, self.assembler, self.packs)
-        return [p._thread for p in parts if p._thread is not None]
+        tickers = (self.checkpointer.ticker, self.assembler.ticker, self.packs.ticker)
+        threads = [t.thread for t in tickers] + [self.writer._thread]
+        return [t for t in threads if t is not None]

@@ -21,6 +21,7 @@ from collector.health import EvaluatorHealth
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics, RulesMetrics
+from collector.ticker import Ticker
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -106,8 +107,7 @@ class Assembler:
         self._buffers = TraceBuffers(config)
         self._bounded: list[tuple[OpenTrace, str]] = []  # closed by a bound, stored next tick
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.ticker = Ticker("sextant-assembler", config.tick_seconds, self.tick)
         self._last_error = ""
 
     def now(self) -> datetime:
@@ -164,18 +164,11 @@ class Assembler:
         recovered = self.recover()
         if recovered:
             log.info("recovered %d open traces from the store", recovered)
-        self._thread = threading.Thread(target=self._run, name="sextant-assembler", daemon=True)
-        self._thread.start()
+        self.ticker.start()
 
     def shutdown(self, timeout: float) -> None:
         """Stop ticking; open traces stay in the store and are recovered on the next start."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.config.tick_seconds):
-            self.tick()
+        self.ticker.shutdown(timeout)
 
     def tick(self) -> int:
         """Close the traces due now and store their trajectories; returns how many were stored."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import duckdb
 
 from collector.store.database import Database
 from collector.telemetry import StoreMetrics
+from collector.ticker import Ticker
 
 log = logging.getLogger(__name__)
 
@@ -35,37 +35,32 @@ class Checkpointer:
         self.database = database
         self.wal_limit_bytes = wal_limit_bytes
         self.metrics = metrics
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.ticker = Ticker("sextant-checkpoint", interval, self.tick)
+        self._last_error = ""
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="sextant-checkpoint", daemon=True)
-        self._thread.start()
+        self.ticker.start()
 
     def shutdown(self, timeout: float) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self.ticker.shutdown(timeout)
 
-    def _run(self) -> None:
+    def tick(self) -> None:
+        wal = self.database.wal_bytes
+        if wal < self.wal_limit_bytes:
+            return
+        started = time.perf_counter()
         cursor = self.database.cursor()
-        last_error = ""
-        while not self._stop.wait(self.interval):
-            wal = self.database.wal_bytes
-            if wal < self.wal_limit_bytes:
-                continue
-            started = time.perf_counter()
-            try:
-                self._checkpoint(cursor, force=wal > FORCE_FACTOR * self.wal_limit_bytes)
-            except Exception as exc:  # retried next interval; logged once per distinct error
-                if str(exc) != last_error:
-                    log.warning("background checkpoint failed, will retry: %s", exc)
-                    last_error = str(exc)
-                continue
-            last_error = ""
-            self.metrics.checkpoint_duration.observe(time.perf_counter() - started)
-        cursor.close()
+        try:
+            self._checkpoint(cursor, force=wal > FORCE_FACTOR * self.wal_limit_bytes)
+        except Exception as exc:  # retried next interval; logged once per distinct error
+            if str(exc) != self._last_error:
+                log.warning("background checkpoint failed, will retry: %s", exc)
+                self._last_error = str(exc)
+            return
+        finally:
+            cursor.close()
+        self._last_error = ""
+        self.metrics.checkpoint_duration.observe(time.perf_counter() - started)
 
     def _checkpoint(self, cursor: duckdb.DuckDBPyConnection, force: bool) -> None:
         """CHECKPOINT must start between two commits; under load, keep trying for a moment.
@@ -84,6 +79,6 @@ class Checkpointer:
                 return
             except duckdb.Error as exc:
                 busy = "transactions active" in str(exc)
-                if not busy or time.monotonic() > deadline or self._stop.is_set():
+                if not busy or time.monotonic() > deadline or self.ticker.stopping.is_set():
                     raise
                 time.sleep(RETRY_PAUSE_SECONDS)

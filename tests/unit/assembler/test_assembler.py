@@ -41,6 +41,19 @@ def rig(tmp_path: Path):
     database.close()
 
 
+def restarted(assembler: Assembler) -> Assembler:
+    """A new assembler over the same store: what a restart starts with."""
+    return Assembler(
+        assembler.config,
+        assembler.database,
+        assembler.writer,
+        WorkerPool(0),
+        {},
+        AssemblerMetrics(CollectorRegistry()),
+        assembler.clock,
+    )
+
+
 def store(writer: Writer, spans: list[dict]) -> None:
     body = trace_request(spans).SerializeToString()
     writer.submit("spans", decode_request("traces", "protobuf", body, 1000).table).result(10)
@@ -106,15 +119,7 @@ def test_restart_recovers_open_traces_with_their_clock(rig, tmp_path: Path) -> N
     trace_id = new_trace_id()
     root, children = run_spans(trace_id)
     store(writer, [*children, root])
-    fresh = Assembler(
-        assembler.config,
-        database,
-        writer,
-        WorkerPool(0),
-        {},
-        AssemblerMetrics(CollectorRegistry()),
-        clock,
-    )
+    fresh = restarted(assembler)
     assert fresh.recover() == 1
     clock.advance(5.1)
     # the spans were stored moments ago in wall time, so the quiet period is measured from then
@@ -150,15 +155,7 @@ def test_late_spans_stored_before_a_restart_reopen_as_rooted(rig) -> None:
     clock.advance(6)
     assert assembler.tick() == 1
     store(writer, children[2:])  # late, and then the process restarts
-    fresh = Assembler(
-        assembler.config,
-        database,
-        writer,
-        WorkerPool(0),
-        {},
-        AssemblerMetrics(CollectorRegistry()),
-        clock,
-    )
+    fresh = restarted(assembler)
     assert fresh.recover() == 1
     clock.advance(5.1)
     assert fresh.tick() == 1  # after the quiet period, not the maximum age

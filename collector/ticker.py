@@ -1,0 +1,37 @@
+"""A background thread that runs one function every interval until it is stopped."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+
+class Ticker:
+    """start → tick every `interval` seconds → shutdown (safe twice). A tick that raises is
+    logged and the next one runs: a background stage must outlive its errors."""
+
+    def __init__(self, name: str, interval: float, tick: Callable[[], object]) -> None:
+        self.name = name
+        self.interval = interval
+        self.tick = tick
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self.thread.start()
+
+    def shutdown(self, timeout: float) -> None:
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self.stopping.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:
+                log.exception("%s: tick failed", self.name)
