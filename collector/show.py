@@ -35,6 +35,9 @@ def render(t: dict[str, Any]) -> str:
         f" {t['input_tokens']}→{t['output_tokens']} tokens, {cost},"
         f" {t['error_count']} errors, {t['duration_ms']:.0f} ms",
     ]
+    if t.get("verdict"):
+        reasons = ", ".join(t.get("verdict_reasons") or [])
+        lines.append(f"verdict {t['verdict']}" + (f" ({reasons})" if reasons else ""))
     if t.get("case_id"):
         lines.append(f"case    {t['case_id']}")
     if t.get("input"):
@@ -55,4 +58,17 @@ def render(t: dict[str, Any]) -> str:
             f"{label:<48} {detail:<{ARGUMENT_WIDTH}} {status:<10} {step['duration_ms']:>8.1f} ms"
             f"  {tokens(step)}".rstrip()
         )
+    findings = [r for r in t.get("results", []) if r["verdict"] in ("fail", "review")]
+    if findings:
+        lines.append("")
+        by_span = {s["span_id"]: s["seq"] for s in t["steps_detail"]}
+        for r in findings:
+            seqs = ", ".join(
+                f"#{by_span[e]}" for e in r.get("evidence_span_ids") or [] if e in by_span
+            )
+            lines.append(
+                f"{r['verdict']:<6} {r['pack']}/{r['rule_id']} {r['reason']}"
+                + (f" at steps {seqs}" if seqs else "")
+                + f": {abbreviate(r['message'], 120)}"
+            )
     return "\n".join(lines)
