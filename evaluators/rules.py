@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from evaluators.base import Decision, Severity
@@ -28,6 +26,3 @@ class RuleBase(Strict):
     reason: str = Field(pattern=REASON_PATTERN, description="snake_case reason code on failure.")
     on_fail: Decision = Field(Decision.FAIL, description="The decision a failure asks for.")
     when: When | None = Field(None, description="Only runs matching this are evaluated.")
-
-    def extra(self) -> dict[str, Any]:
-        return {}
