@@ -317,3 +317,25 @@ def test_when_and_selector() -> None:
     )
     assert evaluate_pack(run(llm(1)), selective) == []
     assert len(evaluate_pack(run(llm(1), agent="paper-agent"), selective)) == 1
+
+
+def test_parallel_steps_do_not_precede_each_other() -> None:
+    """An approval running at the same time as the write did not gate it."""
+    approval_step = approval(1)
+    write = tool(2, "update_account")
+    write.start_time_unix_nano = approval_step.start_time_unix_nano  # both started together
+    result = verdict(APPROVAL, run(approval_step, write))
+    assert (result.verdict, result.evidence) == (Verdict.FAIL, ("s02",))
+    parallel = [tool(1, "fetch", {"id": "A"}), tool(2, "fetch", {"id": "B"})]
+    parallel[1].start_time_unix_nano = parallel[0].start_time_unix_nano
+    any_order = {
+        "id": "r",
+        "type": "trajectory",
+        "reason": "path",
+        "order": "any_order",
+        "expected": [
+            {"name": "fetch", "args": {"id": "B"}},
+            {"name": "fetch", "args": {"id": "A"}},
+        ],
+    }
+    assert verdict(any_order, run(*parallel)).verdict == Verdict.PASS
