@@ -8,6 +8,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
 from collector.config import IngestConfig, LimitsConfig
 from collector.normalize.wire import Decoded, decode_request
 from collector.store.writer import Writer
@@ -41,6 +45,20 @@ class Outcome:
 
     rejected: int = 0
     message: str = ""
+
+    def response(self, signal: str) -> Message:
+        """The OTLP export response of `signal`, with partial_success set only when needed."""
+        if signal == "traces":
+            response: Message = ExportTraceServiceResponse()
+            count_field = "rejected_spans"
+        else:
+            response = ExportLogsServiceResponse()
+            count_field = "rejected_log_records"
+        if self.message:
+            partial = response.partial_success  # type: ignore[attr-defined]
+            setattr(partial, count_field, self.rejected)
+            partial.error_message = self.message
+        return response
 
 
 def describe(decoded: Decoded, noun: str, limit: int) -> str:

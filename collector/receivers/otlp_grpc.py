@@ -8,14 +8,6 @@ from collections.abc import Awaitable, Callable
 import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsPartialSuccess,
-    ExportLogsServiceResponse,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTracePartialSuccess,
-    ExportTraceServiceResponse,
-)
 
 from collector.config import GrpcConfig, LimitsConfig
 from collector.errors import SextantError, StartupError, TransientError, status_label
@@ -72,13 +64,11 @@ class OtlpGrpcReceiver:
             )
         )
         server.add_generic_rpc_handlers(
-            (
+            tuple(
                 grpc.method_handlers_generic_handler(
-                    TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._traces)}
-                ),
-                grpc.method_handlers_generic_handler(
-                    LOGS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._logs)}
-                ),
+                    service, {"Export": grpc.unary_unary_rpc_method_handler(self._handler(signal))}
+                )
+                for service, signal in ((TRACE_SERVICE, "traces"), (LOGS_SERVICE, "logs"))
             )
         )
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -99,33 +89,15 @@ class OtlpGrpcReceiver:
             server, self.server = self.server, None
             await server.stop(grace)
 
-    async def _traces(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        async def consume() -> bytes:
-            outcome = await self.ingest.consume("traces", "protobuf", data, "grpc")
-            response = ExportTraceServiceResponse()
-            if outcome.message:
-                response.partial_success.CopyFrom(
-                    ExportTracePartialSuccess(
-                        rejected_spans=outcome.rejected, error_message=outcome.message
-                    )
-                )
-            return response.SerializeToString()
+    def _handler(self, signal: str) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable]:
+        async def export(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            async def consume() -> bytes:
+                outcome = await self.ingest.consume(signal, "protobuf", data, "grpc")
+                return outcome.response(signal).SerializeToString()
 
-        return await self._answer("traces", context, consume)
+            return await self._answer(signal, context, consume)
 
-    async def _logs(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        async def consume() -> bytes:
-            outcome = await self.ingest.consume("logs", "protobuf", data, "grpc")
-            response = ExportLogsServiceResponse()
-            if outcome.message:
-                response.partial_success.CopyFrom(
-                    ExportLogsPartialSuccess(
-                        rejected_log_records=outcome.rejected, error_message=outcome.message
-                    )
-                )
-            return response.SerializeToString()
-
-        return await self._answer("logs", context, consume)
+        return export
 
     async def _answer(
         self,

@@ -9,8 +9,6 @@ from typing import Any
 
 from aiohttp import web
 from google.rpc import status_pb2
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from collector.config import HttpConfig, LimitsConfig
 from collector.errors import (
@@ -25,7 +23,7 @@ from collector.errors import (
 from collector.httpserver import HttpServer
 from collector.normalize import otlp_json
 from collector.receivers.auth import BearerAuth
-from collector.receivers.ingest import Ingest, Outcome, metered
+from collector.receivers.ingest import Ingest, metered
 from collector.telemetry import ReceiverMetrics
 
 log = logging.getLogger(__name__)
@@ -137,8 +135,8 @@ class OtlpHttpReceiver:
         self.ingest = ingest
         self.metrics = metrics
         app = web.Application(client_max_size=limits.max_request_bytes)
-        app.router.add_post("/v1/traces", self._traces)
-        app.router.add_post("/v1/logs", self._logs)
+        app.router.add_post("/v1/traces", self._handler("traces"))
+        app.router.add_post("/v1/logs", self._handler("logs"))
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         host, port = config.host_port
         self.server = HttpServer(app, host, port, "OTLP/HTTP", auto_decompress=False)
@@ -163,25 +161,16 @@ class OtlpHttpReceiver:
             text=f"no such path {request.path}; OTLP/HTTP takes POST /v1/traces and /v1/logs",
         )
 
-    async def _traces(self, request: web.Request) -> web.Response:
-        async def consume(body: bytes, kind: str) -> bytes:
-            encoding = "json" if kind == JSON else "protobuf"
-            outcome = await self.ingest.consume("traces", encoding, body, "http")
-            response = ExportTraceServiceResponse()
-            set_partial(response, outcome, "rejected_spans")
-            return encode(response, kind)
+    def _handler(self, signal: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def export(request: web.Request) -> web.Response:
+            async def consume(body: bytes, kind: str) -> bytes:
+                encoding = "json" if kind == JSON else "protobuf"
+                outcome = await self.ingest.consume(signal, encoding, body, "http")
+                return encode(outcome.response(signal), kind)
 
-        return await self._answer(request, "traces", consume)
+            return await self._answer(request, signal, consume)
 
-    async def _logs(self, request: web.Request) -> web.Response:
-        async def consume(body: bytes, kind: str) -> bytes:
-            encoding = "json" if kind == JSON else "protobuf"
-            outcome = await self.ingest.consume("logs", encoding, body, "http")
-            response = ExportLogsServiceResponse()
-            set_partial(response, outcome, "rejected_log_records")
-            return encode(response, kind)
-
-        return await self._answer(request, "logs", consume)
+        return export
 
     async def _answer(
         self,
@@ -210,10 +199,3 @@ class OtlpHttpReceiver:
             response.headers["WWW-Authenticate"] = 'Bearer realm="sextant"'
             return response
         return error_response(error, kind)
-
-
-def set_partial(response: object, outcome: Outcome, field: str) -> None:
-    if outcome.message:
-        partial = response.partial_success  # type: ignore[attr-defined]
-        setattr(partial, field, outcome.rejected)
-        partial.error_message = outcome.message
