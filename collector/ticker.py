@@ -13,7 +13,10 @@ class Ticker:
     """start → tick every `interval` seconds → shutdown (safe twice). A tick that raises is
     logged and the next one runs: a background stage must outlive its errors."""
 
-    def __init__(self, name: str, interval: float, tick: Callable[[], object]) -> None:
+    def __init__(
+        self, name: str, interval: float | Callable[[], float], tick: Callable[[], object]
+    ) -> None:
+        """`interval` may be a function, asked before each wait (e.g. the time to a deadline)."""
         self.name = name
         self.interval = interval
         self.tick = tick
@@ -30,7 +33,7 @@ class Ticker:
             self.thread.join(timeout)
 
     def _run(self) -> None:
-        while not self.stopping.wait(self.interval):
+        while not self.stopping.wait(self.interval() if callable(self.interval) else self.interval):
             try:
                 self.tick()
             except Exception:

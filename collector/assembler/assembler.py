@@ -27,6 +27,10 @@ from collector.workers import WorkerPool
 log = logging.getLogger(__name__)
 
 STORE_TIMEOUT_SECONDS = 30.0
+MIN_PAUSE_SECONDS = 0.005
+# Rounds this small are built in the assembler's thread: shipping them to a worker process and
+# back costs more than building them.
+INLINE_BUILD_SPANS = 1000
 SPANS_OF_TRACES = (
     "SELECT " + ", ".join(SPAN_FIELDS) + ", received_at FROM spans"
     " WHERE received_at BETWEEN ? AND ? AND trace_id IN ?"
@@ -107,7 +111,7 @@ class Assembler:
         self._buffers = TraceBuffers(config)
         self._bounded: list[tuple[OpenTrace, str]] = []  # closed by a bound, stored next tick
         self._lock = threading.Lock()
-        self.ticker = Ticker("sextant-assembler", config.tick_seconds, self.tick)
+        self.ticker = Ticker("sextant-assembler", self._pause, self.tick)
         self._last_error = ""
 
     def now(self) -> datetime:
@@ -170,6 +174,17 @@ class Assembler:
         """Stop ticking; open traces stay in the store and are recovered on the next start."""
         self.ticker.shutdown(timeout)
 
+    def _pause(self) -> float:
+        """Until the next trace may close, at most tick_seconds (new traces may come sooner)."""
+        with self._lock:
+            due = self._buffers.next_due()
+            if self._bounded:
+                return MIN_PAUSE_SECONDS
+        if due is None:
+            return self.config.tick_seconds
+        wait = due - self.clock.monotonic()
+        return min(self.config.tick_seconds, max(MIN_PAUSE_SECONDS, wait))
+
     def tick(self) -> int:
         """Close the traces due now and store their trajectories; returns how many were stored."""
         with self._lock:
@@ -223,9 +238,11 @@ class Assembler:
             for trace, reason in due
         ]
         packs = self.evaluation.packs.snapshot() if self.evaluation else ()
-        built = self.workers.run(
-            build_batch, spans, closing, self.price_overrides, self.now(), packs
-        )
+        args = (spans, closing, self.price_overrides, self.now(), packs)
+        if spans.num_rows <= INLINE_BUILD_SPANS:
+            built = build_batch(*args)
+        else:
+            built = self.workers.run(build_batch, *args)
         for error in built.build_errors:
             self.metrics.build_errors.inc()
             log.warning("trajectory stored as incomplete (build_error): %s", error)

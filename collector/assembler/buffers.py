@@ -113,6 +113,18 @@ class TraceBuffers:
             self._closed_rooted.popitem(last=False)
         return closing
 
+    def next_due(self) -> float | None:
+        """The earliest monotonic time a trace may close (a lower bound), or None when none is
+        open: the assembler sleeps until then instead of polling."""
+        candidates = []
+        if self._by_activity:
+            oldest_activity = next(iter(self._by_activity.values()))
+            candidates.append(oldest_activity.last_seen + self.config.quiet_period_seconds)
+        if self._by_age:
+            oldest = next(iter(self._by_age.values()))
+            candidates.append(oldest.first_seen + self.config.max_trace_age_seconds)
+        return min(candidates) if candidates else None
+
     def _remove(self, trace: OpenTrace) -> None:
         self._by_age.pop(trace.trace_id, None)
         self._by_activity.pop(trace.trace_id, None)
