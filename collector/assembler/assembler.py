@@ -30,7 +30,7 @@ STORE_TIMEOUT_SECONDS = 30.0
 MIN_PAUSE_SECONDS = 0.005
 # Rounds this small are built in the assembler's thread: shipping them to a worker process and
 # back costs more than building them.
-INLINE_BUILD_SPANS = 1000
+INLINE_BUILD_SPANS = 200
 SPANS_OF_TRACES = (
     "SELECT " + ", ".join(SPAN_FIELDS) + ", received_at FROM spans"
     " WHERE received_at BETWEEN ? AND ? AND trace_id IN ?"
