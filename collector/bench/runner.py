@@ -120,7 +120,7 @@ def payload_template(options: BenchOptions) -> tuple[bytes, bytes, int]:
     spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
     if options.protocol != "http/json":
         return request.SerializeToString(), salt, spans
-    doc = json_format.MessageToDict(request)
+    doc = json_format.MessageToDict(request, use_integers_for_enums=True)
     for rs in doc["resourceSpans"]:
         for ss in rs["scopeSpans"]:
             for span in ss["spans"]:

@@ -1,8 +1,17 @@
-"""OTLP/JSON bodies to protobuf messages: hex ids to bytes, then the protobuf JSON mapping."""
+"""OTLP/JSON bodies to protobuf messages, field by field.
+
+protobuf's generic `ParseDict` costs about 350 µs a span; walking the OTLP shapes directly costs
+a tenth of that, and lets ids be hex as OTLP/JSON requires. Unknown fields are ignored, 64-bit
+integers may be strings or numbers, enums are integers. A wrong type is a MalformedRequest that
+names the field; an id that is not hex only makes its span (or record) invalid, so it is
+rejected alone.
+"""
 
 from __future__ import annotations
 
 import base64
+import binascii
+import math
 from typing import Any
 
 import orjson
@@ -13,35 +22,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.errors import MalformedRequest
 
-# An id that is not hex becomes a value of the wrong length, so the span alone is rejected
-# (counted in partial_success) instead of the whole request.
-EMPTY = ""
-WRONG_LENGTH = base64.b64encode(b"\x00").decode()
+MAX_DEPTH = 64  # nested arrays / kvlists in one value; protobuf parsing stops near 100
+WRONG_LENGTH = b"\x00"  # a non-hex id becomes an id of the wrong length: rejected alone
+UINT32_MAX = 2**32 - 1
+UINT64_MAX = 2**64 - 1
+INT64_RANGE = (-(2**63), 2**63 - 1)
 
 
-def hex_to_base64(value: Any, invalid: str) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return base64.b64encode(bytes.fromhex(value)).decode()
-    except ValueError:
-        return invalid
+class Invalid(Exception):
+    """A value of the wrong type or range; `path` is where, from the top of the document."""
 
-
-def items(parent: Any, key: str) -> list[Any]:
-    value = parent.get(key) if isinstance(parent, dict) else None
-    return value if isinstance(value, list) else []
-
-
-def fix_ids(record: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> None:
-    for key, invalid in keys:
-        if key in record:
-            record[key] = hex_to_base64(record[key], invalid)
-
-
-SPAN_IDS = (("traceId", EMPTY), ("spanId", EMPTY), ("parentSpanId", WRONG_LENGTH))
-LINK_IDS = (("traceId", WRONG_LENGTH), ("spanId", WRONG_LENGTH))
-LOG_IDS = (("traceId", WRONG_LENGTH), ("spanId", WRONG_LENGTH))
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
 
 
 def load(body: bytes) -> dict[str, Any]:
@@ -54,37 +46,271 @@ def load(body: bytes) -> dict[str, Any]:
     return doc
 
 
-def parse(doc: dict[str, Any], message: Message) -> Message:
+def items(parent: dict[str, Any], key: str, path: str) -> list[tuple[str, dict[str, Any]]]:
+    """The objects of a repeated field, each with its path; absent or null means none."""
+    value = parent.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise Invalid(f"{path}{key}", "expected a list")
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise Invalid(f"{path}{key}[{i}]", "expected an object")
+        out.append((f"{path}{key}[{i}].", item))
+    return out
+
+
+def obj(parent: dict[str, Any], key: str, path: str) -> dict[str, Any]:
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Invalid(f"{path}{key}", "expected an object")
+    return value
+
+
+def present(parent: dict[str, Any], key: str, path: str) -> dict[str, Any] | None:
+    """An optional sub-object: None when absent, so the message field stays unset."""
+    return None if parent.get(key) is None else obj(parent, key, path)
+
+
+def text(parent: dict[str, Any], key: str, path: str) -> str:
+    value = parent.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Invalid(f"{path}{key}", "expected a string")
+    return value
+
+
+def integer(value: Any, where: str, low: int, high: int) -> int:
+    """An integer given as a number or a decimal string (the JSON form of 64-bit fields)."""
+    if isinstance(value, bool):
+        raise Invalid(where, f"expected an integer, got {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise Invalid(where, f"expected an integer, got {value!r}") from None
+    if not isinstance(value, int):
+        raise Invalid(where, f"expected an integer, got {value!r}")
+    if not low <= value <= high:
+        raise Invalid(where, f"{value} is out of range")
+    return value
+
+
+# OTLP/JSON requires enums as integers; the protobuf JSON mapping also allows their names, which
+# some producers send, so both are read.
+ENUM_NAMES = {
+    "kind": {
+        f"SPAN_KIND_{n}": i
+        for i, n in enumerate(
+            ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+        )
+    },
+    "code": {f"STATUS_CODE_{n}": i for i, n in enumerate(("UNSET", "OK", "ERROR"))},
+}
+
+
+def enum(parent: dict[str, Any], key: str, path: str) -> int:
+    value = parent.get(key)
+    if isinstance(value, str) and value in ENUM_NAMES[key]:
+        return ENUM_NAMES[key][value]
+    return number(parent, key, path, 2**31 - 1, -(2**31))
+
+
+def number(parent: dict[str, Any], key: str, path: str, high: int, low: int = 0) -> int:
+    value = parent.get(key)
+    return 0 if value is None else integer(value, f"{path}{key}", low, high)
+
+
+def hex_id(parent: dict[str, Any], key: str, path: str, invalid: bytes) -> bytes:
+    value = parent.get(key)
+    if value is None or value == "":
+        return b""
+    if not isinstance(value, str):
+        raise Invalid(f"{path}{key}", "expected a hex string")
     try:
-        return json_format.ParseDict(doc, message, ignore_unknown_fields=True)
-    except RecursionError as exc:
-        raise MalformedRequest("OTLP/JSON request is nested too deeply") from exc
-    except (json_format.ParseError, ValueError, TypeError) as exc:
-        name = type(message).__name__
-        raise MalformedRequest(f"not a valid OTLP/JSON {name}: {exc}") from exc
+        return bytes.fromhex(value)
+    except ValueError:
+        return invalid
+
+
+def set_value(target: Any, doc: Any, where: str, depth: int = 0) -> None:
+    """Fill an AnyValue from its JSON form."""
+    if not isinstance(doc, dict):
+        raise Invalid(where, "expected an AnyValue object")
+    if depth > MAX_DEPTH:
+        raise Invalid(where, f"values nested deeper than {MAX_DEPTH} levels")
+    if "stringValue" in doc:
+        if not isinstance(doc["stringValue"], str):
+            raise Invalid(f"{where}.stringValue", "expected a string")
+        target.string_value = doc["stringValue"]
+    elif "intValue" in doc:
+        target.int_value = integer(doc["intValue"], f"{where}.intValue", *INT64_RANGE)
+    elif "doubleValue" in doc:
+        target.double_value = double(doc["doubleValue"], f"{where}.doubleValue")
+    elif "boolValue" in doc:
+        if not isinstance(doc["boolValue"], bool):
+            raise Invalid(f"{where}.boolValue", "expected true or false")
+        target.bool_value = doc["boolValue"]
+    elif "arrayValue" in doc:
+        array = obj(doc, "arrayValue", f"{where}.")
+        target.array_value.SetInParent()
+        values = array.get("values") or []
+        if not isinstance(values, list):
+            raise Invalid(f"{where}.arrayValue.values", "expected a list")
+        for i, item in enumerate(values):
+            set_value(target.array_value.values.add(), item, f"{where}.arrayValue[{i}]", depth + 1)
+    elif "kvlistValue" in doc:
+        kvlist = obj(doc, "kvlistValue", f"{where}.")
+        target.kvlist_value.SetInParent()
+        add_attributes(
+            target.kvlist_value.values, kvlist, f"{where}.kvlistValue.", "values", depth + 1
+        )
+    elif "bytesValue" in doc:
+        try:
+            target.bytes_value = base64.b64decode(doc["bytesValue"], validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            raise Invalid(f"{where}.bytesValue", "expected base64") from None
+
+
+def double(value: Any, where: str) -> float:
+    if isinstance(value, bool):
+        raise Invalid(where, f"expected a number, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if value in ("NaN", "Infinity", "-Infinity"):
+        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[value]
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise Invalid(where, f"expected a number, got {value!r}")
+
+
+def add_attributes(
+    container: Any, parent: dict[str, Any], path: str, key: str = "attributes", depth: int = 0
+) -> None:
+    for where, kv_doc in items(parent, key, path):
+        kv = container.add()
+        kv.key = text(kv_doc, "key", where)
+        if "value" in kv_doc and kv_doc["value"] is not None:
+            set_value(kv.value, kv_doc["value"], f"{where}value", depth)
+
+
+def fill_resource(resource: Any, doc: dict[str, Any] | None, path: str) -> None:
+    if doc is None:
+        return
+    resource.SetInParent()
+    add_attributes(resource.attributes, doc, path)
+    resource.dropped_attributes_count = number(doc, "droppedAttributesCount", path, UINT32_MAX)
+
+
+def fill_scope(scope: Any, doc: dict[str, Any] | None, path: str) -> None:
+    if doc is None:
+        return
+    scope.SetInParent()
+    scope.name = text(doc, "name", path)
+    scope.version = text(doc, "version", path)
+    add_attributes(scope.attributes, doc, path)
+    scope.dropped_attributes_count = number(doc, "droppedAttributesCount", path, UINT32_MAX)
+
+
+def fill_span(span: Any, doc: dict[str, Any], path: str) -> None:
+    span.trace_id = hex_id(doc, "traceId", path, b"")
+    span.span_id = hex_id(doc, "spanId", path, b"")
+    span.parent_span_id = hex_id(doc, "parentSpanId", path, WRONG_LENGTH)
+    span.trace_state = text(doc, "traceState", path)
+    span.flags = number(doc, "flags", path, UINT32_MAX)
+    span.name = text(doc, "name", path)
+    span.kind = enum(doc, "kind", path)
+    span.start_time_unix_nano = number(doc, "startTimeUnixNano", path, UINT64_MAX)
+    span.end_time_unix_nano = number(doc, "endTimeUnixNano", path, UINT64_MAX)
+    add_attributes(span.attributes, doc, path)
+    span.dropped_attributes_count = number(doc, "droppedAttributesCount", path, UINT32_MAX)
+    for where, event_doc in items(doc, "events", path):
+        event = span.events.add()
+        event.time_unix_nano = number(event_doc, "timeUnixNano", where, UINT64_MAX)
+        event.name = text(event_doc, "name", where)
+        add_attributes(event.attributes, event_doc, where)
+        event.dropped_attributes_count = number(
+            event_doc, "droppedAttributesCount", where, UINT32_MAX
+        )
+    span.dropped_events_count = number(doc, "droppedEventsCount", path, UINT32_MAX)
+    for where, link_doc in items(doc, "links", path):
+        link = span.links.add()
+        link.trace_id = hex_id(link_doc, "traceId", where, WRONG_LENGTH)
+        link.span_id = hex_id(link_doc, "spanId", where, WRONG_LENGTH)
+        link.trace_state = text(link_doc, "traceState", where)
+        add_attributes(link.attributes, link_doc, where)
+        link.dropped_attributes_count = number(
+            link_doc, "droppedAttributesCount", where, UINT32_MAX
+        )
+        link.flags = number(link_doc, "flags", where, UINT32_MAX)
+    span.dropped_links_count = number(doc, "droppedLinksCount", path, UINT32_MAX)
+    if doc.get("status") is not None:  # an absent status stays absent
+        status = obj(doc, "status", path)
+        span.status.SetInParent()
+        span.status.message = text(status, "message", f"{path}status.")
+        span.status.code = enum(status, "code", f"{path}status.")
+
+
+def fill_log(record: Any, doc: dict[str, Any], path: str) -> None:
+    record.time_unix_nano = number(doc, "timeUnixNano", path, UINT64_MAX)
+    record.observed_time_unix_nano = number(doc, "observedTimeUnixNano", path, UINT64_MAX)
+    record.severity_number = number(doc, "severityNumber", path, 2**31 - 1, -(2**31))
+    record.severity_text = text(doc, "severityText", path)
+    if doc.get("body") is not None:
+        set_value(record.body, doc["body"], f"{path}body")
+    add_attributes(record.attributes, doc, path)
+    record.dropped_attributes_count = number(doc, "droppedAttributesCount", path, UINT32_MAX)
+    record.flags = number(doc, "flags", path, UINT32_MAX)
+    record.trace_id = hex_id(doc, "traceId", path, WRONG_LENGTH)
+    record.span_id = hex_id(doc, "spanId", path, WRONG_LENGTH)
+    record.event_name = text(doc, "eventName", path)
 
 
 def traces_from_json(body: bytes) -> ExportTraceServiceRequest:
     doc = load(body)
-    for rs in items(doc, "resourceSpans"):
-        for ss in items(rs, "scopeSpans"):
-            for span in items(ss, "spans"):
-                if isinstance(span, dict):
-                    fix_ids(span, SPAN_IDS)
-                    for link in items(span, "links"):
-                        if isinstance(link, dict):
-                            fix_ids(link, LINK_IDS)
-    return parse(doc, ExportTraceServiceRequest())  # type: ignore[return-value]
+    request = ExportTraceServiceRequest()
+    try:
+        for rpath, rs_doc in items(doc, "resourceSpans", ""):
+            rs = request.resource_spans.add()
+            fill_resource(rs.resource, present(rs_doc, "resource", rpath), f"{rpath}resource.")
+            rs.schema_url = text(rs_doc, "schemaUrl", rpath)
+            for spath, ss_doc in items(rs_doc, "scopeSpans", rpath):
+                ss = rs.scope_spans.add()
+                fill_scope(ss.scope, present(ss_doc, "scope", spath), f"{spath}scope.")
+                ss.schema_url = text(ss_doc, "schemaUrl", spath)
+                for path, span_doc in items(ss_doc, "spans", spath):
+                    fill_span(ss.spans.add(), span_doc, path)
+    except Invalid as exc:
+        raise MalformedRequest(f"not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+    return request
 
 
 def logs_from_json(body: bytes) -> ExportLogsServiceRequest:
     doc = load(body)
-    for rl in items(doc, "resourceLogs"):
-        for sl in items(rl, "scopeLogs"):
-            for record in items(sl, "logRecords"):
-                if isinstance(record, dict):
-                    fix_ids(record, LOG_IDS)
-    return parse(doc, ExportLogsServiceRequest())  # type: ignore[return-value]
+    request = ExportLogsServiceRequest()
+    try:
+        for rpath, rl_doc in items(doc, "resourceLogs", ""):
+            rl = request.resource_logs.add()
+            fill_resource(rl.resource, present(rl_doc, "resource", rpath), f"{rpath}resource.")
+            rl.schema_url = text(rl_doc, "schemaUrl", rpath)
+            for spath, sl_doc in items(rl_doc, "scopeLogs", rpath):
+                sl = rl.scope_logs.add()
+                fill_scope(sl.scope, present(sl_doc, "scope", spath), f"{spath}scope.")
+                sl.schema_url = text(sl_doc, "schemaUrl", spath)
+                for path, record_doc in items(sl_doc, "logRecords", spath):
+                    fill_log(sl.log_records.add(), record_doc, path)
+    except Invalid as exc:
+        raise MalformedRequest(f"not a valid OTLP/JSON ExportLogsServiceRequest: {exc}") from exc
+    return request
 
 
 def to_json(message: Message) -> bytes:
