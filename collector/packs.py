@@ -74,26 +74,37 @@ class PackRegistry:
         changed = False
         present = set(pack_files(self.config.paths))
         with self._lock:
-            for path in present:
-                entry = self._files.setdefault(path, PackFile(path))
-                stat = path.stat()
-                stamp = (stat.st_mtime_ns, stat.st_size)
-                if stamp == entry.stamp:
-                    continue
-                entry.stamp = stamp
-                changed |= self._read(entry)
-            for path in set(self._files) - present:
-                log.warning("rule pack %s was removed; its rules are no longer evaluated", path)
-                del self._files[path]
-                changed = True
-            if changed:
-                self._publish()
+            try:
+                for path in sorted(present):  # sorted: the same file wins a name clash each time
+                    entry = self._files.setdefault(path, PackFile(path))
+                    try:
+                        stat = path.stat()
+                    except OSError:
+                        continue  # removed between listing and reading: next reload sees it
+                    stamp = (stat.st_mtime_ns, stat.st_size)
+                    if stamp == entry.stamp:
+                        continue
+                    changed |= self._read(entry)
+                    entry.stamp = stamp
+                for path in set(self._files) - present:
+                    log.warning("rule pack %s was removed; its rules are no longer evaluated", path)
+                    del self._files[path]
+                    changed = True
+            finally:
+                if changed:
+                    self._publish()
         self._record()
         return changed
 
     def _read(self, entry: PackFile) -> bool:
         try:
-            loaded = load_pack(entry.path)
+            try:
+                loaded = load_pack(entry.path)
+            except RulePackError:
+                raise
+            except Exception as exc:  # unreadable bytes, absurd nesting: a refusal like any other
+                problem = f"{entry.path}: cannot load: {type(exc).__name__}: {exc}"
+                raise RulePackError([problem]) from exc
             others = {
                 f.good.pack.name: f.path for f in self._files.values() if f.good and f is not entry
             }
@@ -150,6 +161,10 @@ class PackRegistry:
             known = {
                 r[0] for r in cursor.execute("SELECT DISTINCT sha256 FROM rule_packs").fetchall()
             }
+        except Exception as exc:  # retried on the next reload
+            log.warning("could not read recorded rule pack versions yet: %s", exc)
+            self._unrecorded.extend(pending)
+            return
         finally:
             cursor.close()
         now = datetime.now(UTC).replace(tzinfo=None)

@@ -26,6 +26,7 @@ def validate(paths: list[Path]) -> int:
     for path in missing:
         print(f"{path}: no such file or directory", file=sys.stderr)
         failures += 1
+    names: dict[str, Path] = {}
     for path in files:
         try:
             loaded = load_pack(path)
@@ -35,6 +36,14 @@ def validate(paths: list[Path]) -> int:
                 print(error, file=sys.stderr)
             continue
         pack = loaded.pack
+        if pack.name in names:
+            failures += 1
+            print(
+                f"{path}:1: name: pack {pack.name!r} is already defined in {names[pack.name]}",
+                file=sys.stderr,
+            )
+            continue
+        names[pack.name] = path
         print(
             f"{path}: ok: {pack.name} {pack.version} ({len(pack.rules)} rules, owner {pack.owner})"
         )

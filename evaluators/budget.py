@@ -75,4 +75,11 @@ def evaluate_budget(t: Trajectory, rule: BudgetRule) -> Finding:
                 evidence.extend(s.span_id for s in group)
     if over:
         return Finding(Verdict.FAIL, "over budget: " + "; ".join(over), tuple(evidence))
+    if rule.max_cost_usd is not None and t.unpriced_llm_calls:
+        return Finding(
+            Verdict.REVIEW,
+            f"cost unknown for {t.unpriced_llm_calls} model call(s) without a price;"
+            f" the priced ones cost {t.cost_usd or 0:g} USD",
+            reason="cost_unknown",
+        )
     return Finding(Verdict.PASS, "within budget")

@@ -15,9 +15,12 @@ def when_applies(t: Trajectory, rule) -> bool:  # type: ignore[no-untyped-def]
         return True
     if when.input is not None and not when.input.check(t.input if t.input else MISSING):
         return False
-    root = t.root
-    attrs = root.attributes if root is not None else {}
+    attrs = t.root.attributes if t.root is not None else {}
     return all(c.check(attrs.get(k, MISSING)) for k, c in when.attributes.items())
+
+
+def root_conditions(pack: RulePack, rule) -> bool:  # type: ignore[no-untyped-def]
+    return bool(pack.selector.attributes or (rule.when is not None and rule.when.attributes))
 
 
 def evaluate_rule(t: Trajectory, rule) -> Finding:  # type: ignore[no-untyped-def]
@@ -26,54 +29,84 @@ def evaluate_rule(t: Trajectory, rule) -> Finding:  # type: ignore[no-untyped-de
     try:
         finding = kind.evaluate(t, rule)
     except Exception as exc:
-        return Finding(
-            Verdict.REVIEW,
-            f"evaluator error: {type(exc).__name__}: {exc}",
-            reason="evaluator_error",
-        )
-    if (
-        t.status == "incomplete"
-        and kind.needs_all_steps
-        and finding.verdict != Verdict.NOT_APPLICABLE
-    ):
-        return Finding(
-            Verdict.REVIEW,
-            f"trace incomplete ({', '.join(t.incomplete_reasons)}); would be"
-            f" {finding.verdict}: {finding.message}",
-            finding.evidence,
-            finding.score,
-            reason="trace_incomplete",
-        )
-    return finding
+        return error_finding(exc)
+    if t.status != "incomplete" or finding.verdict == Verdict.REVIEW:
+        return finding
+    # Missing steps could change any verdict except a failure proven by a step that is there.
+    proven = finding.verdict == Verdict.FAIL and finding.evidence and not kind.needs_all_steps
+    if proven:
+        return finding
+    return Finding(
+        Verdict.REVIEW,
+        f"trace incomplete ({', '.join(t.incomplete_reasons)}); would be"
+        f" {finding.verdict}: {finding.message}",
+        finding.evidence,
+        finding.score,
+        reason="trace_incomplete",
+    )
+
+
+def error_finding(exc: Exception) -> Finding:
+    return Finding(
+        Verdict.REVIEW, f"evaluator error: {type(exc).__name__}: {exc}", reason="evaluator_error"
+    )
 
 
 def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None) -> list[Result]:
-    """Results of every applicable rule; nothing for a pack whose selector does not match."""
-    if not t.agent_run or not pack.selector.matches(t):
+    """Results of every applicable rule; nothing for a pack whose selector does not match.
+
+    A selector or `when` that cannot be checked (a condition that raises, root-span conditions
+    on a run whose root never arrived) gives `review` results, never silence.
+    """
+    if not t.agent_run:
         return []
-    results = []
+    findings: list[tuple[object, Finding]] = []
+    try:
+        if t.root is None and pack.selector.attributes:
+            raise LookupError("the selector needs the root span, which never arrived")
+        if not pack.selector.matches(t):
+            return []
+        selector_error = None
+    except Exception as exc:
+        selector_error = exc
     for rule in pack.rules:
-        if not when_applies(t, rule):
+        if selector_error is not None:
+            findings.append((rule, review_for(selector_error)))
             continue
-        finding = evaluate_rule(t, rule)
-        failed = finding.verdict == Verdict.FAIL
-        requested = rule.on_fail if failed else None
-        if finding.verdict == Verdict.REVIEW:
-            requested = Decision.REVIEW
-        results.append(
-            Result(
-                pack=pack.name,
-                pack_version=pack_version or pack.version,
-                rule_id=rule.id,
-                rule_type=rule.type,
-                verdict=finding.verdict,
-                severity=rule.severity,
-                reason=finding.reason
-                or (rule.reason if finding.verdict in (Verdict.FAIL, Verdict.REVIEW) else ""),
-                message=finding.message,
-                evidence=finding.evidence,
-                score=finding.score,
-                requested_decision=requested,
-            )
-        )
-    return results
+        try:
+            if t.root is None and root_conditions(pack, rule):
+                raise LookupError("`when` needs the root span, which never arrived")
+            applies = when_applies(t, rule)
+        except Exception as exc:
+            findings.append((rule, review_for(exc)))
+            continue
+        if applies:
+            findings.append((rule, evaluate_rule(t, rule)))
+    return [result_of(pack, pack_version, rule, finding) for rule, finding in findings]
+
+
+def review_for(exc: Exception) -> Finding:
+    if isinstance(exc, LookupError):
+        return Finding(Verdict.REVIEW, str(exc), reason="trace_incomplete")
+    return error_finding(exc)
+
+
+def result_of(pack: RulePack, version: str | None, rule, finding: Finding) -> Result:  # type: ignore[no-untyped-def]
+    failed = finding.verdict == Verdict.FAIL
+    requested = rule.on_fail if failed else None
+    if finding.verdict == Verdict.REVIEW:
+        requested = Decision.REVIEW
+    decided = finding.verdict in (Verdict.FAIL, Verdict.REVIEW)
+    return Result(
+        pack=pack.name,
+        pack_version=version or pack.version,
+        rule_id=rule.id,
+        rule_type=rule.type,
+        verdict=finding.verdict,
+        severity=rule.severity,
+        reason=finding.reason or (rule.reason if decided else ""),
+        message=finding.message,
+        evidence=finding.evidence,
+        score=finding.score,
+        requested_decision=requested,
+    )

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from evaluators.model import Step
 
 GLOB_CHARS = set("*?[")
+DESCRIBE_LIMIT = 200
 MISSING = object()
 
 
@@ -79,15 +80,15 @@ class Condition(Strict):
         present = value is not MISSING
         if self.exists is not None and present != self.exists:
             return False
-        if self.not_equals is not MISSING and present and value == self.not_equals:
+        if self.not_equals is not MISSING and present and same(value, self.not_equals):
             return False
         if not present:
             return self.exists is False or (
                 self.exists is None and self.not_equals is not MISSING and self._only_negative()
             )
-        if self.equals is not MISSING and value != self.equals:
+        if self.equals is not MISSING and not same(value, self.equals):
             return False
-        if self.one_of is not None and value not in self.one_of:
+        if self.one_of is not None and not any(same(value, v) for v in self.one_of):
             return False
         text = value if isinstance(value, str) else str(value)
         if self._regex is not None and not self._regex.search(text):
@@ -115,6 +116,11 @@ class Condition(Strict):
             and self.regex is None
             and (self.glob is None and self.json_schema is None)
         )
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equality that does not take true for 1 (or false for 0)."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
 
 
 def as_number(value: Any) -> float | None:
@@ -205,4 +211,5 @@ class StepMatcher(Strict):
 
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in self.model_dump(exclude_defaults=True).items()]
-        return "step(" + ", ".join(parts) + ")"
+        text = "step(" + ", ".join(parts) + ")"
+        return text if len(text) <= DESCRIBE_LIMIT else text[: DESCRIBE_LIMIT - 2] + "…)"

@@ -27,7 +27,8 @@ def evaluate_precedes(t: Trajectory, rule: PrecedesRule) -> Finding:
     violations = []
     for b in guarded:
         ok = any(
-            a.seq < b.seq
+            a is not b
+            # by time, not tree order: an approval in an earlier sibling subtree counts
             and a.end_time_unix_nano <= b.start_time_unix_nano + 1_000_000  # 1 ms clock slack
             and rule.before.matches(a)
             and (not rule.require_ok or a.status == "ok")

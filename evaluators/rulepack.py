@@ -124,14 +124,25 @@ def hint(error: dict[str, Any]) -> str:
     return str(error["msg"])
 
 
+def refuse_aliases(text: str, source: str) -> None:
+    """YAML aliases let a few bytes expand into gigabytes; a pack has no need for them."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            line = event.start_mark.line + 1
+            raise RulePackError([f"{source}:{line}: YAML aliases (*name) are not allowed in packs"])
+
+
 def load_text(text: str, source: str) -> LoadedPack:
     try:
+        refuse_aliases(text, source)
         data = yaml.safe_load(text)
         root = yaml.compose(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
         raise RulePackError([f"{where}: not valid YAML: {exc}"]) from exc
+    except RecursionError as exc:
+        raise RulePackError([f"{source}: nested too deeply"]) from exc
     if not isinstance(data, dict):
         raise RulePackError([f"{source}:1: a rule pack is a mapping with name, version, rules"])
     try:
@@ -149,7 +160,9 @@ def load_text(text: str, source: str) -> LoadedPack:
 
 def load_pack(path: Path) -> LoadedPack:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RulePackError([f"{path}: cannot read: {exc.strerror}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise RulePackError([f"{path}: not UTF-8 text: {exc}"]) from exc
     return load_text(text, str(path))

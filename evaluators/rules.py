@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from evaluators.base import Decision, Severity
 from evaluators.matchers import Condition, Strict
@@ -25,4 +25,12 @@ class RuleBase(Strict):
     severity: Severity = Field(Severity.MEDIUM, description="info, low, medium, high, critical.")
     reason: str = Field(pattern=REASON_PATTERN, description="snake_case reason code on failure.")
     on_fail: Decision = Field(Decision.FAIL, description="The decision a failure asks for.")
+
+    @field_validator("on_fail")
+    @classmethod
+    def _not_pass(cls, value: Decision) -> Decision:
+        if value == Decision.PASS:
+            raise ValueError("a failure cannot ask for PASS; use REVIEW or a stronger decision")
+        return value
+
     when: When | None = Field(None, description="Only runs matching this are evaluated.")

@@ -22,7 +22,7 @@ DETECTORS: dict[str, re.Pattern[str]] = {
         r"|(?i:(?:api[_-]?key|secret|password|passwd|bearer)[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9_\-./+]{12,})"
     ),
     "email": re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"),
-    "credit_card": re.compile(r"\b(?:\d[ -]?){12,18}\d\b"),
+    "credit_card": re.compile(r"\b(?:\d[ -]?){12,}\d\b"),
 }
 
 
@@ -94,11 +94,27 @@ def texts(step: Step, scope: str) -> list[tuple[str, str]]:
     return out
 
 
+def card_inside(run: str) -> bool:
+    """Some run of whole digit groups (split at spaces and dashes) of 13-19 digits passes the
+    Luhn check: a card written next to other numbers counts, while arbitrary windows inside a
+    long number (which pass Luhn one time in ten) do not."""
+    groups = [g for g in re.split(r"[ -]", run) if g]
+    for first in range(len(groups)):
+        digits = ""
+        for group in groups[first:]:
+            digits += group
+            if len(digits) > 19:
+                break
+            if len(digits) >= 13 and luhn(digits):
+                return True
+    return False
+
+
 def found(detector: str, pattern: re.Pattern[str], text: str) -> bool:
     if not might_hold(detector, text):
         return False
     for match in pattern.finditer(text):
-        if detector != "credit_card" or luhn(re.sub(r"\D", "", match.group())):
+        if detector != "credit_card" or card_inside(match.group()):
             return True
     return False
 

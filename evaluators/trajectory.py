@@ -49,6 +49,8 @@ def in_order(steps: list[Step], expected: list[StepMatcher]) -> list[Step]:
 def strict(steps: list[Step], expected: list[StepMatcher]) -> list[Step]:
     """The longest contiguous run matching the expected sequence from its start."""
     kinds = {k for m in expected for k in ([m.kind] if isinstance(m.kind, str) else m.kind or [])}
+    if any(m.kind is None for m in expected):
+        kinds = set()  # a matcher of any kind: every step counts
     among = [s for s in steps if not kinds or s.kind in kinds or s.span_kind in kinds]
     best: list[Step] = []
     for start in range(len(among)):
@@ -63,14 +65,24 @@ def strict(steps: list[Step], expected: list[StepMatcher]) -> list[Step]:
 
 
 def any_order(steps: list[Step], expected: list[StepMatcher]) -> list[Step]:
-    used: set[str] = set()
-    matched = []
-    for matcher in expected:
-        step = next((s for s in steps if s.span_id not in used and matcher.matches(s)), None)
-        if step is not None:
-            used.add(step.span_id)
-            matched.append(step)
-    return matched
+    """The most expected steps matched to distinct steps (bipartite matching), so a broad
+    matcher never takes the only step a narrower one could use."""
+    candidates = [[j for j, s in enumerate(steps) if m.matches(s)] for m in expected]
+    owner: dict[int, int] = {}  # step index -> expected index
+
+    def assign(i: int, seen: set[int]) -> bool:
+        for j in candidates[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            if j not in owner or assign(owner[j], seen):
+                owner[j] = i
+                return True
+        return False
+
+    for i in range(len(expected)):
+        assign(i, set())
+    return [steps[j] for j in sorted(owner)]
 
 
 STRATEGIES = {"strict": strict, "in_order": in_order, "any_order": any_order}

@@ -124,7 +124,11 @@ def build_batch(
         started = time.perf_counter()
         results = []
         for _, pack in rule_packs:
-            pack_results = evaluate_pack(t, pack)
+            try:
+                pack_results = evaluate_pack(t, pack)
+            except Exception as exc:  # evaluate_pack reviews its own errors; this is a backstop
+                built.build_errors.append(f"{item.trace_id}: pack {pack.name}: {exc!r}")
+                continue
             if pack_results:
                 built.applied[pack.name] += 1
             results.extend(pack_results)

@@ -140,11 +140,13 @@ def hex_id(parent: dict[str, Any], key: str, path: str, invalid: bytes) -> bytes
 
 
 def set_value(target: Any, doc: Any, where: str, depth: int = 0) -> None:
-    """Fill an AnyValue from its JSON form."""
+    """Fill an AnyValue from its JSON form (a null member counts as absent, as in protobuf)."""
     if not isinstance(doc, dict):
         raise Invalid(where, "expected an AnyValue object")
     if depth > MAX_DEPTH:
         raise Invalid(where, f"values nested deeper than {MAX_DEPTH} levels")
+    target.SetInParent()
+    doc = {k: v for k, v in doc.items() if v is not None}
     if "stringValue" in doc:
         if not isinstance(doc["stringValue"], str):
             raise Invalid(f"{where}.stringValue", "expected a string")
@@ -172,10 +174,18 @@ def set_value(target: Any, doc: Any, where: str, depth: int = 0) -> None:
             target.kvlist_value.values, kvlist, f"{where}.kvlistValue.", "values", depth + 1
         )
     elif "bytesValue" in doc:
-        try:
-            target.bytes_value = base64.b64decode(doc["bytesValue"], validate=True)
-        except (binascii.Error, TypeError, ValueError):
-            raise Invalid(f"{where}.bytesValue", "expected base64") from None
+        target.bytes_value = b64(doc["bytesValue"], f"{where}.bytesValue")
+
+
+def b64(value: Any, where: str) -> bytes:
+    """Standard or URL-safe base64, padded or not (what protobuf's JSON mapping accepts)."""
+    if not isinstance(value, str):
+        raise Invalid(where, "expected a base64 string")
+    text = value.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise Invalid(where, "expected base64") from None
 
 
 def double(value: Any, where: str) -> float:

@@ -1,0 +1,57 @@
+"""Hot reload: an unreadable file is refused alone; other edits in the same pass take effect."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from collector.config import RulesConfig, WriterConfig
+from collector.packs import PackRegistry
+from collector.store.database import Database
+from collector.store.writer import Writer
+from collector.telemetry import RulesMetrics, StoreMetrics
+
+PACK = """name: {name}
+version: "{version}"
+owner: o
+rules:
+  - {{id: r, type: recovery, reason: error_without_recovery}}
+"""
+
+
+def test_a_broken_file_does_not_hold_back_the_other_edits(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "a.yaml").write_text(PACK.format(name="a", version="1"))
+    (rules / "b.yaml").write_text(PACK.format(name="b", version="1"))
+    database = Database(tmp_path / "s.duckdb")
+    database.open()
+    writer = Writer(database, WriterConfig(), StoreMetrics(CollectorRegistry()))
+    writer.start()
+    registry = PackRegistry(
+        RulesConfig(paths=[rules]), database, writer, RulesMetrics(CollectorRegistry())
+    )
+    try:
+        registry.reload()
+        assert sorted(p.name for p in registry.snapshot()) == ["a", "b"]
+
+        (rules / "a.yaml").write_text(PACK.format(name="a", version="2"))
+        (rules / "b.yaml").write_bytes(b"name: b\nversion: '\xe9'\n")
+        os.utime(rules / "b.yaml", ns=(1, 1))
+        registry.reload()
+        in_force = {p.name: p for p in registry.snapshot()}
+        assert 'version: "2"' in in_force["a"].text  # a's edit took effect
+        assert 'version: "1"' in in_force["b"].text  # b keeps its last good version
+        status = {s["pack"]: s for s in registry.status()}
+        assert "not UTF-8" in status["b"]["refused"][0]
+        recorded = (
+            database.cursor()
+            .execute("SELECT name, version FROM rule_packs ORDER BY name, version")
+            .fetchall()
+        )
+        assert recorded == [("a", "1"), ("a", "2"), ("b", "1")]
+    finally:
+        writer.shutdown(5)
+        database.close()
