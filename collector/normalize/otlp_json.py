@@ -285,42 +285,44 @@ def fill_log(record: Any, doc: dict[str, Any], path: str) -> None:
     record.event_name = text(doc, "eventName", path)
 
 
-def traces_from_json(body: bytes) -> ExportTraceServiceRequest:
+# (JSON key, message field) of the three levels of a request, and how to fill one item
+TRACES = (("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans", "spans"))
+LOGS = (
+    ("resourceLogs", "resource_logs"),
+    ("scopeLogs", "scope_logs"),
+    ("logRecords", "log_records"),
+)
+
+
+def decode(body: bytes, request: Message, levels: tuple, fill: Any) -> Message:  # type: ignore[type-arg]
+    """resource → scope → items, the same three levels in both signals."""
     doc = load(body)
-    request = ExportTraceServiceRequest()
+    (top_key, top_field), (scope_key, scope_field), (item_key, item_field) = levels
     try:
-        for rpath, rs_doc in items(doc, "resourceSpans", ""):
-            rs = request.resource_spans.add()
-            fill_resource(rs.resource, present(rs_doc, "resource", rpath), f"{rpath}resource.")
-            rs.schema_url = text(rs_doc, "schemaUrl", rpath)
-            for spath, ss_doc in items(rs_doc, "scopeSpans", rpath):
-                ss = rs.scope_spans.add()
-                fill_scope(ss.scope, present(ss_doc, "scope", spath), f"{spath}scope.")
-                ss.schema_url = text(ss_doc, "schemaUrl", spath)
-                for path, span_doc in items(ss_doc, "spans", spath):
-                    fill_span(ss.spans.add(), span_doc, path)
+        for rpath, r_doc in items(doc, top_key, ""):
+            resource_level = getattr(request, top_field).add()
+            fill_resource(
+                resource_level.resource, present(r_doc, "resource", rpath), f"{rpath}resource."
+            )
+            resource_level.schema_url = text(r_doc, "schemaUrl", rpath)
+            for spath, s_doc in items(r_doc, scope_key, rpath):
+                scope_level = getattr(resource_level, scope_field).add()
+                fill_scope(scope_level.scope, present(s_doc, "scope", spath), f"{spath}scope.")
+                scope_level.schema_url = text(s_doc, "schemaUrl", spath)
+                for path, item_doc in items(s_doc, item_key, spath):
+                    fill(getattr(scope_level, item_field).add(), item_doc, path)
     except Invalid as exc:
-        raise MalformedRequest(f"not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+        name = type(request).__name__
+        raise MalformedRequest(f"not a valid OTLP/JSON {name}: {exc}") from exc
     return request
+
+
+def traces_from_json(body: bytes) -> ExportTraceServiceRequest:
+    return decode(body, ExportTraceServiceRequest(), TRACES, fill_span)  # type: ignore[return-value]
 
 
 def logs_from_json(body: bytes) -> ExportLogsServiceRequest:
-    doc = load(body)
-    request = ExportLogsServiceRequest()
-    try:
-        for rpath, rl_doc in items(doc, "resourceLogs", ""):
-            rl = request.resource_logs.add()
-            fill_resource(rl.resource, present(rl_doc, "resource", rpath), f"{rpath}resource.")
-            rl.schema_url = text(rl_doc, "schemaUrl", rpath)
-            for spath, sl_doc in items(rl_doc, "scopeLogs", rpath):
-                sl = rl.scope_logs.add()
-                fill_scope(sl.scope, present(sl_doc, "scope", spath), f"{spath}scope.")
-                sl.schema_url = text(sl_doc, "schemaUrl", spath)
-                for path, record_doc in items(sl_doc, "logRecords", spath):
-                    fill_log(sl.log_records.add(), record_doc, path)
-    except Invalid as exc:
-        raise MalformedRequest(f"not a valid OTLP/JSON ExportLogsServiceRequest: {exc}") from exc
-    return request
+    return decode(body, ExportLogsServiceRequest(), LOGS, fill_log)  # type: ignore[return-value]
 
 
 def to_json(message: Message) -> bytes:
