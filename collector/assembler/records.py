@@ -81,6 +81,8 @@ def result_rows(t: Trajectory, results: list[Result], shas: dict[str, str], at: 
             "agent_name": t.agent_name,
             "service_version": t.service_version,
             "evaluated_at": at,
+            "scope": "trajectory",
+            "origin": "live",
         }
         for r in results
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
 SPANS = (
@@ -150,7 +150,7 @@ STEPS = (
     *TIMES,
 )
 
-RESULTS = (
+RESULTS_V3 = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),
     ("revision", "INTEGER NOT NULL", pa.int32()),
     ("pack", "VARCHAR NOT NULL", pa.string()),
@@ -169,6 +169,68 @@ RESULTS = (
     ("agent_name", "VARCHAR", pa.string()),
     ("service_version", "VARCHAR", pa.string()),
     ("evaluated_at", "TIMESTAMP", pa.timestamp("us")),
+)
+
+# Version 4 rebuilt `results` without a primary key so it can hold window results (drift and
+# reliability over many trajectories, trace_id NULL) and replay revisions beside live ones.
+RESULTS_V4_EXTRA = (
+    ("scope", "VARCHAR NOT NULL", pa.string()),  # trajectory | window
+    ("origin", "VARCHAR NOT NULL", pa.string()),  # live | replay
+    ("replay_id", "VARCHAR", pa.string()),
+    ("window_start", "TIMESTAMP", pa.timestamp("us")),
+    ("window_end", "TIMESTAMP", pa.timestamp("us")),
+    ("baseline", "VARCHAR", pa.string()),
+    ("metric", "VARCHAR", pa.string()),
+    ("effect_size", "DOUBLE", pa.float64()),
+    ("p_value", "DOUBLE", pa.float64()),
+    ("baseline_n", "INTEGER", pa.int32()),
+    ("current_n", "INTEGER", pa.int32()),
+    ("evidence_trace_ids", "VARCHAR[]", pa.list_(pa.string())),
+)
+RESULTS = (
+    ("trace_id", "VARCHAR", pa.string()),
+    *RESULTS_V3[1:],
+    *RESULTS_V4_EXTRA,
+)
+
+# One row per transition of a decision (a history, never updated): pending, firing, resolved,
+# and the people who acknowledged or resolved it.
+DECISIONS = (
+    ("decision_id", "VARCHAR NOT NULL", pa.string()),
+    ("seq", "INTEGER NOT NULL", pa.int32()),
+    ("event", "VARCHAR NOT NULL", pa.string()),  # pending|firing|resolved|updated|ack|resolve
+    ("state", "VARCHAR NOT NULL", pa.string()),  # pending|firing|resolved
+    ("decision", "VARCHAR NOT NULL", pa.string()),  # PASS ... DISABLE
+    ("service_name", "VARCHAR", pa.string()),
+    ("agent_name", "VARCHAR", pa.string()),
+    ("service_version", "VARCHAR", pa.string()),
+    ("policy", "VARCHAR", pa.string()),
+    ("reasons", "VARCHAR[]", pa.list_(pa.string())),
+    ("owner", "VARCHAR", pa.string()),
+    ("rules", "VARCHAR[]", pa.list_(pa.string())),
+    ("packs", "VARCHAR[]", pa.list_(pa.string())),  # name@version
+    ("evidence_trace_ids", "VARCHAR[]", pa.list_(pa.string())),
+    ("summary", "VARCHAR", pa.string()),
+    ("active_at", "TIMESTAMP", pa.timestamp("us")),
+    ("fired_at", "TIMESTAMP", pa.timestamp("us")),
+    ("resolved_at", "TIMESTAMP", pa.timestamp("us")),
+    ("actor", "VARCHAR", pa.string()),
+    ("note", "VARCHAR", pa.string()),
+    ("changed_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
+)
+
+# One row per delivery attempt of an alert to a channel (Alertmanager, webhook).
+ALERTS = (
+    ("decision_id", "VARCHAR", pa.string()),
+    ("channel", "VARCHAR NOT NULL", pa.string()),
+    ("kind", "VARCHAR NOT NULL", pa.string()),  # alertmanager | webhook
+    ("status", "VARCHAR NOT NULL", pa.string()),  # firing | resolved | test
+    ("dedup_key", "VARCHAR", pa.string()),
+    ("attempt", "INTEGER", pa.int32()),
+    ("ok", "BOOLEAN", pa.bool_()),
+    ("http_status", "INTEGER", pa.int32()),
+    ("error", "VARCHAR", pa.string()),
+    ("sent_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
 )
 
 RULE_PACKS = (
@@ -230,9 +292,19 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX trajectories_trace_id ON trajectories (trace_id)",
     ],
     3: [
-        with_key("results", RESULTS, "trace_id, revision, pack, rule_id"),
+        with_key("results", RESULTS_V3, "trace_id, revision, pack, rule_id"),
         create_table("rule_packs", RULE_PACKS),
         "ALTER TABLE trajectories ADD COLUMN verdict VARCHAR",
         "ALTER TABLE trajectories ADD COLUMN verdict_reasons VARCHAR[]",
+    ],
+    4: [
+        create_table("results_v4", RESULTS),
+        "INSERT INTO results_v4 SELECT *, 'trajectory', 'live', NULL, NULL, NULL, NULL, NULL,"
+        " NULL, NULL, NULL, NULL, NULL FROM results",
+        "DROP TABLE results",
+        "ALTER TABLE results_v4 RENAME TO results",
+        "CREATE INDEX results_trace_id ON results (trace_id)",
+        with_key("decisions", DECISIONS, "decision_id, seq"),
+        create_table("alerts", ALERTS),
     ],
 }

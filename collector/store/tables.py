@@ -9,6 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.store.schema import (
+    ALERTS,
+    DECISIONS,
     LOGS,
     RESULTS,
     RULE_PACKS,
@@ -26,6 +28,8 @@ TABLES = {
     "steps": STEPS,
     "results": RESULTS,
     "rule_packs": RULE_PACKS,
+    "decisions": DECISIONS,
+    "alerts": ALERTS,
 }
 ARROW_SCHEMAS = {name: arrow_schema(columns) for name, columns in TABLES.items()}
 INSERTS = {name: insert_select(name, columns) for name, columns in TABLES.items()}
@@ -49,8 +53,16 @@ BEFORE_INSERT: dict[str, Callable[[duckdb.DuckDBPyConnection, pa.Table], None]] 
 # commit whose plain INSERT hit a duplicate key (a client retry, or a round stored twice).
 INSERTS_IGNORING_DUPLICATES = {
     name: insert_select(name, TABLES[name], or_ignore=True)
-    for name in ("spans", "trajectories", "steps", "results")
+    for name in ("spans", "trajectories", "steps", "decisions")
 }
+# `results` has no key (window results have no trace): skip the rows already stored instead.
+INSERTS_IGNORING_DUPLICATES["results"] = (
+    INSERTS["results"]
+    + " WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.trace_id = batch.trace_id"
+    " AND r.revision = batch.revision AND r.pack = batch.pack AND r.rule_id = batch.rule_id"
+    " AND r.origin = batch.origin AND r.replay_id IS NOT DISTINCT FROM batch.replay_id"
+    " AND r.scope = 'trajectory')"
+)
 
 
 def arrow_batch(table: str, columns: dict[str, list]) -> pa.Table:
