@@ -153,6 +153,12 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sql(args: argparse.Namespace) -> int:
+    from collector import sql_cli
+
+    return sql_cli.run(args.query, args.url, args.token, args.db, args.format, args.max_rows)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sextant", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -201,6 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--url", default="http://localhost:9464", help="admin API")
     status.add_argument("--json", action="store_true")
     rules.set_defaults(func=cmd_rules)
+
+    sql = sub.add_parser("sql", help="run one read-only SQL query against the store")
+    sql.add_argument("query", help="SELECT / WITH / DESCRIBE / SHOW / SUMMARIZE / EXPLAIN")
+    sql.add_argument("--url", default="http://localhost:9464", help="admin API of a collector")
+    sql.add_argument("--token", help="bearer token (default: $SEXTANT_TOKEN)")
+    sql.add_argument("--db", type=Path, help="query a DuckDB file instead (collector stopped)")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--max-rows", type=int, default=1000, help="rows to print at most")
+    sql.set_defaults(func=cmd_sql)
     return parser
 
 

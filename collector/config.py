@@ -106,6 +106,38 @@ class IngestConfig(Strict):
     )
 
 
+class RetentionConfig(Strict):
+    days: int | None = Field(
+        None, gt=0, description="Delete spans and trajectories older than this; none: keep all."
+    )
+    export_first: bool = Field(
+        False, description="Export what is about to be deleted to export.parquet_dir first."
+    )
+    check_seconds: float = Field(3600.0, gt=0, description="How often old data is looked for.")
+
+
+class SqlConfig(Strict):
+    enabled: bool = Field(True, description="Serve POST /api/v1/sql on the admin port.")
+    max_rows: int = Field(
+        1_000_000, gt=0, description="Most rows one query returns; requests may ask for fewer."
+    )
+    default_rows: int = Field(
+        1000, gt=0, description="Rows returned when a request does not give `max_rows`."
+    )
+    timeout_seconds: float = Field(
+        30.0, gt=0, description="A query still running after this long is interrupted."
+    )
+
+
+class ExportConfig(Strict):
+    parquet_dir: Path | None = Field(
+        None, description="Directory of the periodic Parquet export; none: no periodic export."
+    )
+    interval_seconds: float = Field(
+        3600.0, gt=0, description="How often the periodic export runs."
+    )
+
+
 class StorageConfig(Strict):
     data_dir: Path = Field(Path("sextant-data"), description="Directory of sextant.duckdb.")
     checkpoint_wal_mib: int = Field(
@@ -115,6 +147,11 @@ class StorageConfig(Strict):
         "512MB",
         pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
         description="DuckDB memory_limit: caches beyond it are evicted, so RSS stays bounded.",
+    )
+
+    retention: RetentionConfig = Field(
+        default_factory=lambda: RetentionConfig(),
+        description="Deletion of old spans and trajectories (off by default).",
     )
 
     @property
@@ -210,6 +247,8 @@ class SextantConfig(Strict):
     pricing: PricingConfig = Field(default_factory=PricingConfig, description="Token prices.")
     rules: RulesConfig = Field(default_factory=RulesConfig, description="Rule packs.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Group-commit writer.")
+    sql: SqlConfig = Field(default_factory=SqlConfig, description="Live read-only SQL endpoint.")
+    export: ExportConfig = Field(default_factory=ExportConfig, description="Parquet export.")
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."
     )

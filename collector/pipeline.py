@@ -9,6 +9,7 @@ import threading
 from prometheus_client import CollectorRegistry
 
 from collector.admin.server import AdminServer
+from collector.admin.sql import SqlApi
 from collector.assembler.assembler import Assembler, Evaluation
 from collector.clock import Clock
 from collector.config import SextantConfig
@@ -74,8 +75,14 @@ class Pipeline:
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
         self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
+        self.sql = SqlApi(config.sql, self.database, self.writer, auth)
         self.admin = AdminServer(
-            config.admin, self.registry, self.not_ready_reason, self.database, self.rules_status
+            config.admin,
+            self.registry,
+            self.not_ready_reason,
+            self.database,
+            self.rules_status,
+            routes=[self.sql.register],
         )
         self._started = False
         self._stopped = False

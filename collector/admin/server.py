@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -25,13 +25,17 @@ class AdminServer:
         ready: Callable[[], str | None],
         database: Database,
         rules_status: Callable[[], dict[str, Any]],
+        routes: Sequence[Callable[[web.Application], None]] = (),
     ) -> None:
-        """`ready` returns None when the service is ready, else the reason it is not."""
+        """`ready` returns None when the service is ready, else the reason it is not;
+        `routes` add the API of other components (SQL, replay)."""
         self.registry = registry
         self.ready = ready
         self.database = database
         self.rules_status = rules_status
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        for add in routes:
+            add(app)
         app.router.add_get("/api/v1/rules", self._rules)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/api/v1/trajectories", self._trajectories)
@@ -109,6 +113,7 @@ class AdminServer:
 
 
 MAX_LIST = 1000
+MAX_BODY_BYTES = 64 * 1024 * 1024  # a chunk of replay results as Arrow
 
 
 def json_error(status: int, message: str) -> web.Response:

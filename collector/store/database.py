@@ -8,7 +8,9 @@ from pathlib import Path
 import duckdb
 
 from collector.errors import StartupError
+from collector.store.readonly import lock_down
 from collector.store.schema import MIGRATIONS, SCHEMA_VERSION
+from collector.store.views import create_views
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,10 @@ class Database:
         # waiting on that commit; the Checkpointer does it from its own thread instead.
         self._con.execute("SET checkpoint_threshold = '1TB'")
         self.migrate()
+        create_views(self._con)
+        # The SQL endpoint reads through this database: no file, network or extension access
+        # from any SQL, ever (the setting is database-wide and cannot be turned back on).
+        lock_down(self._con)
 
     @property
     def wal_bytes(self) -> int:
