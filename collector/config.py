@@ -133,9 +133,7 @@ class ExportConfig(Strict):
     parquet_dir: Path | None = Field(
         None, description="Directory of the periodic Parquet export; none: no periodic export."
     )
-    interval_seconds: float = Field(
-        3600.0, gt=0, description="How often the periodic export runs."
-    )
+    interval_seconds: float = Field(3600.0, gt=0, description="How often the periodic export runs.")
 
 
 class StorageConfig(Strict):

@@ -68,9 +68,7 @@ def write_json(table: pa.Table, out: TextIO) -> None:
 FORMATS = {"table": write_table, "csv": write_csv, "json": write_json}
 
 
-def run(
-    sql: str, url: str, token: str | None, db: Path | None, fmt: str, max_rows: int
-) -> int:
+def run(sql: str, url: str, token: str | None, db: Path | None, fmt: str, max_rows: int) -> int:
     try:
         table, truncated = query(sql, url, token, db, max_rows)
     except QueryRefused as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -53,7 +54,9 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         inner = explained(sql)
         inner_kind = statement_kind(con, inner)
         if inner_kind != "SELECT":
-            raise QueryRefused(f"EXPLAIN {inner_kind} is not allowed: only queries may be explained")
+            raise QueryRefused(
+                f"EXPLAIN {inner_kind} is not allowed: only queries may be explained"
+            )
 
 
 def explained(sql: str) -> str:
@@ -110,10 +113,8 @@ def run_read_only(
         raise QueryRefused(first_line(exc)) from exc
     finally:
         timer.cancel()
-        try:
+        with contextlib.suppress(duckdb.Error):  # a failed query already ended the transaction
             cursor.execute("ROLLBACK")
-        except duckdb.Error:
-            pass  # the failed query already ended the transaction
     truncated = table.num_rows > max_rows
     return QueryResult(table.slice(0, max_rows), truncated, time.perf_counter() - started)
 
