@@ -216,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--max-rows", type=int, default=1000, help="rows to print at most")
     sql.set_defaults(func=cmd_sql)
+
+    from collector.replay import command as replay_command
+
+    replay_command.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Incident replay: stored trajectories re-evaluated, re-sent, exported as cases and evidence."""

@@ -1,0 +1,187 @@
+"""Re-evaluate stored trajectories under a pack and compare with the verdicts they got live."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+import pyarrow as pa
+
+from collector.assembler.records import as_tables, result_rows
+from collector.errors import SextantError
+from collector.packs import pack_files
+from collector.replay.load import load_results, load_trajectories
+from collector.replay.sources import LiveSource, Source
+from evaluators.base import Result, overall_verdict
+from evaluators.engine import evaluate_pack
+from evaluators.rulepack import LoadedPack, RulePackError, load_pack, load_text
+
+BATCH = 2000
+
+
+@dataclass
+class Change:
+    trace_id: str
+    rule: str  # pack/rule
+    old: str  # verdict, or "-" when the rule did not apply
+    new: str
+    reason: str
+
+
+@dataclass
+class TraceOutcome:
+    old: str  # overall verdict stored live ("none" when no rule applied)
+    new: str
+    reasons: list[str]  # reasons of the new failing and review results
+
+
+@dataclass
+class Report:
+    replay_id: str
+    packs: list[LoadedPack]
+    changes: list[Change] = field(default_factory=list)
+    outcomes: dict[str, TraceOutcome] = field(default_factory=dict)
+    results: int = 0
+    elapsed_seconds: float = 0.0
+    stored: int = 0
+
+    @property
+    def transitions(self) -> Counter[tuple[str, str]]:
+        return Counter((o.old, o.new) for o in self.outcomes.values() if o.old != o.new)
+
+
+def packs_from_paths(paths: list[Path]) -> list[LoadedPack]:
+    files = pack_files(paths)
+    if not files:
+        raise SextantError(f"no rule packs at {', '.join(map(str, paths))}")
+    packs = []
+    for path in files:
+        try:
+            packs.append(load_pack(path))
+        except RulePackError as exc:
+            raise SextantError("\n".join(exc.errors)) from exc
+    return packs
+
+
+def current_packs(source: Source) -> list[LoadedPack]:
+    """The packs in force: a running collector says which versions; a stored copy has each
+    pack's most recently loaded version."""
+    if isinstance(source, LiveSource):
+        import orjson
+
+        status = orjson.loads(source.client.get("/api/v1/rules"))
+        shas = [p["sha256"] for p in status["packs"] if p["sha256"]]
+        table = source.query(
+            "SELECT name, text, sha256 FROM rule_packs WHERE sha256 IN (SELECT unnest(?::VARCHAR[]))"
+            " QUALIFY row_number() OVER (PARTITION BY sha256 ORDER BY loaded_at DESC) = 1",
+            [shas],
+        )
+    else:
+        table = source.query(
+            "SELECT name, text, sha256 FROM rule_packs"
+            " QUALIFY row_number() OVER (PARTITION BY name ORDER BY loaded_at DESC) = 1"
+        )
+    if not table.num_rows:
+        raise SextantError(f"no rule packs recorded in {source.name}; give --rules PATH")
+    packs = []
+    for row in sorted(table.to_pylist(), key=lambda r: r["name"]):
+        try:
+            packs.append(load_text(row["text"], f"rule_packs:{row['name']}@{row['sha256'][:12]}"))
+        except RulePackError as exc:
+            raise SextantError("\n".join(exc.errors)) from exc
+    return packs
+
+
+def overall(results: list[Result]) -> str:
+    return overall_verdict(results).value if results else "none"
+
+
+def settled(verdict: str) -> bool:
+    return verdict in ("-", "pass", "not_applicable")
+
+
+def compare(trace_id: str, old: list[dict], new: list[Result]) -> list[Change]:
+    before = {f"{r['pack']}/{r['rule_id']}": r for r in old}
+    after = {f"{r.pack}/{r.rule_id}": r for r in new}
+    changes = []
+    for rule in sorted(set(before) | set(after)):
+        o, n = before.get(rule), after.get(rule)
+        old_v = o["verdict"] if o else "-"
+        new_v = n.verdict.value if n else "-"
+        old_reason = (o["reason"] or "") if o else ""
+        new_reason = n.reason if n else ""
+        # A rule that appears, disappears or does not apply changes nothing unless it objects.
+        if settled(old_v) and settled(new_v):
+            continue
+        if old_v != new_v or old_reason != new_reason:
+            changes.append(Change(trace_id, rule, old_v, new_v, new_reason or old_reason))
+    return changes
+
+
+class Progress:
+    """A one-line bar on stderr, drawn only for a person watching (a TTY)."""
+
+    def __init__(self, total: int, out: TextIO | None = None) -> None:
+        self.total = total
+        self.out = out or sys.stderr
+        self.enabled = self.out.isatty() and total > BATCH
+        self.started = time.perf_counter()
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        rate = done / max(time.perf_counter() - self.started, 1e-9)
+        filled = int(30 * done / self.total)
+        self.out.write(
+            f"\r[{'#' * filled}{'.' * (30 - filled)}] {done:,}/{self.total:,}  {rate:,.0f}/s"
+        )
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.out.write("\n")
+
+
+def replay(
+    source: Source,
+    trace_ids: list[str],
+    packs: list[LoadedPack],
+    write: bool = False,
+    out_results: list[pa.Table] | None = None,
+) -> Report:
+    """Evaluate every selected trajectory under `packs`; with `write`, keep the rows for storing."""
+    report = Report(uuid.uuid4().hex[:16], packs)
+    shas = {p.pack.name: p.sha256 for p in packs}
+    progress = Progress(len(trace_ids))
+    started = time.perf_counter()
+    now = datetime.now(UTC).replace(tzinfo=None)
+    for offset in range(0, len(trace_ids), BATCH):
+        ids = trace_ids[offset : offset + BATCH]
+        old, verdicts = load_results(source, ids)
+        rows: list[dict] = []
+        for t in load_trajectories(source, ids):
+            results = [r for p in packs for r in evaluate_pack(t, p.pack)]
+            report.results += len(results)
+            stored = old.get(t.trace_id, [])
+            report.changes.extend(compare(t.trace_id, stored, results))
+            report.outcomes[t.trace_id] = TraceOutcome(
+                verdicts.get(t.trace_id, "none"),
+                overall(results),
+                sorted({r.reason for r in results if r.verdict.value in ("fail", "review")}),
+            )
+            if write:
+                rows.extend(result_rows(t, results, shas, now))
+        if write and out_results is not None and rows:
+            for row in rows:
+                row["origin"], row["replay_id"] = "replay", report.replay_id
+            out_results.append(as_tables({"results": rows})["results"])
+        progress.update(min(offset + BATCH, len(trace_ids)))
+    progress.close()
+    report.elapsed_seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,220 @@
+"""Incident replay: a run that passed under pack v1 fails under the fixed v2 (recertification)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+from collector import cli
+from tests.agent_runs import AgentScript, provider_for, trace_id_of
+from tests.conftest import RunningServer, start_server
+from tests.integration.test_trajectories import FAST, trajectory
+
+TESTDATA = Path(__file__).parent.parent / "testdata" / "replay"
+V1, V2 = TESTDATA / "refunds-v1.yaml", TESTDATA / "refunds-v2.yaml"
+
+
+def refund_run(server: RunningServer, approve: bool) -> str:
+    provider = provider_for(
+        OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True), service="support-desk"
+    )
+    script = AgentScript(provider.get_tracer("support"))
+    with script.agent("support-agent", "Refund order 42", "Refunded.") as root:
+        script.chat([("lookup_customer", {"order": 42})])
+        script.tool("lookup_customer", {"order": 42}, "C-1")
+        if approve:
+            script.tool(
+                "request_approval",
+                {"refund": 42},
+                "approved",
+                **{"sextant.approval.status": "approved"},
+            )
+        script.tool("issue_refund", {"order": 42, "amount": 120})
+        script.chat()
+    provider.shutdown()
+    return trace_id_of(root)
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory: pytest.TempPathFactory):
+    """A collector evaluating under refunds v1: an incident run (refund without approval) and a
+    known-good run (approved first) both pass there."""
+    tmp = tmp_path_factory.mktemp("replay")
+    rules = tmp / "rules"
+    rules.mkdir()
+    shutil.copy(V1, rules / "refunds.yaml")
+    server = start_server(tmp / "data", assembler=FAST, rules={"paths": [str(rules)]})
+    bad = refund_run(server, approve=False)
+    good = refund_run(server, approve=True)
+    for trace_id in (bad, good):
+        assert trajectory(server, trace_id)["verdict"] == "pass"
+    yield server, bad, good, tmp
+    server.stop()
+
+
+def sextant(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(list(args))
+    out = capsys.readouterr()
+    return exited.value.code, out.out + out.err
+
+
+def diff_rows(output: str) -> list[list[str]]:
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("trace "))
+    rows = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        rows.append(line.split())
+    return rows
+
+
+def test_the_fixed_pack_fails_the_incident_and_only_it(incident, capsys) -> None:
+    server, bad, good, _ = incident
+    code, out = sextant(
+        capsys,
+        "replay",
+        "--url",
+        server.admin_url,
+        "--rules",
+        str(V2),
+        "--trace-id",
+        bad,
+        "--trace-id",
+        good,
+    )
+    assert code == 0, out
+    assert diff_rows(out) == [
+        [bad, "refunds/approval-before-refund", "-", "->", "fail", "refund_without_approval"]
+    ]
+    assert "2 of 2 selected trajectories under refunds 2" in out
+    assert "1 verdict changes" in out
+    assert "pass -> fail: 1" in out
+
+
+def test_under_the_current_pack_nothing_changes(incident, capsys) -> None:
+    server, bad, good, _ = incident
+    code, out = sextant(capsys, "replay", "--url", server.admin_url, "--trace-id", bad)
+    assert code == 0
+    assert "under refunds 1" in out and "0 rule changes" in out
+
+
+def test_expectations_set_the_exit_code(incident, capsys) -> None:
+    server, bad, good, _ = incident
+    base = ["replay", "--url", server.admin_url, "--rules", str(V2)]
+    code, out = sextant(
+        capsys, *base, "--expect", f"fail:{bad}:refund_without_approval", "--expect", f"pass:{good}"
+    )
+    assert code == 0, out
+    assert f"expect fail:{bad}:refund_without_approval: ok" in out
+    assert f"expect pass:{good}: ok" in out
+
+    code, out = sextant(capsys, *base, "--expect", f"pass:{bad}")
+    assert code == 1
+    assert f"expect pass:{bad}: FAILED: verdict fail (refund_without_approval)" in out
+
+    code, out = sextant(capsys, *base, "--expect", f"fail:{good}:refund_without_approval")
+    assert code == 1 and "FAILED: verdict pass" in out
+
+    # Under the old pack the incident does not fail: the check CI runs before the fix lands.
+    code, out = sextant(
+        capsys, *base[:-2], "--rules", str(V1), "--expect", f"fail:{bad}:refund_without_approval"
+    )
+    assert code == 1
+
+    code, out = sextant(capsys, *base, "--expect", "fail:nothex:reason")
+    assert code == 1 and "expected 32 hex digits" in out
+
+
+def test_selection_flags(incident, capsys) -> None:
+    server, bad, good, _ = incident
+    base = ["replay", "--url", server.admin_url, "--rules", str(V2)]
+    for flags, expected in (
+        (["--target", "support-desk/support-agent"], 2),
+        (["--target", "support-desk/other-agent"], 0),
+        (["--verdict", "pass", "--since", "1h"], 2),
+        (["--verdict", "fail"], 0),
+        (["--until", "1h"], 0),
+        (["--reason", "tool_outside_allow_list"], 0),
+    ):
+        code, out = sextant(capsys, *base, *flags)
+        assert code == 0, out
+        assert f"{expected} of {expected} selected trajectories" in out, (flags, out)
+
+
+def test_write_adds_a_replay_revision_and_keeps_the_original(incident, capsys) -> None:
+    server, bad, good, _ = incident
+    live_before = server.query_dicts(
+        "SELECT trace_id, rule_id, verdict, reason, evaluated_at FROM results"
+        " WHERE origin = 'live' ORDER BY ALL"
+    )
+    code, out = sextant(
+        capsys,
+        "replay",
+        "--url",
+        server.admin_url,
+        "--rules",
+        str(V2),
+        "--trace-id",
+        bad,
+        "--write",
+    )
+    assert code == 0, out
+    replay_id = out.split("replay ", 1)[1].split(":", 1)[0]
+    stored = server.query_dicts(
+        "SELECT trace_id, revision, pack_version, rule_id, verdict, reason, replay_id FROM results"
+        " WHERE origin = 'replay' AND replay_id = ? ORDER BY rule_id",
+        [replay_id],
+    )
+    assert [(r["rule_id"], r["verdict"], r["reason"]) for r in stored] == [
+        ("allowed-tools", "pass", None),
+        ("approval-before-refund", "fail", "refund_without_approval"),
+    ]
+    assert {(r["trace_id"], r["revision"], r["pack_version"]) for r in stored} == {(bad, 1, "2")}
+    assert f"stored 2 results as replay {replay_id}" in out
+    live_after = server.query_dicts(
+        "SELECT trace_id, rule_id, verdict, reason, evaluated_at FROM results"
+        " WHERE origin = 'live' ORDER BY ALL"
+    )
+    assert live_after == live_before
+    assert trajectory(server, bad)["verdict"] == "pass"
+
+
+def test_replay_from_a_stopped_collectors_file(tmp_path: Path, capsys) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    shutil.copy(V1, rules / "refunds.yaml")
+    server = start_server(tmp_path / "data", assembler=FAST, rules={"paths": [str(rules)]})
+    bad = refund_run(server, approve=False)
+    trajectory(server, bad)
+    server.stop()
+    db = str(tmp_path / "data" / "sextant.duckdb")
+    code, out = sextant(capsys, "replay", "--db", db, "--expect", f"pass:{bad}")
+    assert code == 0, out
+    assert "under refunds 1" in out
+    code, out = sextant(
+        capsys,
+        "replay",
+        "--db",
+        db,
+        "--rules",
+        str(V2),
+        "--write",
+        "--expect",
+        f"fail:{bad}:refund_without_approval",
+    )
+    assert code == 0, out
+    code, out = sextant(
+        capsys,
+        "sql",
+        "SELECT origin, count(*) AS n FROM results GROUP BY origin ORDER BY origin",
+        "--db",
+        db,
+        "--format",
+        "csv",
+    )
+    assert out.splitlines() == ["origin,n", "live,1", "replay,2"]
