@@ -78,7 +78,8 @@ def current_packs(source: Source) -> list[LoadedPack]:
         status = orjson.loads(source.client.get("/api/v1/rules"))
         shas = [p["sha256"] for p in status["packs"] if p["sha256"]]
         table = source.query(
-            "SELECT name, text, sha256 FROM rule_packs WHERE sha256 IN (SELECT unnest(?::VARCHAR[]))"
+            "SELECT name, text, sha256 FROM rule_packs"
+            " WHERE sha256 IN (SELECT unnest(?::VARCHAR[]))"
             " QUALIFY row_number() OVER (PARTITION BY sha256 ORDER BY loaded_at DESC) = 1",
             [shas],
         )

@@ -97,7 +97,7 @@ def test_the_fixed_pack_fails_the_incident_and_only_it(incident, capsys) -> None
 
 
 def test_under_the_current_pack_nothing_changes(incident, capsys) -> None:
-    server, bad, good, _ = incident
+    server, bad, _good, _ = incident
     code, out = sextant(capsys, "replay", "--url", server.admin_url, "--trace-id", bad)
     assert code == 0
     assert "under refunds 1" in out and "0 rule changes" in out
@@ -131,7 +131,7 @@ def test_expectations_set_the_exit_code(incident, capsys) -> None:
 
 
 def test_selection_flags(incident, capsys) -> None:
-    server, bad, good, _ = incident
+    server, _bad, _good, _ = incident
     base = ["replay", "--url", server.admin_url, "--rules", str(V2)]
     for flags, expected in (
         (["--target", "support-desk/support-agent"], 2),
@@ -147,7 +147,7 @@ def test_selection_flags(incident, capsys) -> None:
 
 
 def test_write_adds_a_replay_revision_and_keeps_the_original(incident, capsys) -> None:
-    server, bad, good, _ = incident
+    server, bad, _good, _ = incident
     live_before = server.query_dicts(
         "SELECT trace_id, rule_id, verdict, reason, evaluated_at FROM results"
         " WHERE origin = 'live' ORDER BY ALL"
