@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     from collector.replay import command as replay_command
 
     replay_command.add_parser(sub)
+    from collector import export_cli
+
+    export_cli.add_parsers(sub)
     return parser
 
 

@@ -252,6 +252,14 @@ class SextantConfig(Strict):
     )
     log_level: str = Field("INFO", description="Python logging level name.")
 
+    @model_validator(mode="after")
+    def _check_retention_export(self) -> SextantConfig:
+        if self.storage.retention.export_first and self.export.parquet_dir is None:
+            raise ValueError(
+                "storage.retention.export_first needs export.parquet_dir (where to export to)"
+            )
+        return self
+
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     """SEXTANT_SECTION__KEY=value as a nested dict; values are read as YAML scalars."""

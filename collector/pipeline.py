@@ -21,6 +21,8 @@ from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
+from collector.store.export import ParquetExporter
+from collector.store.retention import Retention, RetentionMetrics
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics, ReceiverMetrics, RulesMetrics, StoreMetrics
 from collector.workers import WorkerPool
@@ -76,6 +78,21 @@ class Pipeline:
         self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
         self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
         self.sql = SqlApi(config.sql, self.database, self.writer, auth)
+        self.exporter = self.retention = None
+        export, retention = config.export, storage.retention
+        if export.parquet_dir is not None:
+            self.exporter = ParquetExporter(
+                self.database, export.parquet_dir, export.interval_seconds
+            )
+        if retention.days is not None:
+            first = self.exporter.export if self.exporter and retention.export_first else None
+            self.retention = Retention(
+                self.database,
+                retention.days,
+                retention.check_seconds,
+                RetentionMetrics(self.registry),
+                (lambda cutoff: first(until=cutoff)) if first else None,
+            )
         self.admin = AdminServer(
             config.admin,
             self.registry,
@@ -114,6 +131,9 @@ class Pipeline:
             await asyncio.to_thread(self.workers.start)
             await asyncio.to_thread(self.packs.start)
             await asyncio.to_thread(self.assembler.start)
+            for extra in (self.exporter, self.retention):
+                if extra is not None:
+                    extra.start()
             await self.admin.start(timeout)
             await self.grpc.start()
             await self.http.start(timeout)
@@ -136,6 +156,11 @@ class Pipeline:
         # Each step runs even if an earlier one failed: the flush and the close must happen.
         steps = [
             lambda: asyncio.gather(self.grpc.stop(timeout), self.http.stop()),
+            *[
+                (lambda extra=extra: asyncio.to_thread(extra.shutdown, timeout))
+                for extra in (self.retention, self.exporter)
+                if extra is not None
+            ],
             lambda: asyncio.to_thread(self.assembler.shutdown, timeout),
             lambda: asyncio.to_thread(self.packs.shutdown, timeout),
             lambda: asyncio.to_thread(self.workers.shutdown),
@@ -158,6 +183,7 @@ class Pipeline:
         log.info("stopped; store closed cleanly")
 
     def database_users(self) -> list[threading.Thread]:
-        tickers = (self.checkpointer.ticker, self.assembler.ticker, self.packs.ticker)
+        tickers = [self.checkpointer.ticker, self.assembler.ticker, self.packs.ticker]
+        tickers += [x.ticker for x in (self.exporter, self.retention) if x is not None]
         threads = [t.thread for t in tickers] + [self.writer._thread]
         return [t for t in threads if t is not None]

@@ -68,6 +68,7 @@ class SqlApi:
     def register(self, app: web.Application) -> None:
         if self.config.enabled:
             app.router.add_post("/api/v1/sql", self._sql)
+            app.router.add_get("/api/v1/sql/limits", self._limits)
         app.router.add_post("/api/v1/replay/results", self._replay_results)
 
     async def _sql(self, request: web.Request) -> web.Response:
@@ -85,6 +86,14 @@ class SqlApi:
                 headers={"X-Sextant-Truncated": str(result.truncated).lower()},
             )
         return web.Response(body=table_json(result), content_type="application/json")
+
+    async def _limits(self, request: web.Request) -> web.Response:
+        try:
+            self.auth.check(request.headers.get("Authorization"))
+        except SextantError as exc:
+            return error(exc)
+        limits = {"max_rows": self.config.max_rows, "timeout_seconds": self.config.timeout_seconds}
+        return web.json_response(limits)
 
     async def _parse(self, request: web.Request) -> tuple[str, list | None, int, str]:
         try:

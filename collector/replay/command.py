@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ import pyarrow as pa
 from collector.errors import SextantError
 from collector.replay.run import Report, current_packs, packs_from_paths, replay
 from collector.replay.selection import Selection, check_trace_id, parse_time
-from collector.replay.sources import DuckDBSource, LiveSource, Source, open_source
+from collector.replay.sources import LiveSource, Source, SourceSpec
 from collector.store.readonly import first_line
 from collector.store.tables import INSERTS
 
@@ -129,7 +130,8 @@ def store(source: Source, db: Path | None, tables: list[pa.Table]) -> int:
 def run(args: argparse.Namespace) -> int:
     expectations = [Expectation.parse(e) for e in args.expect]
     selection = selection_from(args, expectations)
-    source = open_source(args.url, args.token, args.db, args.parquet)
+    spec = SourceSpec(args.url, args.token, args.db, args.parquet)
+    source = spec.open()
     try:
         if args.to_otlp:
             from collector.replay.resend import resend
@@ -137,13 +139,11 @@ def run(args: argparse.Namespace) -> int:
             return resend(source, selection, args.to_otlp, args.protocol, args.shift_to_now)
         packs = packs_from_paths(args.rules) if args.rules else current_packs(source)
         trace_ids = selection.keys(source)
-        tables: list[pa.Table] = []
-        report = replay(source, trace_ids, packs, write=args.write, out_results=tables)
+        report, tables = replay(spec, source, trace_ids, packs, args.write, args.jobs)
         if args.write:
             report.stored = store(source, args.db, tables)
     finally:
-        if not isinstance(source, DuckDBSource) or not args.write:
-            source.close()
+        source.close()
     print(render(report, len(trace_ids), args.max_diff))
     if args.write:
         print(f"stored {report.stored} results as replay {report.replay_id} (origin 'replay')")
@@ -182,6 +182,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="fail:TRACE_ID:REASON or pass:TRACE_ID; exit 1 when not met",
     )
     p.add_argument("--max-diff", type=int, default=200, help="changes to print at most")
+    p.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="processes evaluating (default: CPUs)"
+    )
     p.add_argument("--to-otlp", help="re-send the selected traces' spans to this OTLP endpoint")
     p.add_argument("--protocol", choices=("grpc", "http/protobuf"), default="grpc")
     p.add_argument("--shift-to-now", action="store_true", help="move span times to end now")

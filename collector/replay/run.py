@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import repeat
 from pathlib import Path
 from typing import TextIO
 
@@ -17,7 +20,7 @@ from collector.assembler.records import as_tables, result_rows
 from collector.errors import SextantError
 from collector.packs import pack_files
 from collector.replay.load import load_results, load_trajectories
-from collector.replay.sources import LiveSource, Source
+from collector.replay.sources import LiveSource, Source, SourceSpec
 from evaluators.base import Result, overall_verdict
 from evaluators.engine import evaluate_pack
 from evaluators.rulepack import LoadedPack, RulePackError, load_pack, load_text
@@ -149,40 +152,99 @@ class Progress:
             self.out.write("\n")
 
 
+@dataclass
+class Batch:
+    changes: list[Change]
+    outcomes: dict[str, TraceOutcome]
+    results: int
+    rows: pa.Table | None
+
+
+def replay_batch(
+    source: Source,
+    ids: list[str],
+    packs: list[LoadedPack],
+    replay_id: str | None,
+    now: datetime,
+) -> Batch:
+    """One batch: two bulk reads, then evaluation; `replay_id` set means keep result rows."""
+    shas = {p.pack.name: p.sha256 for p in packs}
+    old, verdicts = load_results(source, ids)
+    batch = Batch([], {}, 0, None)
+    rows: list[dict] = []
+    for t in load_trajectories(source, ids):
+        results = [r for p in packs for r in evaluate_pack(t, p.pack)]
+        batch.results += len(results)
+        batch.changes.extend(compare(t.trace_id, old.get(t.trace_id, []), results))
+        batch.outcomes[t.trace_id] = TraceOutcome(
+            verdicts.get(t.trace_id, "none"),
+            overall(results),
+            sorted({r.reason for r in results if r.verdict.value in ("fail", "review")}),
+        )
+        if replay_id is not None:
+            rows.extend(result_rows(t, results, shas, now))
+    if rows:
+        for row in rows:
+            row["origin"], row["replay_id"] = "replay", replay_id
+        batch.rows = as_tables({"results": rows})["results"]
+    return batch
+
+
+# State of a replay worker process: its own handle on the source and its compiled packs.
+_worker: dict = {}
+
+
+def _start_worker(spec: SourceSpec, texts: list[tuple[str, str]]) -> None:
+    _worker["source"] = spec.open()
+    _worker["packs"] = [load_text(text, name) for text, name in texts]
+
+
+def _run_batch(ids: list[str], replay_id: str | None, now: datetime) -> Batch:
+    return replay_batch(_worker["source"], ids, _worker["packs"], replay_id, now)
+
+
 def replay(
+    spec: SourceSpec,
     source: Source,
     trace_ids: list[str],
     packs: list[LoadedPack],
     write: bool = False,
-    out_results: list[pa.Table] | None = None,
-) -> Report:
-    """Evaluate every selected trajectory under `packs`; with `write`, keep the rows for storing."""
+    jobs: int = 1,
+) -> tuple[Report, list[pa.Table]]:
+    """Evaluate every selected trajectory under `packs`, in `jobs` processes when there is
+    enough work (each reads its batches from the source itself); with `write`, also return the
+    result rows to store."""
     report = Report(uuid.uuid4().hex[:16], packs)
-    shas = {p.pack.name: p.sha256 for p in packs}
+    replay_id = report.replay_id if write else None
     progress = Progress(len(trace_ids))
     started = time.perf_counter()
     now = datetime.now(UTC).replace(tzinfo=None)
-    for offset in range(0, len(trace_ids), BATCH):
-        ids = trace_ids[offset : offset + BATCH]
-        old, verdicts = load_results(source, ids)
-        rows: list[dict] = []
-        for t in load_trajectories(source, ids):
-            results = [r for p in packs for r in evaluate_pack(t, p.pack)]
-            report.results += len(results)
-            stored = old.get(t.trace_id, [])
-            report.changes.extend(compare(t.trace_id, stored, results))
-            report.outcomes[t.trace_id] = TraceOutcome(
-                verdicts.get(t.trace_id, "none"),
-                overall(results),
-                sorted({r.reason for r in results if r.verdict.value in ("fail", "review")}),
-            )
-            if write:
-                rows.extend(result_rows(t, results, shas, now))
-        if write and out_results is not None and rows:
-            for row in rows:
-                row["origin"], row["replay_id"] = "replay", report.replay_id
-            out_results.append(as_tables({"results": rows})["results"])
-        progress.update(min(offset + BATCH, len(trace_ids)))
+    batches = [trace_ids[i : i + BATCH] for i in range(0, len(trace_ids), BATCH)]
+    tables: list[pa.Table] = []
+    done = 0
+
+    def collect(batch: Batch) -> None:
+        nonlocal done
+        report.changes.extend(batch.changes)
+        report.outcomes.update(batch.outcomes)
+        report.results += batch.results
+        if batch.rows is not None:
+            tables.append(batch.rows)
+        done += len(batch.outcomes)
+        progress.update(done)
+
+    if jobs > 1 and len(batches) > 1:
+        texts = [(p.text, p.source) for p in packs]
+        context = multiprocessing.get_context("spawn")  # never fork a process holding DuckDB
+        with ProcessPoolExecutor(
+            min(jobs, len(batches)), context, initializer=_start_worker, initargs=(spec, texts)
+        ) as pool:
+            for batch in pool.map(_run_batch, batches, repeat(replay_id), repeat(now)):
+                collect(batch)
+    else:
+        for ids in batches:
+            collect(replay_batch(source, ids, packs, replay_id, now))
     progress.close()
+    report.changes.sort(key=lambda c: (c.trace_id, c.rule))
     report.elapsed_seconds = time.perf_counter() - started
-    return report
+    return report, tables

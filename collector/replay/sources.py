@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -80,11 +81,20 @@ def parquet_source(directory: Path) -> DuckDBSource:
     return DuckDBSource(con, str(directory))
 
 
-def open_source(url: str, token: str | None, db: Path | None, parquet: Path | None) -> Source:
-    if db is not None and parquet is not None:
-        raise SextantError("give --db or --parquet, not both")
-    if db is not None:
-        return DuckDBSource(open_file_read_only(db), str(db))
-    if parquet is not None:
-        return parquet_source(parquet)
-    return LiveSource(AdminClient(url, token))
+@dataclass(frozen=True)
+class SourceSpec:
+    """How to reach the store: picklable, so replay worker processes open their own handle."""
+
+    url: str = "http://localhost:9464"
+    token: str | None = None
+    db: Path | None = None
+    parquet: Path | None = None
+
+    def open(self) -> Source:
+        if self.db is not None and self.parquet is not None:
+            raise SextantError("give --db or --parquet, not both")
+        if self.db is not None:
+            return DuckDBSource(open_file_read_only(self.db), str(self.db))
+        if self.parquet is not None:
+            return parquet_source(self.parquet)
+        return LiveSource(AdminClient(self.url, self.token))

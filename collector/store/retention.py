@@ -1,0 +1,80 @@
+"""Retention: whole days of spans, logs, trajectories and steps older than N days are deleted
+(exported to Parquet first when asked), then the store is checkpointed to give the space back."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from prometheus_client import CollectorRegistry, Counter
+
+from collector.store.database import Database
+from collector.store.export import DATE_COLUMNS, start_of_day
+from collector.ticker import Ticker
+
+log = logging.getLogger(__name__)
+
+# Results, decisions, alerts and rule pack versions are the audit trail: they are kept.
+EXPIRING = ("spans", "logs", "trajectories", "steps")
+
+
+class RetentionMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.deleted = Counter(
+            "sextant_store_retention_deleted_rows",
+            "Rows deleted by storage.retention, by table.",
+            ["table"],
+            registry=registry,
+        )
+
+
+class Retention:
+    """Deletes by the same date column the export partitions by, a whole day at a time, so an
+    export taken before a deletion holds complete days."""
+
+    def __init__(
+        self,
+        database: Database,
+        days: int,
+        interval: float,
+        metrics: RetentionMetrics,
+        export: Callable[[datetime], object] | None = None,
+        now: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.database = database
+        self.days = days
+        self.metrics = metrics
+        self.export = export
+        self.now = now or (lambda: datetime.now(UTC).replace(tzinfo=None))
+        self.ticker = Ticker("sextant-retention", interval, self.run)
+
+    def start(self) -> None:
+        self.ticker.start()
+
+    def shutdown(self, timeout: float) -> None:
+        self.ticker.shutdown(timeout)
+
+    def cutoff(self) -> datetime:
+        return start_of_day(self.now() - timedelta(days=self.days))
+
+    def run(self) -> dict[str, int]:
+        cutoff = self.cutoff()
+        if self.export is not None:
+            self.export(cutoff)  # raises on failure: nothing is deleted unexported
+        deleted: dict[str, int] = {}
+        cursor = self.database.cursor()
+        try:
+            for table in EXPIRING:
+                row = cursor.execute(
+                    f"DELETE FROM {table} WHERE {DATE_COLUMNS[table]} < ?", [cutoff]
+                ).fetchone()
+                deleted[table] = int(row[0]) if row else 0
+                self.metrics.deleted.labels(table).inc(deleted[table])
+            if any(deleted.values()):
+                cursor.execute("CHECKPOINT")
+        finally:
+            cursor.close()
+        if any(deleted.values()):
+            log.info("retention: deleted rows older than %s: %s", cutoff.date(), deleted)
+        return deleted
