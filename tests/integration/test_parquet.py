@@ -33,7 +33,8 @@ def exported(out: Path, table: str) -> list[tuple]:
     pattern = str(out / f"table={table}" / "*" / "*.parquet")
     con = duckdb.connect()
     return con.execute(
-        f"SELECT * EXCLUDE (\"table\", date) FROM read_parquet('{pattern}', hive_partitioning = true)"
+        'SELECT * EXCLUDE ("table", date)'
+        f" FROM read_parquet('{pattern}', hive_partitioning = true)"
         f" ORDER BY {ORDER[table]}"
     ).fetchall()
 
@@ -135,7 +136,7 @@ def test_export_first_needs_an_export_directory(tmp_path: Path) -> None:
     from collector.config import load_config
     from collector.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="export.parquet_dir"):
+    with pytest.raises(ConfigError, match=r"export\.parquet_dir"):
         load_config(
             None, environ={}, overrides={"storage": {"retention": {"days": 3, "export_first": 1}}}
         )
