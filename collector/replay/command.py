@@ -136,7 +136,10 @@ def run(args: argparse.Namespace) -> int:
         if args.to_otlp:
             from collector.replay.resend import resend
 
-            return resend(source, selection, args.to_otlp, args.protocol, args.shift_to_now)
+            headers = dict(h.split("=", 1) for h in args.otlp_header)
+            return resend(
+                source, selection, args.to_otlp, args.protocol, args.shift_to_now, headers
+            )
         packs = packs_from_paths(args.rules) if args.rules else current_packs(source)
         trace_ids = selection.keys(source)
         report, tables = replay(spec, source, trace_ids, packs, args.write, args.jobs)
@@ -187,5 +190,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--to-otlp", help="re-send the selected traces' spans to this OTLP endpoint")
     p.add_argument("--protocol", choices=("grpc", "http/protobuf"), default="grpc")
+    p.add_argument(
+        "--otlp-header", action="append", default=[], help="KEY=VALUE sent with each export"
+    )
     p.add_argument("--shift-to-now", action="store_true", help="move span times to end now")
     p.set_defaults(func=lambda args: run(args))
