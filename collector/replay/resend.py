@@ -50,6 +50,13 @@ def loads(text: str | None) -> Any:
     return orjson.loads(text) if text else None
 
 
+def enum_value(names: tuple[str, ...], name: str | None) -> int:
+    """The enum number back from its stored name (unknown numbers were stored as digits)."""
+    if name in names:
+        return names.index(name)
+    return int(name) if name and name.isdigit() else 0
+
+
 def span_of(row: dict[str, Any], shift: int) -> Span:
     span = Span(
         trace_id=bytes.fromhex(row["trace_id"]),
@@ -58,7 +65,7 @@ def span_of(row: dict[str, Any], shift: int) -> Span:
         trace_state=row["trace_state"] or "",
         flags=row["flags"] or 0,
         name=row["name"] or "",
-        kind=SPAN_KINDS.index(row["kind"]) if row["kind"] in SPAN_KINDS else 0,
+        kind=enum_value(SPAN_KINDS, row["kind"]),
         start_time_unix_nano=row["start_time_unix_nano"] + shift,
         end_time_unix_nano=row["end_time_unix_nano"] + shift,
         attributes=key_values(loads(row["attributes"])),

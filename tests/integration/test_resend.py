@@ -62,10 +62,8 @@ def test_shift_to_now_moves_every_span_by_the_same_amount(tmp_path: Path, capsys
         trajectory(first, incident)
         time.sleep(0.2)  # let the wall clock move past the original spans
         with pytest.raises(SystemExit):
-            cli.main(
-                ["replay", "--url", first.admin_url, "--trace-id", incident]
-                + ["--to-otlp", second.grpc_endpoint, "--shift-to-now"]
-            )
+            args = ["--url", first.admin_url, "--trace-id", incident, "--shift-to-now"]
+            cli.main(["replay", *args, "--to-otlp", second.grpc_endpoint])
         sql = "SELECT span_id, start_time_unix_nano, end_time_unix_nano FROM spans ORDER BY 1"
         before = first.query(sql)
         after = wait_for(lambda: (rows := second.query(sql)) and len(rows) == len(before) and rows)
