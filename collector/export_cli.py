@@ -50,7 +50,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         return cmd_parquet(args)
     from collector.replay.cases import export_cases
 
-    return export_cases(SourceSpec(args.url, args.token, args.db), args.trace_ids, args.out)
+    spec = SourceSpec(args.url, args.token, args.db)
+    return export_cases(spec, args.trace_ids, args.out, args.pack)
 
 
 def cmd_evidence(args: argparse.Namespace) -> int:
@@ -77,6 +78,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     case = export_sub.add_parser("case", help="trajectories as `sextant rules test` cases")
     case.add_argument("trace_ids", nargs="+", metavar="TRACE_ID")
     case.add_argument("--out", type=Path, required=True, help="JSONL file to write")
+    case.add_argument("--pack", help="the pack the cases expect verdicts of (when several)")
     source_flags(case)
     export.set_defaults(func=cmd_export)
 
