@@ -8,10 +8,14 @@ import threading
 
 from prometheus_client import CollectorRegistry
 
+from collector.admin.decisions import DecisionRoutes
 from collector.admin.server import AdminServer
+from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler, Evaluation
 from collector.clock import Clock
 from collector.config import SextantConfig
+from collector.decisions.engine import Coverage, DecisionEngine
+from collector.decisions.metrics import DecisionCollector
 from collector.health import EvaluatorHealth
 from collector.packs import PackRegistry
 from collector.receivers.auth import BearerAuth
@@ -21,7 +25,14 @@ from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.writer import Writer
-from collector.telemetry import AssemblerMetrics, ReceiverMetrics, RulesMetrics, StoreMetrics
+from collector.telemetry import (
+    AlertMetrics,
+    AssemblerMetrics,
+    DecisionMetrics,
+    ReceiverMetrics,
+    RulesMetrics,
+    StoreMetrics,
+)
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -67,6 +78,25 @@ class Pipeline:
         )
         self.writer.on_commit = self.assembler.consume
         receiver_metrics = ReceiverMetrics(self.registry)
+        self.notifier = Notifier(
+            config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.now
+        )
+        self.decisions = DecisionEngine(
+            config.decisions,
+            self.database,
+            self.writer,
+            self.packs,
+            DecisionMetrics(self.registry),
+            clock,
+            Coverage(
+                rejected_spans=lambda: counter_total(receiver_metrics.rejected, signal="traces"),
+                eval_backlog=lambda: self.assembler.backlog(config.decisions.max_eval_backlog + 1),
+            ),
+            self.notifier,
+        )
+        self.registry.register(
+            DecisionCollector(self.decisions.snapshot, config.decisions.max_targets)
+        )
         self.ingest = Ingest(
             self.writer, self.workers, config.ingest, config.limits, receiver_metrics
         )
@@ -74,11 +104,25 @@ class Pipeline:
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
         self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
+        decision_routes = DecisionRoutes(self.decisions, self.notifier, self.database, auth)
         self.admin = AdminServer(
-            config.admin, self.registry, self.not_ready_reason, self.database, self.rules_status
+            config.admin,
+            self.registry,
+            self.not_ready_reason,
+            self.database,
+            self.rules_status,
+            routes=[decision_routes.register],
         )
         self._started = False
         self._stopped = False
+
+    def admin_url(self) -> str:
+        host = self.config.admin.host_port[0]
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        return f"http://{host}:{self.admin.port}"
+
+    def now(self):  # type: ignore[no-untyped-def]
+        return self.decisions.now()
 
     def rules_status(self) -> dict:
         packs = self.packs.status()
@@ -107,6 +151,8 @@ class Pipeline:
             await asyncio.to_thread(self.workers.start)
             await asyncio.to_thread(self.packs.start)
             await asyncio.to_thread(self.assembler.start)
+            await asyncio.to_thread(self.notifier.start)
+            await asyncio.to_thread(self.decisions.start)
             await self.admin.start(timeout)
             await self.grpc.start()
             await self.http.start(timeout)
@@ -130,6 +176,8 @@ class Pipeline:
         steps = [
             lambda: asyncio.gather(self.grpc.stop(timeout), self.http.stop()),
             lambda: asyncio.to_thread(self.assembler.shutdown, timeout),
+            lambda: asyncio.to_thread(self.decisions.shutdown, timeout),
+            lambda: asyncio.to_thread(self.notifier.shutdown, timeout),
             lambda: asyncio.to_thread(self.packs.shutdown, timeout),
             lambda: asyncio.to_thread(self.workers.shutdown),
             lambda: asyncio.to_thread(self.writer.shutdown, timeout),
@@ -151,6 +199,22 @@ class Pipeline:
         log.info("stopped; store closed cleanly")
 
     def database_users(self) -> list[threading.Thread]:
-        tickers = (self.checkpointer.ticker, self.assembler.ticker, self.packs.ticker)
+        tickers = (
+            self.checkpointer.ticker,
+            self.assembler.ticker,
+            self.packs.ticker,
+            self.decisions.ticker,
+        )
         threads = [t.thread for t in tickers] + [self.writer._thread]
         return [t for t in threads if t is not None]
+
+
+def counter_total(counter, **match: str) -> float:  # type: ignore[no-untyped-def]
+    """Sum of a labelled counter's `_total` samples whose labels match."""
+    return sum(
+        sample.value
+        for metric in counter.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+        and all(sample.labels.get(k) == v for k, v in match.items())
+    )

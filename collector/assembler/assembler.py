@@ -142,6 +142,11 @@ class Assembler:
                 self._bounded.extend(self._buffers.add(trace_id, count, root, received_at, now))
             self.metrics.open_traces.set(len(self._buffers))
 
+    def backlog(self, limit: int = 1_000_000) -> int:
+        """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""
+        with self._lock:
+            return len(self._bounded) + self._buffers.overdue(self.clock.monotonic(), limit)
+
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet."""
         rows = self.database.cursor().execute(UNCLOSED).fetchall()
