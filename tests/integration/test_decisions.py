@@ -203,3 +203,43 @@ def test_firing_decisions_survive_a_restart_with_their_ids(tmp_path):
         assert before["decision_id"] in {s.id for s in snapshot.states}
     finally:
         server.stop()
+
+
+def sextant(capsys, *argv: str) -> tuple[int, str]:
+    from collector.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv))
+    out = capsys.readouterr()
+    return exited.value.code, out.out + out.err
+
+
+def test_the_decisions_command_lists_acknowledges_and_resolves(server, capsys):
+    bad = support_run(server, approve=False)
+    trajectory(server, bad)
+    d = firing(server, "QUARANTINE")
+    url = ("--url", server.admin_url)
+    code, out = sextant(capsys, "decisions", *url)
+    assert code == 0
+    header, line = out.splitlines()[:2]
+    assert header.split()[:4] == ["ID", "DECISION", "STATE", "TARGET"]
+    assert line.split()[:4] == [
+        d["decision_id"],
+        "QUARANTINE",
+        "firing",
+        "support-desk/support-agent@2.3.1",
+    ]
+    assert bad in line and "approval_boundary_violation" in line
+    code, out = sextant(capsys, "decisions", "ack", d["decision_id"], "--by", "ana", *url)
+    assert (code, out.strip()) == (0, f"{d['decision_id']}: ack by ana (firing)")
+    code, out = sextant(
+        capsys, "decisions", "resolve", d["decision_id"], "--by", "ana", "--note", "fixed", *url
+    )
+    assert code == 0
+    code, out = sextant(capsys, "decisions", "show", d["decision_id"], *url)
+    events = [line.split()[2] for line in out.splitlines()[1:]]
+    assert events == ["firing", "ack", "resolve"]
+    code, out = sextant(capsys, "decisions", "resolve", "d-nope", "--by", "ana", *url)
+    assert code == 1 and "HTTP 404" in out and "no pending or firing decision d-nope" in out
+    code, out = sextant(capsys, "decisions", *url)
+    assert out.strip() == "no decisions"
