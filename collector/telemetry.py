@@ -184,6 +184,12 @@ class RulesMetrics:
             ["pack", "rule", "verdict", "reason"],
             registry=registry,
         )
+        self.trajectories = Counter(
+            "sextant_trajectories",
+            "Evaluated trajectories by overall verdict (none: no pack applied).",
+            ["verdict"],
+            registry=registry,
+        )
         self.match_rate = Histogram(
             "sextant_evaluator_match_rate",
             "Match rate of trajectory rules (fraction of expected steps found).",
