@@ -223,7 +223,40 @@ def build_parser() -> argparse.ArgumentParser:
     from collector import export_cli
 
     export_cli.add_parsers(sub)
+    add_decision_commands(sub)
     return parser
+
+
+def add_decision_commands(sub: Any) -> None:
+    from collector import decisions_cli
+
+    def api(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--url", default="http://localhost:9464", help="admin API of a collector")
+        p.add_argument("--token", help="bearer token, when the collector requires one")
+
+    decisions = sub.add_parser("decisions", help="current decisions; acknowledge or resolve one")
+    api(decisions)
+    decisions.add_argument("--all", action="store_true", help="include resolved decisions")
+    decisions.add_argument("--json", action="store_true")
+    for name in ("service", "agent", "version", "decision"):
+        decisions.add_argument(f"--{name}", help=f"only this {name}")
+    dsub = decisions.add_subparsers(dest="decisions_command")
+    show = dsub.add_parser("show", help="the history of one decision")
+    show.add_argument("id")
+    api(show)
+    for verb, text in (("ack", "acknowledge: you own it now"), ("resolve", "resolve it by hand")):
+        p = dsub.add_parser(verb, help=text)
+        p.add_argument("id")
+        p.add_argument("--by", required=True, help="who acts (recorded in the history)")
+        p.add_argument("--note", default="", help="why, or what was done")
+        api(p)
+    decisions.set_defaults(func=decisions_cli.run)
+
+    alerts = sub.add_parser("alerts", help="alert channels")
+    asub = alerts.add_subparsers(dest="alerts_command", required=True)
+    test = asub.add_parser("test", help="send a test alert through every configured channel")
+    api(test)
+    alerts.set_defaults(func=decisions_cli.alerts_test)
 
 
 def main(argv: list[str] | None = None) -> None:

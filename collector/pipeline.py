@@ -8,11 +8,15 @@ import threading
 
 from prometheus_client import CollectorRegistry
 
+from collector.admin.decisions import DecisionRoutes
 from collector.admin.server import AdminServer
 from collector.admin.sql import SqlApi
+from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler, Evaluation
 from collector.clock import Clock
 from collector.config import SextantConfig
+from collector.decisions.engine import Coverage, DecisionEngine
+from collector.decisions.metrics import DecisionCollector
 from collector.health import EvaluatorHealth
 from collector.packs import PackRegistry
 from collector.receivers.auth import BearerAuth
@@ -24,7 +28,14 @@ from collector.store.database import Database
 from collector.store.export import ParquetExporter
 from collector.store.retention import Retention, RetentionMetrics
 from collector.store.writer import Writer
-from collector.telemetry import AssemblerMetrics, ReceiverMetrics, RulesMetrics, StoreMetrics
+from collector.telemetry import (
+    AlertMetrics,
+    AssemblerMetrics,
+    DecisionMetrics,
+    ReceiverMetrics,
+    RulesMetrics,
+    StoreMetrics,
+)
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -70,6 +81,25 @@ class Pipeline:
         )
         self.writer.on_commit = self.assembler.consume
         receiver_metrics = ReceiverMetrics(self.registry)
+        self.notifier = Notifier(
+            config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.now
+        )
+        self.decisions = DecisionEngine(
+            config.decisions,
+            self.database,
+            self.writer,
+            self.packs,
+            DecisionMetrics(self.registry),
+            clock,
+            Coverage(
+                rejected_spans=lambda: counter_total(receiver_metrics.rejected, signal="traces"),
+                eval_backlog=lambda: self.assembler.backlog(config.decisions.max_eval_backlog + 1),
+            ),
+            self.notifier,
+        )
+        self.registry.register(
+            DecisionCollector(self.decisions.snapshot, config.decisions.max_targets)
+        )
         self.ingest = Ingest(
             self.writer, self.workers, config.ingest, config.limits, receiver_metrics
         )
@@ -93,16 +123,25 @@ class Pipeline:
                 RetentionMetrics(self.registry),
                 (lambda cutoff: first(until=cutoff)) if first else None,
             )
+        decision_routes = DecisionRoutes(self.decisions, self.notifier, self.database, auth)
         self.admin = AdminServer(
             config.admin,
             self.registry,
             self.not_ready_reason,
             self.database,
             self.rules_status,
-            routes=[self.sql.register],
+            routes=[decision_routes.register, self.sql.register],
         )
         self._started = False
         self._stopped = False
+
+    def admin_url(self) -> str:
+        host = self.config.admin.host_port[0]
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        return f"http://{host}:{self.admin.port}"
+
+    def now(self):  # type: ignore[no-untyped-def]
+        return self.decisions.now()
 
     def rules_status(self) -> dict:
         packs = self.packs.status()
@@ -131,6 +170,8 @@ class Pipeline:
             await asyncio.to_thread(self.workers.start)
             await asyncio.to_thread(self.packs.start)
             await asyncio.to_thread(self.assembler.start)
+            await asyncio.to_thread(self.notifier.start)
+            await asyncio.to_thread(self.decisions.start)
             for extra in (self.exporter, self.retention):
                 if extra is not None:
                     extra.start()
@@ -162,6 +203,8 @@ class Pipeline:
                 if extra is not None
             ],
             lambda: asyncio.to_thread(self.assembler.shutdown, timeout),
+            lambda: asyncio.to_thread(self.decisions.shutdown, timeout),
+            lambda: asyncio.to_thread(self.notifier.shutdown, timeout),
             lambda: asyncio.to_thread(self.packs.shutdown, timeout),
             lambda: asyncio.to_thread(self.workers.shutdown),
             lambda: asyncio.to_thread(self.writer.shutdown, timeout),
@@ -183,7 +226,23 @@ class Pipeline:
         log.info("stopped; store closed cleanly")
 
     def database_users(self) -> list[threading.Thread]:
-        tickers = [self.checkpointer.ticker, self.assembler.ticker, self.packs.ticker]
+        tickers = [
+            self.checkpointer.ticker,
+            self.assembler.ticker,
+            self.packs.ticker,
+            self.decisions.ticker,
+        ]
         tickers += [x.ticker for x in (self.exporter, self.retention) if x is not None]
         threads = [t.thread for t in tickers] + [self.writer._thread]
         return [t for t in threads if t is not None]
+
+
+def counter_total(counter, **match: str) -> float:  # type: ignore[no-untyped-def]
+    """Sum of a labelled counter's `_total` samples whose labels match."""
+    return sum(
+        sample.value
+        for metric in counter.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+        and all(sample.labels.get(k) == v for k, v in match.items())
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -25,23 +25,23 @@ class AdminServer:
         ready: Callable[[], str | None],
         database: Database,
         rules_status: Callable[[], dict[str, Any]],
-        routes: Sequence[Callable[[web.Application], None]] = (),
+        routes: Iterable[Callable[[web.Application], None]] = (),
     ) -> None:
         """`ready` returns None when the service is ready, else the reason it is not;
-        `routes` add the API of other components (SQL, replay)."""
+        `routes` register the other stages' endpoints (decisions, SQL, replay) on the app."""
         self.registry = registry
         self.ready = ready
         self.database = database
         self.rules_status = rules_status
         app = web.Application(client_max_size=MAX_BODY_BYTES)
-        for add in routes:
-            add(app)
         app.router.add_get("/api/v1/rules", self._rules)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/api/v1/trajectories", self._trajectories)
         app.router.add_get("/api/v1/trajectories/{trace_id}", self._trajectory)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        for register in routes:
+            register(app)
         host, port = config.host_port
         self.server = HttpServer(app, host, port, "the admin API")
 
