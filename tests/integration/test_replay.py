@@ -218,3 +218,26 @@ def test_replay_from_a_stopped_collectors_file(tmp_path: Path, capsys) -> None:
         "csv",
     )
     assert out.splitlines() == ["origin,n", "live,1", "replay,2"]
+
+
+def test_worker_processes_give_the_same_report(tmp_path: Path, capsys, monkeypatch) -> None:
+    from collector.replay import run
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    shutil.copy(V1, rules / "refunds.yaml")
+    server = start_server(tmp_path / "data", assembler=FAST, rules={"paths": [str(rules)]})
+    runs = [refund_run(server, approve=i % 2 == 0) for i in range(4)]
+    for trace_id in runs:
+        trajectory(server, trace_id)
+    server.stop()
+    monkeypatch.setattr(run, "BATCH", 1)  # one trajectory per batch: every worker gets some
+    args = ["replay", "--db", str(tmp_path / "data" / "sextant.duckdb"), "--rules", str(V2)]
+    outputs = []
+    for jobs in ("1", "2"):
+        code, out = sextant(capsys, *args, "--jobs", jobs)
+        assert code == 0, out
+        outputs.append(out.split("replay ", 1)[0])
+        assert "4 of 4 selected trajectories" in out and "2 verdict changes" in out
+    assert outputs[0] == outputs[1]
+    assert len(diff_rows(outputs[0])) == 2
