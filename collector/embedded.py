@@ -18,11 +18,11 @@ LOOPBACK_EPHEMERAL = {
 }
 
 
-def loopback_config(**sections: dict[str, Any]) -> SextantConfig:
+def loopback_config(**sections: Any) -> SextantConfig:
     """Ports 0 on 127.0.0.1, then the given sections merged over them (no file, no env)."""
     overrides: dict[str, Any] = {k: dict(v) for k, v in LOOPBACK_EPHEMERAL.items()}
     for key, value in sections.items():
-        overrides[key] = {**overrides.get(key, {}), **value}
+        overrides[key] = {**overrides.get(key, {}), **value} if isinstance(value, dict) else value
     return load_config(None, environ={}, overrides=overrides)
 
 
