@@ -224,7 +224,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     export_cli.add_parsers(sub)
     add_decision_commands(sub)
+
+    demo = sub.add_parser("demo", help="a collector, simulated agents, live verdicts and decisions")
+    demo.add_argument("--runs", type=int, default=3, help="runs per simulated agent")
+    demo.add_argument("--data-dir", type=Path, help="keep the store here (default: a temp dir)")
+    demo.set_defaults(func=cmd_demo)
     return parser
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from collector.demo.run import run_demo
+
+    if args.runs < 1:
+        raise SextantError("--runs must be at least 1")
+    logging.getLogger().setLevel(logging.WARNING)
+    return run_demo(sys.stdout, args.runs, args.data_dir)
 
 
 def add_decision_commands(sub: Any) -> None:
