@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from collector.admin.server import MAX_LIST, list_limit
+from collector.admin.server import json_error as error
 from collector.alerts.notifier import Notifier
 from collector.decisions.engine import EVERY_TARGET, DecisionEngine
 from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
@@ -20,8 +22,6 @@ from collector.decisions.state import effective
 from collector.errors import Unauthenticated
 from collector.receivers.auth import BearerAuth
 from collector.store.database import Database
-
-MAX_LIST = 1000
 
 
 class DecisionRoutes:
@@ -49,11 +49,11 @@ class DecisionRoutes:
         state = request.query.get("state")
         if state is not None and state not in STATES:
             return error(400, f"state must be one of {', '.join(STATES)}")
-        limit = request.query.get("limit", "100")
-        if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= MAX_LIST:
+        limit = list_limit(request, 100)
+        if limit is None:
             return error(400, f"limit must be an integer from 1 to {MAX_LIST}")
         filters = {k: v for k, v in request.query.items() if k != "limit"}
-        found = await asyncio.to_thread(self._read, list_decisions, filters, int(limit))
+        found = await asyncio.to_thread(self._read, list_decisions, filters, limit)
         return reply({"decisions": found})
 
     async def _one(self, request: web.Request) -> web.Response:
@@ -125,7 +125,3 @@ class DecisionRoutes:
 
 def reply(doc: dict[str, Any]) -> web.Response:
     return web.Response(body=orjson.dumps(doc), content_type="application/json")
-
-
-def error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)

@@ -64,8 +64,8 @@ class AdminServer:
         return web.Response(body=orjson.dumps(self.rules_status()), content_type="application/json")
 
     async def _trajectories(self, request: web.Request) -> web.Response:
-        limit = request.query.get("limit", "50")
-        if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= MAX_LIST:
+        limit = list_limit(request, 50)
+        if limit is None:
             return json_error(400, f"limit must be an integer from 1 to {MAX_LIST}")
         unknown = set(request.query) - set(FILTERS) - {"limit"}
         if unknown:
@@ -73,7 +73,7 @@ class AdminServer:
                 400, f"unknown parameter {sorted(unknown)[0]!r}; filters: {', '.join(FILTERS)}"
             )
         filters = {k: v for k, v in request.query.items() if k in FILTERS}
-        found = await asyncio.to_thread(self._with_cursor, list_trajectories, filters, int(limit))
+        found = await asyncio.to_thread(self._with_cursor, list_trajectories, filters, limit)
         return web.Response(
             body=orjson.dumps({"trajectories": found}), content_type="application/json"
         )
@@ -114,6 +114,14 @@ class AdminServer:
 
 MAX_LIST = 1000
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a chunk of replay results as Arrow
+
+
+def list_limit(request: web.Request, default: int) -> int | None:
+    """The `limit` query parameter, or None when it is not an integer from 1 to MAX_LIST."""
+    limit = request.query.get("limit", str(default))
+    if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= MAX_LIST:
+        return None
+    return int(limit)
 
 
 def json_error(status: int, message: str) -> web.Response:
