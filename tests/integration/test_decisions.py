@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import zipfile
 from pathlib import Path
 
+import orjson
 import pytest
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -29,7 +31,9 @@ def serve(tmp_path: Path, **sections) -> RunningServer:
         "decisions": DECIDE_FAST,
         **sections,
     }
-    return start_server(tmp_path / "data", **config)
+    running = start_server(tmp_path / "data", **config)
+    running.rules_dir = rules  # type: ignore[attr-defined]
+    return running
 
 
 @pytest.fixture
@@ -243,3 +247,22 @@ def test_the_decisions_command_lists_acknowledges_and_resolves(server, capsys):
     assert code == 1 and "HTTP 404" in out and "no pending or firing decision d-nope" in out
     code, out = sextant(capsys, "decisions", *url)
     assert out.strip() == "no decisions"
+
+
+def test_an_evidence_bundle_of_a_real_quarantine(server, capsys, tmp_path):
+    bad = support_run(server, approve=False)
+    trajectory(server, bad)
+    d = firing(server, "QUARANTINE")
+    bundle = tmp_path / "evidence.zip"
+    code, out = sextant(
+        capsys, "evidence", d["decision_id"], "--out", str(bundle), "--url", server.admin_url
+    )
+    assert code == 0, out
+    with zipfile.ZipFile(bundle) as archive:
+        names = set(archive.namelist())
+        assert {"decision.json", f"trajectories/{bad}.json", f"spans/{bad}.jsonl"} <= names
+        assert "packs/support-agent@1.0.0.yaml" in names
+        pack_text = (server.rules_dir / "support-agent.yaml").read_text()
+        assert archive.read("packs/support-agent@1.0.0.yaml").decode() == pack_text
+        decision = orjson.loads(archive.read("decision.json"))
+        assert (decision["decision"], decision["evidence_trace_ids"]) == ("QUARANTINE", [bad])
