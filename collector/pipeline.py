@@ -12,6 +12,7 @@ from collector.admin.server import AdminServer
 from collector.assembler.assembler import Assembler, Evaluation
 from collector.clock import Clock
 from collector.config import SextantConfig
+from collector.drift.scheduler import DriftScheduler
 from collector.health import EvaluatorHealth
 from collector.packs import PackRegistry
 from collector.receivers.auth import BearerAuth
@@ -21,7 +22,13 @@ from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.writer import Writer
-from collector.telemetry import AssemblerMetrics, ReceiverMetrics, RulesMetrics, StoreMetrics
+from collector.telemetry import (
+    AssemblerMetrics,
+    DriftMetrics,
+    ReceiverMetrics,
+    RulesMetrics,
+    StoreMetrics,
+)
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -66,6 +73,9 @@ class Pipeline:
             Evaluation(self.packs, self.health, self.packs.metrics),
         )
         self.writer.on_commit = self.assembler.consume
+        self.drift = DriftScheduler(
+            config.drift, self.database, self.writer, self.packs, DriftMetrics(self.registry), clock
+        )
         receiver_metrics = ReceiverMetrics(self.registry)
         self.ingest = Ingest(
             self.writer, self.workers, config.ingest, config.limits, receiver_metrics
@@ -107,6 +117,7 @@ class Pipeline:
             await asyncio.to_thread(self.workers.start)
             await asyncio.to_thread(self.packs.start)
             await asyncio.to_thread(self.assembler.start)
+            self.drift.start()
             await self.admin.start(timeout)
             await self.grpc.start()
             await self.http.start(timeout)
@@ -129,6 +140,7 @@ class Pipeline:
         # Each step runs even if an earlier one failed: the flush and the close must happen.
         steps = [
             lambda: asyncio.gather(self.grpc.stop(timeout), self.http.stop()),
+            lambda: asyncio.to_thread(self.drift.shutdown, timeout),
             lambda: asyncio.to_thread(self.assembler.shutdown, timeout),
             lambda: asyncio.to_thread(self.packs.shutdown, timeout),
             lambda: asyncio.to_thread(self.workers.shutdown),
@@ -151,6 +163,11 @@ class Pipeline:
         log.info("stopped; store closed cleanly")
 
     def database_users(self) -> list[threading.Thread]:
-        tickers = (self.checkpointer.ticker, self.assembler.ticker, self.packs.ticker)
+        tickers = (
+            self.checkpointer.ticker,
+            self.assembler.ticker,
+            self.packs.ticker,
+            self.drift.ticker,
+        )
         threads = [t.thread for t in tickers] + [self.writer._thread]
         return [t for t in threads if t is not None]
