@@ -201,6 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--url", default="http://localhost:9464", help="admin API")
     status.add_argument("--json", action="store_true")
     rules.set_defaults(func=cmd_rules)
+
+    from collector.drift.commands import register as register_drift
+
+    register_drift(sub)
     return parser
 
 

@@ -12,6 +12,7 @@ from collector.admin.server import AdminServer
 from collector.assembler.assembler import Assembler, Evaluation
 from collector.clock import Clock
 from collector.config import SextantConfig
+from collector.drift.api import add_routes as drift_routes
 from collector.drift.scheduler import DriftScheduler
 from collector.health import EvaluatorHealth
 from collector.packs import PackRegistry
@@ -85,7 +86,12 @@ class Pipeline:
         self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
         self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
         self.admin = AdminServer(
-            config.admin, self.registry, self.not_ready_reason, self.database, self.rules_status
+            config.admin,
+            self.registry,
+            self.not_ready_reason,
+            self.database,
+            self.rules_status,
+            lambda app: drift_routes(app, self.database, self.writer),
         )
         self._started = False
         self._stopped = False

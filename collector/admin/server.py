@@ -25,6 +25,7 @@ class AdminServer:
         ready: Callable[[], str | None],
         database: Database,
         rules_status: Callable[[], dict[str, Any]],
+        add_routes: Callable[[web.Application], None] | None = None,
     ) -> None:
         """`ready` returns None when the service is ready, else the reason it is not."""
         self.registry = registry
@@ -38,6 +39,8 @@ class AdminServer:
         app.router.add_get("/api/v1/trajectories/{trace_id}", self._trajectory)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        if add_routes is not None:  # routes of other stages (drift: reliability, baselines)
+            add_routes(app)
         host, port = config.host_port
         self.server = HttpServer(app, host, port, "the admin API")
 
