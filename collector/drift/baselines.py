@@ -1,4 +1,4 @@
-"""Frozen baselines: `sextant baseline save NAME` keeps the exact runs a drift rule compares with."""
+"""Frozen baselines: `sextant baseline save NAME` keeps the runs a drift rule compares with."""
 
 from __future__ import annotations
 

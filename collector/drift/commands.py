@@ -4,6 +4,7 @@ admin API or, with --db, a stopped collector's DuckDB file."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import urllib.error
 import urllib.parse
@@ -95,10 +96,8 @@ def call(request: urllib.request.Request) -> dict:
             return orjson.loads(reply.read())
     except urllib.error.HTTPError as exc:
         body = exc.read().decode(errors="replace")
-        try:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
             body = json.loads(body)["error"]
-        except (ValueError, KeyError, TypeError):
-            pass
         raise SextantError(f"{request.full_url}: HTTP {exc.code}: {body}") from exc
     except urllib.error.URLError as exc:
         raise SextantError(f"cannot reach {request.full_url}: {exc.reason}") from exc
