@@ -156,9 +156,9 @@ def tool_evidence(
                  GROUP BY runs.trace_id, runs.revision),
         scored AS (SELECT trace_id, end_time,
                    len(list_intersect(coalesce(tools, []), ?::VARCHAR[]))
-                   + len(list_filter(?::VARCHAR[], x -> NOT list_contains(coalesce(tools, []), x)))
+                   + len(?::VARCHAR[]) - len(list_intersect(coalesce(tools, []), ?::VARCHAR[]))
                    AS score FROM used)
         SELECT trace_id FROM scored WHERE score > 0
         ORDER BY score DESC, end_time DESC, trace_id LIMIT ?
     """
-    return [r[0] for r in cursor.execute(query, [*params, gained, lost, limit]).fetchall()]
+    return [r[0] for r in cursor.execute(query, [*params, gained, lost, lost, limit]).fetchall()]
