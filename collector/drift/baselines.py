@@ -47,9 +47,7 @@ def build(cursor: duckdb.DuckDBPyConnection, spec: BaselineSpec, now: datetime):
     runs, params = spec.side().sql()
     members = cursor.execute(
         f"SELECT ?::VARCHAR AS name, trace_id, revision FROM ({runs})", [spec.name, *params]
-    ).arrow()
-    if hasattr(members, "read_all"):
-        members = members.read_all()
+    ).to_arrow_table()
     if not members.num_rows:
         raise SextantError("no stored runs match; nothing to save")
     members = members.cast(ARROW_SCHEMAS["baseline_members"])
