@@ -190,16 +190,19 @@ def rule_pass_rates(
 def tool_choice(
     cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side, b_units: int, c_units: int
 ) -> tuple[str, Comparison, object]:
-    b = samples.tool_mix(cursor, baseline, b_units)
-    c = samples.tool_mix(cursor, current, c_units)
-    comp = compare_categorical(b.weights, c.weights, b_units, c_units)
-    b_total, c_total = sum(b.weights.values()) or 1.0, sum(c.weights.values()) or 1.0
-    rises = {t: w / c_total - b.weights.get(t, 0.0) / b_total for t, w in c.weights.items()}
-    never = [t for t in rises if t not in b.weights]
+    b = samples.tool_weights(cursor, baseline)
+    c = samples.tool_weights(cursor, current)
+    comp = compare_categorical(b, c, b_units, c_units)
+    b_total, c_total = sum(b.values()) or 1.0, sum(c.values()) or 1.0
+    rises = {t: w / c_total - b.get(t, 0.0) / b_total for t, w in c.items()}
+    never = [t for t in rises if t not in b]
     gained = never or [t for t, d in sorted(rises.items(), key=lambda i: -i[1])[:3] if d > 0]
-    lost = [t for t, share in b.usage.items() if share >= ALWAYS and c.usage.get(t, 0.0) < ALWAYS]
     gained = [t for t in gained if t != samples.NO_TOOL]
-    lost = [t for t in lost if t != samples.NO_TOOL]
+    lost: list[str] = []
+    if comp.effect_size > 0:
+        # Only worth a query when something moved (the evidence of a failure or a review).
+        b_usage, c_usage = samples.tool_usage(cursor, baseline), samples.tool_usage(cursor, current)
+        lost = [t for t, share in b_usage.items() if share >= ALWAYS > c_usage.get(t, 0.0)]
 
     def evidence(limit: int) -> list[str]:
         return samples.tool_evidence(cursor, current, gained, lost, limit)

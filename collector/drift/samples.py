@@ -7,7 +7,6 @@ task are not independent samples, so each case contributes the mean of its attem
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import duckdb
 import numpy as np
@@ -49,34 +48,53 @@ def filled(column: np.ndarray) -> np.ndarray:
     return np.ma.filled(np.ma.asarray(column, dtype=float), np.nan)
 
 
-@dataclass(frozen=True)
-class ToolMix:
-    weights: dict[str, float]  # tool -> calls (each unit's mean calls per attempt, summed)
-    usage: dict[str, float]  # tool -> share of units whose runs call it
+# The baseline's always-used tools (for evidence only) are estimated on a sample of its runs:
+# counting distinct tools per run over a million runs would cost more than the whole test.
+USAGE_SAMPLE_RUNS = 10_000
 
 
-def tool_mix(cursor: duckdb.DuckDBPyConnection, side: Side, units: int) -> ToolMix:
-    """Which tools the side's runs call; runs with no tool call count under `(no tool call)`."""
+def weighted_units(side: Side) -> tuple[str, list[object]]:
+    """The side's runs with their weight: 1, or 1/attempts when the run's case repeats."""
     runs, params = side.sql()
     query = f"""
         WITH runs AS ({runs}),
-        units AS (SELECT trace_id, revision,
-                  1.0 / count(*) OVER (PARTITION BY {UNIT}) AS w FROM runs),
-        calls AS (SELECT u.trace_id, coalesce(s.tool_name, s.name) AS tool, any_value(u.w) AS w,
-                  count(*) AS n
-                  FROM units u JOIN steps s ON s.trace_id = u.trace_id AND s.revision = u.revision
-                  WHERE s.span_kind = 'tool' GROUP BY u.trace_id, u.revision, tool)
-        SELECT tool, sum(n * w), sum(w) FROM calls GROUP BY tool
-        UNION ALL
-        SELECT '{NO_TOOL}', sum(w), sum(w) FROM units u
-        WHERE NOT EXISTS (SELECT 1 FROM calls c WHERE c.trace_id = u.trace_id)
+        cases AS (SELECT case_id, 1.0 / count(*) AS w FROM runs
+                  WHERE case_id IS NOT NULL GROUP BY case_id)
+        SELECT runs.trace_id, runs.revision, runs.tool_calls, coalesce(cases.w, 1.0) AS w
+        FROM runs LEFT JOIN cases ON cases.case_id = runs.case_id
     """
-    weights, usage = {}, {}
-    for tool, weight, used in cursor.execute(query, params).fetchall():
-        if weight:
-            weights[tool] = float(weight)
-            usage[tool] = float(used) / units if units else 0.0
-    return ToolMix(weights, usage)
+    return query, params
+
+
+def tool_weights(cursor: duckdb.DuckDBPyConnection, side: Side) -> dict[str, float]:
+    """tool -> calls, each unit counting its mean calls per attempt; runs that call no tool
+    count under `(no tool call)`."""
+    units, params = weighted_units(side)
+    query = f"""
+        WITH units AS ({units})
+        SELECT coalesce(s.tool_name, s.name), sum(u.w)
+        FROM units u JOIN steps s ON s.trace_id = u.trace_id AND s.revision = u.revision
+        WHERE s.span_kind = 'tool' GROUP BY 1
+        UNION ALL
+        SELECT '{NO_TOOL}', sum(w) FROM units WHERE coalesce(tool_calls, 0) = 0
+    """
+    rows = cursor.execute(query, params).fetchall()
+    return {tool: float(weight) for tool, weight in rows if weight}
+
+
+def tool_usage(cursor: duckdb.DuckDBPyConnection, side: Side) -> dict[str, float]:
+    """tool -> share of (a sample of) the side's runs that call it."""
+    runs, params = side.sql()
+    query = f"""
+        WITH runs AS ({runs}),
+        sample AS (SELECT trace_id, revision FROM runs
+                   USING SAMPLE reservoir({USAGE_SAMPLE_RUNS} ROWS) REPEATABLE (7))
+        SELECT coalesce(s.tool_name, s.name), count(DISTINCT s.trace_id)
+               / (SELECT count(*) FROM sample)
+        FROM sample JOIN steps s ON s.trace_id = sample.trace_id AND s.revision = sample.revision
+        WHERE s.span_kind = 'tool' GROUP BY 1
+    """
+    return {tool: float(share) for tool, share in cursor.execute(query, params).fetchall()}
 
 
 def rule_passes(cursor: duckdb.DuckDBPyConnection, side: Side) -> dict[str, tuple[float, int]]:
@@ -84,15 +102,22 @@ def rule_passes(cursor: duckdb.DuckDBPyConnection, side: Side) -> dict[str, tupl
     runs, params = side.sql()
     query = f"""
         WITH runs AS ({runs}),
-        per_unit AS (
-            SELECT r.pack || '/' || r.rule_id AS rule,
-                   avg(CASE WHEN r.verdict = 'pass' THEN 1.0 ELSE 0.0 END) AS share
+        joined AS (
+            SELECT r.pack || '/' || r.rule_id AS rule, runs.case_id,
+                   CASE WHEN r.verdict = 'pass' THEN 1.0 ELSE 0.0 END AS ok
             FROM runs JOIN results r ON r.trace_id = runs.trace_id AND r.revision = runs.revision
-            WHERE r.scope = 'trajectory' AND r.origin = 'live' AND r.verdict <> 'not_applicable'
-            GROUP BY r.pack, r.rule_id, coalesce(runs.case_id, runs.trace_id))
-        SELECT rule, sum(share), count(*) FROM per_unit GROUP BY rule
+            WHERE r.scope = 'trajectory' AND r.origin = 'live' AND r.verdict <> 'not_applicable')
+        SELECT rule, sum(ok), count(*) FROM joined WHERE case_id IS NULL GROUP BY rule
+        UNION ALL
+        SELECT rule, sum(share), count(*) FROM (
+            SELECT rule, avg(ok) AS share FROM joined WHERE case_id IS NOT NULL
+            GROUP BY rule, case_id) GROUP BY rule
     """
-    return {rule: (float(s), int(n)) for rule, s, n in cursor.execute(query, params).fetchall()}
+    out: dict[str, tuple[float, int]] = {}
+    for rule, hits, units in cursor.execute(query, params).fetchall():
+        before = out.get(rule, (0.0, 0))
+        out[rule] = (before[0] + float(hits), before[1] + int(units))
+    return out
 
 
 def latest_first(
