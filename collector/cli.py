@@ -201,11 +201,58 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--url", default="http://localhost:9464", help="admin API")
     status.add_argument("--json", action="store_true")
     rules.set_defaults(func=cmd_rules)
+    add_decision_commands(sub)
+
+    demo = sub.add_parser("demo", help="a collector, simulated agents, live verdicts and decisions")
+    demo.add_argument("--runs", type=int, default=3, help="runs per simulated agent")
+    demo.add_argument("--data-dir", type=Path, help="keep the store here (default: a temp dir)")
+    demo.set_defaults(func=cmd_demo)
 
     from collector.drift.commands import register as register_drift
 
     register_drift(sub)
     return parser
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from collector.demo.run import run_demo
+
+    if args.runs < 1:
+        raise SextantError("--runs must be at least 1")
+    logging.getLogger().setLevel(logging.WARNING)
+    return run_demo(sys.stdout, args.runs, args.data_dir)
+
+
+def add_decision_commands(sub: Any) -> None:
+    from collector import decisions_cli
+
+    def api(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--url", default="http://localhost:9464", help="admin API of a collector")
+        p.add_argument("--token", help="bearer token, when the collector requires one")
+
+    decisions = sub.add_parser("decisions", help="current decisions; acknowledge or resolve one")
+    api(decisions)
+    decisions.add_argument("--all", action="store_true", help="include resolved decisions")
+    decisions.add_argument("--json", action="store_true")
+    for name in ("service", "agent", "version", "decision"):
+        decisions.add_argument(f"--{name}", help=f"only this {name}")
+    dsub = decisions.add_subparsers(dest="decisions_command")
+    show = dsub.add_parser("show", help="the history of one decision")
+    show.add_argument("id")
+    api(show)
+    for verb, text in (("ack", "acknowledge: you own it now"), ("resolve", "resolve it by hand")):
+        p = dsub.add_parser(verb, help=text)
+        p.add_argument("id")
+        p.add_argument("--by", required=True, help="who acts (recorded in the history)")
+        p.add_argument("--note", default="", help="why, or what was done")
+        api(p)
+    decisions.set_defaults(func=decisions_cli.run)
+
+    alerts = sub.add_parser("alerts", help="alert channels")
+    asub = alerts.add_subparsers(dest="alerts_command", required=True)
+    test = asub.add_parser("test", help="send a test alert through every configured channel")
+    api(test)
+    alerts.set_defaults(func=decisions_cli.alerts_test)
 
 
 def main(argv: list[str] | None = None) -> None:

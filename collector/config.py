@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -205,6 +205,68 @@ class PricingConfig(Strict):
     )
 
 
+class DecisionsConfig(Strict):
+    interval_seconds: float = Field(5.0, gt=0, description="How often decisions are evaluated.")
+    window_seconds: float = Field(
+        600.0, gt=0, description="Window of a failed rule's on_fail when no policy covers it."
+    )
+    resolve_after_seconds: float = Field(
+        300.0, ge=0, description="A decision without a policy resolves once clear this long."
+    )
+    max_targets: int = Field(
+        1000, gt=0, description="Targets with their own metric labels; the rest share _overflow."
+    )
+    max_eval_backlog: int = Field(
+        10_000, gt=0, description="Traces waiting to be built beyond which coverage is lost."
+    )
+    no_data: Literal["review", "ignore"] = Field(
+        "review", description="What a target that stops sending trajectories gets."
+    )
+    no_data_after_seconds: float = Field(
+        1800.0, gt=0, description="Silence after which a target that was sending gets no_data."
+    )
+    lookback_seconds: float = Field(
+        86_400.0, gt=0, description="How far back a target counts as known (PASS gauge, no_data)."
+    )
+
+
+class AlertmanagerChannel(Strict):
+    url: str = Field(description="Alertmanager base URL, e.g. http://alertmanager:9093.")
+    name: str = Field("alertmanager", description="Channel name in metrics and `alerts test`.")
+    resend_seconds: float = Field(
+        60.0, gt=0, description="Firing alerts are re-sent this often (Alertmanager expects it)."
+    )
+
+
+class WebhookChannel(Strict):
+    url: str = Field(description="URL that receives a JSON POST per alert.")
+    name: str = Field("webhook", description="Channel name in metrics and `alerts test`.")
+    secret: SecretStr | None = Field(
+        None, description="HMAC-SHA256 key; the signature goes in X-Sextant-Signature."
+    )
+    renotify_seconds: float = Field(
+        3600.0, gt=0, description="A firing decision is sent again this often."
+    )
+
+
+class AlertsConfig(Strict):
+    alertmanager: list[AlertmanagerChannel] = Field(
+        default_factory=list, description="Alertmanager v2 APIs to send decisions to."
+    )
+    webhooks: list[WebhookChannel] = Field(
+        default_factory=list, description="Generic JSON webhooks to send decisions to."
+    )
+    external_url: str = Field(
+        "", description="Base URL of this Sextant's admin API for links (default: its address)."
+    )
+    queue_size: int = Field(1000, gt=0, description="Alerts waiting per channel; beyond, dropped.")
+    max_attempts: int = Field(5, ge=1, description="Delivery attempts per alert.")
+    backoff_seconds: float = Field(
+        1.0, gt=0, description="First retry delay; it doubles per attempt."
+    )
+    timeout_seconds: float = Field(5.0, gt=0, description="HTTP timeout per attempt.")
+
+
 class SextantConfig(Strict):
     grpc: GrpcConfig = Field(default_factory=GrpcConfig, description="OTLP/gRPC receiver.")
     http: HttpConfig = Field(default_factory=HttpConfig, description="OTLP/HTTP receiver.")
@@ -220,6 +282,10 @@ class SextantConfig(Strict):
     pricing: PricingConfig = Field(default_factory=PricingConfig, description="Token prices.")
     rules: RulesConfig = Field(default_factory=RulesConfig, description="Rule packs.")
     writer: WriterConfig = Field(default_factory=WriterConfig, description="Group-commit writer.")
+    decisions: DecisionsConfig = Field(
+        default_factory=DecisionsConfig, description="Decision engine."
+    )
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert channels.")
     drift: DriftConfig = Field(
         default_factory=DriftConfig, description="Drift and reliability rules."
     )

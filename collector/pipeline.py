@@ -8,10 +8,14 @@ import threading
 
 from prometheus_client import CollectorRegistry
 
+from collector.admin.decisions import DecisionRoutes
 from collector.admin.server import AdminServer
+from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler, Evaluation
 from collector.clock import Clock
 from collector.config import SextantConfig
+from collector.decisions.engine import Coverage, DecisionEngine
+from collector.decisions.metrics import DecisionCollector
 from collector.drift.api import add_routes as drift_routes
 from collector.drift.scheduler import DriftScheduler
 from collector.health import EvaluatorHealth
@@ -24,7 +28,9 @@ from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import (
+    AlertMetrics,
     AssemblerMetrics,
+    DecisionMetrics,
     DriftMetrics,
     ReceiverMetrics,
     RulesMetrics,
@@ -78,6 +84,25 @@ class Pipeline:
             config.drift, self.database, self.writer, self.packs, DriftMetrics(self.registry), clock
         )
         receiver_metrics = ReceiverMetrics(self.registry)
+        self.notifier = Notifier(
+            config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.now
+        )
+        self.decisions = DecisionEngine(
+            config.decisions,
+            self.database,
+            self.writer,
+            self.packs,
+            DecisionMetrics(self.registry),
+            clock,
+            Coverage(
+                rejected_spans=lambda: counter_total(receiver_metrics.rejected, signal="traces"),
+                eval_backlog=lambda: self.assembler.backlog(config.decisions.max_eval_backlog + 1),
+            ),
+            self.notifier,
+        )
+        self.registry.register(
+            DecisionCollector(self.decisions.snapshot, config.decisions.max_targets)
+        )
         self.ingest = Ingest(
             self.writer, self.workers, config.ingest, config.limits, receiver_metrics
         )
@@ -85,16 +110,28 @@ class Pipeline:
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
         self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
+        decision_routes = DecisionRoutes(self.decisions, self.notifier, self.database, auth)
         self.admin = AdminServer(
             config.admin,
             self.registry,
             self.not_ready_reason,
             self.database,
             self.rules_status,
-            lambda app: drift_routes(app, self.database, self.writer),
+            routes=[
+                decision_routes.register,
+                lambda app: drift_routes(app, self.database, self.writer),
+            ],
         )
         self._started = False
         self._stopped = False
+
+    def admin_url(self) -> str:
+        host = self.config.admin.host_port[0]
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        return f"http://{host}:{self.admin.port}"
+
+    def now(self):  # type: ignore[no-untyped-def]
+        return self.decisions.now()
 
     def rules_status(self) -> dict:
         packs = self.packs.status()
@@ -124,6 +161,8 @@ class Pipeline:
             await asyncio.to_thread(self.packs.start)
             await asyncio.to_thread(self.assembler.start)
             self.drift.start()
+            await asyncio.to_thread(self.notifier.start)
+            await asyncio.to_thread(self.decisions.start)
             await self.admin.start(timeout)
             await self.grpc.start()
             await self.http.start(timeout)
@@ -148,6 +187,8 @@ class Pipeline:
             lambda: asyncio.gather(self.grpc.stop(timeout), self.http.stop()),
             lambda: asyncio.to_thread(self.drift.shutdown, timeout),
             lambda: asyncio.to_thread(self.assembler.shutdown, timeout),
+            lambda: asyncio.to_thread(self.decisions.shutdown, timeout),
+            lambda: asyncio.to_thread(self.notifier.shutdown, timeout),
             lambda: asyncio.to_thread(self.packs.shutdown, timeout),
             lambda: asyncio.to_thread(self.workers.shutdown),
             lambda: asyncio.to_thread(self.writer.shutdown, timeout),
@@ -173,7 +214,19 @@ class Pipeline:
             self.checkpointer.ticker,
             self.assembler.ticker,
             self.packs.ticker,
+            self.decisions.ticker,
             self.drift.ticker,
         )
         threads = [t.thread for t in tickers] + [self.writer._thread]
         return [t for t in threads if t is not None]
+
+
+def counter_total(counter, **match: str) -> float:  # type: ignore[no-untyped-def]
+    """Sum of a labelled counter's `_total` samples whose labels match."""
+    return sum(
+        sample.value
+        for metric in counter.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+        and all(sample.labels.get(k) == v for k, v in match.items())
+    )

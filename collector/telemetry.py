@@ -184,6 +184,12 @@ class RulesMetrics:
             ["pack", "rule", "verdict", "reason"],
             registry=registry,
         )
+        self.trajectories = Counter(
+            "sextant_trajectories",
+            "Evaluated trajectories by overall verdict (none: no pack applied).",
+            ["verdict"],
+            registry=registry,
+        )
         self.match_rate = Histogram(
             "sextant_evaluator_match_rate",
             "Match rate of trajectory rules (fraction of expected steps found).",
@@ -253,5 +259,46 @@ class DriftMetrics:
             "sextant_drift_evaluation_duration_seconds",
             "Time to evaluate one window rule over every target.",
             buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+
+class DecisionMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.evaluations = Counter(
+            "sextant_decision_evaluations", "Decision evaluation rounds run.", registry=registry
+        )
+        self.transitions = Counter(
+            "sextant_decision_transitions",
+            "Decision transitions recorded, by decision and event (firing, resolved, ack...).",
+            ["decision", "event"],
+            registry=registry,
+        )
+
+
+class AlertMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.sent = Counter(
+            "sextant_alerts_sent",
+            "Alert notifications delivered, by channel and status (firing, resolved, test).",
+            ["channel", "status"],
+            registry=registry,
+        )
+        self.failed = Counter(
+            "sextant_alerts_failed_attempts",
+            "Delivery attempts that failed (each retry counts), by channel.",
+            ["channel"],
+            registry=registry,
+        )
+        self.dropped = Counter(
+            "sextant_alerts_dropped",
+            "Notifications given up: queue full or out of attempts, by channel and why.",
+            ["channel", "why"],
+            registry=registry,
+        )
+        self.queued = Gauge(
+            "sextant_alerts_queued",
+            "Notifications waiting for delivery, by channel.",
+            ["channel"],
             registry=registry,
         )

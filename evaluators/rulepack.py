@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from evaluators.matchers import Condition, Strict, text_matches
 from evaluators.model import Trajectory
+from evaluators.policies import DecisionPolicy
 from evaluators.registry import RULE_TYPES, Rule
 
 
@@ -49,6 +50,10 @@ class RulePack(Strict):
     description: str = Field("", description="What the pack is for.")
     selector: Selector = Field(default_factory=Selector, description="Which targets.")
     rules: list[Rule] = Field(min_length=1, description="The checks.")
+    decisions: list[DecisionPolicy] = Field(
+        default_factory=list,
+        description="Decision policies; without one, a failed rule's on_fail applies at once.",
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> RulePack:
@@ -62,6 +67,10 @@ class RulePack(Strict):
                 "window rules (drift, reliability) select targets by service, agent and version;"
                 " selector.attributes cannot apply to them: put them in a pack without it"
             )
+        policies = [p.id for p in self.decisions]
+        for policy_id in policies:
+            if policies.count(policy_id) > 1:
+                raise ValueError(f"decision policy id {policy_id!r} is used twice")
         return self
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -25,8 +25,9 @@ class AdminServer:
         ready: Callable[[], str | None],
         database: Database,
         rules_status: Callable[[], dict[str, Any]],
-        add_routes: Callable[[web.Application], None] | None = None,
+        routes: Iterable[Callable[[web.Application], None]] = (),
     ) -> None:
+        """`routes` register the other stages' endpoints (decisions, SQL...) on the app."""
         """`ready` returns None when the service is ready, else the reason it is not."""
         self.registry = registry
         self.ready = ready
@@ -39,8 +40,8 @@ class AdminServer:
         app.router.add_get("/api/v1/trajectories/{trace_id}", self._trajectory)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        if add_routes is not None:  # routes of other stages (drift: reliability, baselines)
-            add_routes(app)
+        for register in routes:
+            register(app)
         host, port = config.host_port
         self.server = HttpServer(app, host, port, "the admin API")
 

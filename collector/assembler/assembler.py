@@ -68,10 +68,15 @@ class Evaluation:
 
     def record(self, built: Built) -> None:
         self.health.record(built)
-        for (pack, rule, verdict, reason), count in built.outcomes.items():
-            self.metrics.results.labels(pack, rule, verdict, reason).inc(count)
+        for outcome, count in built.outcomes.items():
+            pack, rule, verdict, reason = outcome
+            exemplar = {"trace_id": built.examples[outcome]}
+            self.metrics.results.labels(pack, rule, verdict, reason).inc(count, exemplar)
             if reason == "evaluator_error":
                 self.metrics.errors.labels(pack, rule).inc(count)
+        for verdict, count in built.verdicts.items():
+            exemplar = {"trace_id": built.examples[(verdict,)]}
+            self.metrics.trajectories.labels(verdict).inc(count, exemplar)
         for pack, rule, score in built.scores:
             self.metrics.match_rate.labels(pack, rule).observe(score)
         self.metrics.duration.observe(built.evaluation_seconds)
@@ -141,6 +146,11 @@ class Assembler:
             ):
                 self._bounded.extend(self._buffers.add(trace_id, count, root, received_at, now))
             self.metrics.open_traces.set(len(self._buffers))
+
+    def backlog(self, limit: int = 1_000_000) -> int:
+        """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""
+        with self._lock:
+            return len(self._bounded) + self._buffers.overdue(self.clock.monotonic(), limit)
 
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet."""

@@ -113,6 +113,17 @@ class TraceBuffers:
             self._closed_rooted.popitem(last=False)
         return closing
 
+    def overdue(self, now: float, limit: int) -> int:
+        """How many traces (up to `limit`) have been due for longer than a tick: the backlog of
+        runs that should have been evaluated by now and were not."""
+        quiet_before = now - self.config.quiet_period_seconds - self.config.tick_seconds
+        count = 0
+        for trace in self._by_activity.values():
+            if trace.last_seen > quiet_before or count >= limit:
+                break
+            count += trace.root_seen
+        return count
+
     def next_due(self) -> float | None:
         """The earliest monotonic time a trace may close (a lower bound), or None when none is
         open: the assembler sleeps until then instead of polling."""

@@ -50,6 +50,9 @@ class Built:
     step_kinds: Counter[str] = field(default_factory=Counter)
     # per (pack, rule): how results went, for metrics and evaluator health
     outcomes: Counter[tuple[str, str, str, str]] = field(default_factory=Counter)
+    # an example trace per outcome and per trajectory verdict: exemplars link metrics to traces
+    examples: dict[tuple[str, ...], str] = field(default_factory=dict)
+    verdicts: Counter[str] = field(default_factory=Counter)
     scores: list[tuple[str, str, float]] = field(default_factory=list)
     errors: dict[tuple[str, str], str] = field(default_factory=dict)
     applied: Counter[str] = field(default_factory=Counter)  # pack -> trajectories it applied to
@@ -134,15 +137,19 @@ def build_batch(
             results.extend(pack_results)
         built.evaluation_seconds += time.perf_counter() - started
         for r in results:
-            built.outcomes[(r.pack, r.rule_id, r.verdict.value, r.reason)] += 1
+            outcome = (r.pack, r.rule_id, r.verdict.value, r.reason)
+            built.outcomes[outcome] += 1
+            built.examples[outcome] = t.trace_id
             if r.score is not None and r.rule_type == "trajectory":
                 built.scores.append((r.pack, r.rule_id, r.score))
             if r.reason == "evaluator_error":
                 built.errors[(r.pack, r.rule_id)] = r.message
         received = [r["received_at"] for r in span_rows]
-        rows["trajectories"].append(
-            trajectory_row(t, min(received), max(received), closed_at, results)
-        )
+        row = trajectory_row(t, min(received), max(received), closed_at, results)
+        rows["trajectories"].append(row)
+        verdict = row["verdict"] or "none"
+        built.verdicts[verdict] += 1
+        built.examples[(verdict,)] = t.trace_id
         rows["steps"].extend(step_rows(t))
         rows["results"].extend(result_rows(t, results, shas, closed_at))
         built.closed.append((t.trace_id, t.close_reason, t.revision, late))

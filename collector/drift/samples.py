@@ -7,7 +7,6 @@ task are not independent samples, so each case contributes the mean of its attem
 
 from __future__ import annotations
 
-
 import duckdb
 import numpy as np
 

@@ -213,3 +213,26 @@ def test_rules_test_and_status_commands(server: RunningServer, tmp_path: Path) -
     assert "support-agent 1.0.0" in status.stdout
     line = next(x for x in status.stdout.splitlines() if rule in x)
     assert line.split()[2:6] == ["active", "2", "1", "1"]
+
+
+def test_results_and_verdict_counters_carry_trace_exemplars(server: RunningServer) -> None:
+    bad = support_run(server, approve=False)
+    trajectory(server, bad)
+    reply = requests.get(
+        f"{server.admin_url}/metrics",
+        headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+        timeout=5,
+    )
+    assert reply.headers["Content-Type"].startswith("application/openmetrics-text")
+    lines = reply.text.splitlines()
+    violation = next(
+        line
+        for line in lines
+        if line.startswith("sextant_evaluator_results_total{")
+        and 'reason="approval_boundary_violation"' in line
+    )
+    assert f'# {{trace_id="{bad}"}}' in violation
+    verdict = next(
+        line for line in lines if line.startswith('sextant_trajectories_total{verdict="fail"}')
+    )
+    assert f'trace_id="{bad}"' in verdict

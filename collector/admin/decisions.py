@@ -1,0 +1,131 @@
+"""Decision routes of the admin API: read current and history, acknowledge, resolve, test alerts.
+
+Reads come from the store; acknowledging and resolving go through the engine so the state
+machine, the history and the alert all change together. Writes need a bearer token when the
+receivers need one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from collector.alerts.notifier import Notifier
+from collector.decisions.engine import EVERY_TARGET, DecisionEngine
+from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
+from collector.decisions.state import effective
+from collector.errors import Unauthenticated
+from collector.receivers.auth import BearerAuth
+from collector.store.database import Database
+
+MAX_LIST = 1000
+
+
+class DecisionRoutes:
+    def __init__(
+        self, engine: DecisionEngine, notifier: Notifier, database: Database, auth: BearerAuth
+    ) -> None:
+        self.engine = engine
+        self.notifier = notifier
+        self.database = database
+        self.auth = auth
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_get("/api/v1/decisions", self._list)
+        app.router.add_get("/api/v1/decisions/{id}", self._one)
+        app.router.add_post("/api/v1/decisions/{id}/ack", self._ack)
+        app.router.add_post("/api/v1/decisions/{id}/resolve", self._resolve)
+        app.router.add_get("/api/v1/targets", self._targets)
+        app.router.add_post("/api/v1/alerts/test", self._test)
+
+    async def _list(self, request: web.Request) -> web.Response:
+        allowed = {*DECISION_FILTERS, "state", "limit"}
+        unknown = set(request.query) - allowed
+        if unknown:
+            return error(400, f"unknown parameter {sorted(unknown)[0]!r}; use {sorted(allowed)}")
+        state = request.query.get("state")
+        if state is not None and state not in STATES:
+            return error(400, f"state must be one of {', '.join(STATES)}")
+        limit = request.query.get("limit", "100")
+        if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= MAX_LIST:
+            return error(400, f"limit must be an integer from 1 to {MAX_LIST}")
+        filters = {k: v for k, v in request.query.items() if k != "limit"}
+        found = await asyncio.to_thread(self._read, list_decisions, filters, int(limit))
+        return reply({"decisions": found})
+
+    async def _one(self, request: web.Request) -> web.Response:
+        history = await asyncio.to_thread(self._read, decision_history, request.match_info["id"])
+        if not history:
+            return error(404, f"no decision {request.match_info['id']}")
+        return reply({"decision": history[-1], "history": history})
+
+    async def _ack(self, request: web.Request) -> web.Response:
+        return await self._by_person(request, self.engine.acknowledge)
+
+    async def _resolve(self, request: web.Request) -> web.Response:
+        return await self._by_person(request, self.engine.resolve)
+
+    async def _by_person(self, request: web.Request, action: Any) -> web.Response:
+        try:
+            self.auth.check(request.headers.get("Authorization"))
+        except Unauthenticated as exc:
+            return error(401, str(exc))
+        try:
+            body = orjson.loads(await request.read() or b"{}")
+        except orjson.JSONDecodeError as exc:
+            return error(400, f"body is not JSON: {exc}")
+        by = body.get("by") if isinstance(body, dict) else None
+        if not isinstance(by, str) or not by.strip():
+            return error(400, 'give who acts: {"by": "NAME", "note": "..."}')
+        note = body.get("note") or ""
+        try:
+            state = await asyncio.to_thread(action, request.match_info["id"], by.strip(), note)
+        except LookupError as exc:
+            return error(404, str(exc))
+        return reply({"decision_id": state.id, "state": state.state, "by": by, "note": note})
+
+    async def _targets(self, request: web.Request) -> web.Response:
+        snap = self.engine.snapshot()
+        everywhere = [s for s in snap.states if s.key.target == EVERY_TARGET]
+        targets = []
+        for target, last in sorted(snap.targets.items(), key=lambda kv: kv[0].label()):
+            own = [s for s in snap.states if s.key.target == target] + everywhere
+            targets.append(
+                {
+                    "service": target.service,
+                    "agent": target.agent,
+                    "version": target.version,
+                    "decision": effective(own).value,
+                    "reasons": sorted(
+                        {r for s in own if s.state == "firing" for r in s.finding.reasons}
+                    ),
+                    "last_trajectory_at": last.isoformat() + "Z",
+                }
+            )
+        return reply({"targets": targets})
+
+    async def _test(self, request: web.Request) -> web.Response:
+        try:
+            self.auth.check(request.headers.get("Authorization"))
+        except Unauthenticated as exc:
+            return error(401, str(exc))
+        report = await asyncio.to_thread(self.notifier.test)
+        return reply({"channels": report})
+
+    def _read(self, query, *args):  # type: ignore[no-untyped-def]
+        cursor = self.database.cursor()
+        try:
+            return query(cursor, *args)
+        finally:
+            cursor.close()
+
+
+def reply(doc: dict[str, Any]) -> web.Response:
+    return web.Response(body=orjson.dumps(doc), content_type="application/json")
+
+
+def error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)

@@ -1,0 +1,122 @@
+"""Where alerts go: the Alertmanager v2 API and signed JSON webhooks. One HTTP POST each.
+
+A channel only knows how to deliver one notification and say whether to try again; queueing,
+retries and re-sending live in the notifier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from collector.config import AlertmanagerChannel, WebhookChannel
+
+SIGNATURE_HEADER = "X-Sextant-Signature"
+TIMESTAMP_HEADER = "X-Sextant-Timestamp"
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One alert as every channel sees it (Alertmanager's shape, which webhooks also get)."""
+
+    dedup_key: str
+    decision_id: str | None
+    status: str  # firing | resolved | test
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: str
+    ends_at: str | None
+    generator_url: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    ok: bool
+    retry: bool
+    http_status: int | None = None
+    error: str | None = None
+
+
+def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Delivery:
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return Delivery(True, False, reply.status)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:200].decode(errors="replace")
+        # 429 and 5xx are the receiver's trouble and pass; other 4xx will fail again the same way.
+        retry = exc.code == 429 or exc.code >= 500
+        return Delivery(False, retry, exc.code, f"HTTP {exc.code}: {detail}")
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return Delivery(False, True, None, f"cannot reach {url}: {reason}")
+
+
+class Alertmanager:
+    kind = "alertmanager"
+
+    def __init__(self, config: AlertmanagerChannel, timeout: float) -> None:
+        self.name = config.name
+        self.url = config.url.rstrip("/") + "/api/v2/alerts"
+        self.resend_seconds = config.resend_seconds
+        self.timeout = timeout
+
+    def deliver(self, n: Notification) -> Delivery:
+        alert: dict[str, Any] = {
+            "labels": n.labels,
+            "annotations": n.annotations,
+            "startsAt": n.starts_at,
+            "generatorURL": n.generator_url,
+        }
+        if n.ends_at:
+            alert["endsAt"] = n.ends_at
+        body = orjson.dumps([alert])
+        return post(self.url, body, {"Content-Type": "application/json"}, self.timeout)
+
+
+class Webhook:
+    kind = "webhook"
+
+    def __init__(self, config: WebhookChannel, timeout: float) -> None:
+        self.name = config.name
+        self.url = config.url
+        self.resend_seconds = config.renotify_seconds
+        self.secret = config.secret.get_secret_value().encode() if config.secret else None
+        self.timeout = timeout
+
+    def deliver(self, n: Notification) -> Delivery:
+        body = orjson.dumps(
+            {
+                "version": "1",
+                "dedup_key": n.dedup_key,
+                "decision_id": n.decision_id,
+                "status": n.status,
+                "labels": n.labels,
+                "annotations": n.annotations,
+                "startsAt": n.starts_at,
+                "endsAt": n.ends_at,
+                "generatorURL": n.generator_url,
+            }
+        )
+        headers = {"Content-Type": "application/json"}
+        if self.secret is not None:
+            timestamp = str(int(time.time()))
+            headers[TIMESTAMP_HEADER] = timestamp
+            headers[SIGNATURE_HEADER] = "sha256=" + sign(self.secret, timestamp, body)
+        return post(self.url, body, headers, self.timeout)
+
+
+def sign(secret: bytes, timestamp: str, body: bytes) -> str:
+    """HMAC-SHA256 over `timestamp.body`: the timestamp is signed so a capture cannot be replayed
+    later with a fresh one."""
+    return hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+Channel = Alertmanager | Webhook

@@ -1,0 +1,326 @@
+"""Turns decision transitions into notifications and delivers them, never blocking the caller.
+
+Each channel has a bounded queue and its own thread: a slow or dead receiver delays only its own
+alerts, a full queue drops the oldest (counted), and failed attempts are retried with doubling
+backoff. Firing alerts are re-sent every channel's interval until they resolve, as Alertmanager
+expects. Every delivery is recorded in `alerts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+
+from collector.alerts.channels import Alertmanager, Channel, Notification, Webhook
+from collector.config import AlertsConfig
+from collector.decisions.engine import summary_of
+from collector.decisions.state import DecisionState
+from collector.store.tables import ARROW_SCHEMAS
+from collector.store.writer import Writer
+from collector.telemetry import AlertMetrics
+from collector.ticker import Ticker
+from evaluators.base import Decision
+
+log = logging.getLogger(__name__)
+
+SEVERITY = {
+    Decision.DISABLE: "critical",
+    Decision.ROLLBACK: "critical",
+    Decision.QUARANTINE: "critical",
+    Decision.DOWNGRADE: "warning",
+    Decision.FAIL: "warning",
+    Decision.REVIEW: "info",
+    Decision.PASS: "none",
+}
+STORE_TIMEOUT_SECONDS = 30.0
+
+
+def iso(t: datetime) -> str:
+    return t.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z")
+
+
+def dedup_key(state: DecisionState) -> str:
+    """One alert per target and decision, however many policies agree on it."""
+    t = state.key.target
+    text = f"{t.service}\x00{t.agent}\x00{t.version}\x00{state.key.decision.value}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Outbox:
+    """A channel's queue and its delivery thread."""
+
+    channel: Channel
+    queue: deque[Notification]
+    wake: threading.Condition
+    thread: threading.Thread | None = None
+    last_sent: dict[str, datetime] | None = None
+    failing: bool = False
+
+
+class Notifier:
+    def __init__(
+        self,
+        config: AlertsConfig,
+        writer: Writer,
+        metrics: AlertMetrics,
+        base_url: Callable[[], str],
+        now: Callable[[], datetime] = lambda: datetime.now(UTC).replace(tzinfo=None),
+    ) -> None:
+        self.config = config
+        self.writer = writer
+        self.metrics = metrics
+        self.base_url = base_url
+        self.now = now
+        channels: list[Channel] = [
+            Alertmanager(c, config.timeout_seconds) for c in config.alertmanager
+        ]
+        channels += [Webhook(c, config.timeout_seconds) for c in config.webhooks]
+        names = [c.name for c in channels]
+        duplicated = {n for n in names if names.count(n) > 1}
+        if duplicated:
+            raise ValueError(f"alert channel names must differ: {sorted(duplicated)} repeat")
+        self.outboxes = [Outbox(c, deque(), threading.Condition(), last_sent={}) for c in channels]
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        # dedup key -> the alert as last sent, and the decision ids keeping it firing
+        self._firing: dict[str, Notification] = {}
+        self._holders: dict[str, set[str]] = {}
+        self.ticker = Ticker("sextant-alerts", 1.0, self.resend_due)
+
+    def start(self) -> None:
+        for box in self.outboxes:
+            box.thread = threading.Thread(
+                target=self._deliver_loop,
+                args=(box,),
+                name=f"sextant-alerts-{box.channel.name}",
+                daemon=True,
+            )
+            box.thread.start()
+        self.ticker.start()
+
+    def shutdown(self, timeout: float) -> None:
+        self.ticker.shutdown(timeout)
+        self._stopping.set()
+        for box in self.outboxes:
+            with box.wake:
+                box.wake.notify_all()
+            if box.thread is not None:
+                box.thread.join(timeout)
+
+    def failing(self) -> list[str]:
+        return [box.channel.name for box in self.outboxes if box.failing]
+
+    # -- from the decision engine ----------------------------------------------------------------
+
+    def notify(self, state: DecisionState, event: str) -> None:
+        """A decision fired, changed, was acknowledged or resolved: tell every channel."""
+        key = dedup_key(state)
+        with self._lock:
+            holders = self._holders.setdefault(key, set())
+            if state.state == "firing":
+                holders.add(state.id)
+                previous = self._firing.get(key)
+                notification = self.notification(state, "firing", previous)
+                self._firing[key] = notification
+            else:
+                holders.discard(state.id)
+                if holders or key not in self._firing:
+                    return  # another policy keeps the same alert firing, or it never fired
+                del self._holders[key]
+                notification = self.notification(state, "resolved", self._firing.pop(key))
+        if event in ("firing", "resolved", "resolve", "ack", "updated"):
+            self._offer_all(notification)
+
+    def notification(
+        self, state: DecisionState, status: str, previous: Notification | None = None
+    ) -> Notification:
+        t, f = state.key.target, state.finding
+        base = self.config.external_url.rstrip("/") or self.base_url()
+        labels = {
+            "alertname": "Sextant" + state.key.decision.value.title(),
+            "decision": state.key.decision.value,
+            "service": t.service,
+            "agent": t.agent,
+            "version": t.version,
+            "severity": SEVERITY[state.key.decision],
+            # The alert's identity must not change while it fires: the reason it fired with.
+            "reason": previous.labels["reason"] if previous else (f.reasons or ("unknown",))[0],
+        }
+        annotations = {
+            "summary": summary_of(state),
+            "reasons": ", ".join(f.reasons),
+            "owner": f.owner,
+            "decision_id": state.id,
+            "rules": ", ".join(f.rules),
+            "packs": ", ".join(f.packs),
+            "evidence_trace_ids": ",".join(f.evidence),
+        }
+        if f.evidence:
+            annotations["trajectory_url"] = f"{base}/api/v1/trajectories/{f.evidence[0]}"
+        if state.acked_by:
+            annotations["acknowledged_by"] = state.acked_by
+            annotations["acknowledgement"] = state.ack_note or ""
+        ends_at = state.resolved_at if status == "resolved" else None
+        return Notification(
+            dedup_key=dedup_key(state),
+            decision_id=state.id,
+            status=status,
+            labels=labels,
+            annotations=annotations,
+            starts_at=iso(previous_start(previous) or state.fired_at or state.active_at),
+            ends_at=iso(ends_at or self.now()) if status == "resolved" else None,
+            generator_url=f"{base}/api/v1/decisions/{state.id}",
+        )
+
+    def resend_due(self) -> None:
+        """Firing alerts go out again each channel's interval: Alertmanager forgets alerts that
+        are not re-sent, and a webhook's reader is reminded."""
+        now = self.now()
+        with self._lock:
+            firing = list(self._firing.values())
+        for box in self.outboxes:
+            interval = timedelta(seconds=box.channel.resend_seconds)
+            for n in firing:
+                last = box.last_sent.get(n.dedup_key) if box.last_sent else None
+                if last is not None and now - last >= interval:
+                    self._offer(box, n)
+
+    def _offer_all(self, n: Notification) -> None:
+        for box in self.outboxes:
+            self._offer(box, n)
+
+    def _offer(self, box: Outbox, n: Notification) -> None:
+        with box.wake:
+            if len(box.queue) >= self.config.queue_size:
+                box.queue.popleft()
+                self.metrics.dropped.labels(box.channel.name, "queue_full").inc()
+            box.queue.append(n)
+            self.metrics.queued.labels(box.channel.name).set(len(box.queue))
+            box.wake.notify()
+
+    # -- delivery --------------------------------------------------------------------------------
+
+    def _deliver_loop(self, box: Outbox) -> None:
+        while True:
+            with box.wake:
+                while not box.queue and not self._stopping.is_set():
+                    box.wake.wait()
+                if self._stopping.is_set():
+                    return
+                n = box.queue.popleft()
+                self.metrics.queued.labels(box.channel.name).set(len(box.queue))
+            try:
+                self._deliver(box, n)
+            except Exception:
+                log.exception("alert delivery to %s failed unexpectedly", box.channel.name)
+
+    def _deliver(self, box: Outbox, n: Notification) -> None:
+        name = box.channel.name
+        delay = self.config.backoff_seconds
+        for attempt in range(1, self.config.max_attempts + 1):
+            if n.status == "firing" and n.dedup_key not in self._firing:
+                return  # resolved while waiting: the resolved notification follows
+            result = box.channel.deliver(n)
+            if result.ok:
+                box.failing = False
+                if box.last_sent is not None:
+                    box.last_sent[n.dedup_key] = self.now()
+                self.metrics.sent.labels(name, n.status).inc()
+                self._record(box, n, attempt, result.ok, result.http_status, None)
+                return
+            self.metrics.failed.labels(name).inc()
+            log.warning("alert to %s failed (attempt %d): %s", name, attempt, result.error)
+            if not result.retry or attempt == self.config.max_attempts:
+                break
+            if self._stopping.wait(delay):
+                break
+            delay *= 2
+        box.failing = True
+        if box.last_sent is not None and n.status == "firing":
+            box.last_sent[n.dedup_key] = self.now()  # try again at the next re-send
+        self.metrics.dropped.labels(name, "undeliverable").inc()
+        self._record(box, n, attempt, False, result.http_status, result.error)
+
+    def _record(
+        self,
+        box: Outbox,
+        n: Notification,
+        attempt: int,
+        ok: bool,
+        http_status: int | None,
+        error: str | None,
+    ) -> None:
+        row: dict[str, Any] = {
+            "decision_id": n.decision_id,
+            "channel": box.channel.name,
+            "kind": box.channel.kind,
+            "status": n.status,
+            "dedup_key": n.dedup_key,
+            "attempt": attempt,
+            "ok": ok,
+            "http_status": http_status,
+            "error": error,
+            "sent_at": self.now(),
+        }
+        table = pa.Table.from_pylist([row], schema=ARROW_SCHEMAS["alerts"])
+        try:
+            self.writer.submit_tables({"alerts": table}).result(STORE_TIMEOUT_SECONDS)
+        except Exception as exc:
+            log.warning("could not record alert delivery to %s: %s", box.channel.name, exc)
+
+    def test(self) -> list[dict[str, Any]]:
+        """Send one test alert through every channel now, once, and say how each went."""
+        now = self.now()
+        base = self.config.external_url.rstrip("/") or self.base_url()
+        n = Notification(
+            dedup_key="test",
+            decision_id=None,
+            status="test",
+            labels={
+                "alertname": "SextantTest",
+                "decision": "REVIEW",
+                "service": "sextant",
+                "agent": "*",
+                "version": "*",
+                "severity": "none",
+                "reason": "alert_channel_test",
+            },
+            annotations={"summary": "Sextant test alert: the channel works."},
+            starts_at=iso(now),
+            ends_at=iso(now + timedelta(minutes=5)),
+            generator_url=f"{base}/api/v1/decisions",
+        )
+        report = []
+        for box in self.outboxes:
+            result = box.channel.deliver(replace(n))
+            box.failing = not result.ok
+            if result.ok:
+                self.metrics.sent.labels(box.channel.name, "test").inc()
+            else:
+                self.metrics.failed.labels(box.channel.name).inc()
+            self._record(box, n, 1, result.ok, result.http_status, result.error)
+            report.append(
+                {
+                    "channel": box.channel.name,
+                    "kind": box.channel.kind,
+                    "ok": result.ok,
+                    "http_status": result.http_status,
+                    "error": result.error,
+                }
+            )
+        return report
+
+
+def previous_start(previous: Notification | None) -> datetime | None:
+    if previous is None:
+        return None
+    return datetime.fromisoformat(previous.starts_at.replace("Z", "+00:00")).replace(tzinfo=None)

@@ -1,0 +1,245 @@
+"""Decisions from real agent traffic: policies, on_fail, coverage, people, metrics, restarts."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import requests
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+from collector.config import BUILTIN_RULES
+from tests.agent_runs import AgentScript, provider_for, trace_id_of
+from tests.conftest import RunningServer, start_server, wait_for
+from tests.integration.test_evaluation import support_run
+from tests.integration.test_trajectories import FAST, trajectory
+
+DECIDE_FAST = {"interval_seconds": 0.1, "window_seconds": 60, "resolve_after_seconds": 0.5}
+TARGET = {"service": "support-desk", "agent": "support-agent", "version": "2.3.1"}
+
+
+def serve(tmp_path: Path, **sections) -> RunningServer:
+    rules = tmp_path / "rules"
+    if not rules.exists():
+        shutil.copytree(BUILTIN_RULES, rules)
+    config = {
+        "assembler": FAST,
+        "rules": {"paths": [str(rules)], "reload_seconds": 0.1},
+        "decisions": DECIDE_FAST,
+        **sections,
+    }
+    return start_server(tmp_path / "data", **config)
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    running = serve(tmp_path)
+    yield running
+    running.stop()
+
+
+def decisions(server: RunningServer, **params) -> list[dict]:
+    reply = requests.get(f"{server.admin_url}/api/v1/decisions", params=params, timeout=5)
+    reply.raise_for_status()
+    return reply.json()["decisions"]
+
+
+def firing(server: RunningServer, decision: str, **where) -> dict:
+    def found():
+        for d in decisions(server, state="firing", decision=decision):
+            if all(d[k] == v for k, v in where.items()):
+                return d
+        return None
+
+    return wait_for(found, timeout=15)
+
+
+def test_an_unsafe_run_quarantines_its_target_with_owner_reasons_and_evidence(server):
+    good = support_run(server)
+    trajectory(server, good)
+    bad = support_run(server, approve=False)
+    trajectory(server, bad)
+    d = firing(server, "QUARANTINE", service_name="support-desk")
+    assert d["reasons"] == ["approval_boundary_violation"]
+    assert d["owner"] == "support-platform-oncall"
+    assert d["evidence_trace_ids"] == [bad]
+    assert d["rules"] == ["support-agent/approval-before-account-change"]
+    assert d["packs"] == ["support-agent@1.0.0"]
+    assert (d["agent_name"], d["service_version"]) == ("support-agent", "2.3.1")
+    quarantine = {**TARGET, "decision": "QUARANTINE"}
+    wait_for(lambda: server.metric("sextant_decision_state", quarantine) == 1)
+    assert server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 0
+    history = requests.get(f"{server.admin_url}/api/v1/decisions/{d['decision_id']}", timeout=5)
+    assert [h["event"] for h in history.json()["history"]] == ["firing"]
+    targets = requests.get(f"{server.admin_url}/api/v1/targets", timeout=5).json()["targets"]
+    assert [(t["service"], t["decision"]) for t in targets] == [("support-desk", "QUARANTINE")]
+
+
+def test_a_clean_target_passes(server):
+    trajectory(server, support_run(server))
+    wait_for(lambda: server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 1)
+    assert decisions(server, state="active") == []
+
+
+def test_people_acknowledge_and_resolve_and_the_history_keeps_who_did_what(server):
+    trajectory(server, support_run(server, approve=False))
+    d = firing(server, "QUARANTINE")
+    url = f"{server.admin_url}/api/v1/decisions/{d['decision_id']}"
+    assert requests.post(f"{url}/ack", json={"note": "x"}, timeout=5).status_code == 400
+    ack = requests.post(f"{url}/ack", json={"by": "ana", "note": "looking"}, timeout=5)
+    assert ack.status_code == 200
+    done = requests.post(f"{url}/resolve", json={"by": "ana", "note": "prompt fixed"}, timeout=5)
+    assert done.json()["state"] == "resolved"
+    history = requests.get(url, timeout=5).json()["history"]
+    assert [(h["event"], h["actor"], h["note"]) for h in history] == [
+        ("firing", "sextant", None),
+        ("ack", "ana", "looking"),
+        ("resolve", "ana", "prompt fixed"),
+    ]
+    assert [h["seq"] for h in history] == [1, 2, 3]
+    # The failure that was dealt with does not reopen it; a new one opens a new decision.
+    server.pipeline.decisions.evaluate()
+    assert decisions(server, state="active") == []
+    again = support_run(server, approve=False)
+    trajectory(server, again)
+    new = firing(server, "QUARANTINE")
+    assert new["decision_id"] != d["decision_id"]
+    assert new["evidence_trace_ids"][0] == again
+    gone = requests.post(f"{url}/resolve", json={"by": "ana"}, timeout=5)
+    assert gone.status_code == 404
+
+
+def test_a_pack_policy_needs_its_count_and_waits_for_its_for(tmp_path):
+    rules = tmp_path / "rules"
+    shutil.copytree(BUILTIN_RULES, rules)
+    pack = rules / "support-agent.yaml"
+    pack.write_text(
+        pack.read_text()
+        + """
+decisions:
+  - id: downgrade-on-repeated-violations
+    decision: DOWNGRADE
+    when: {reason: approval_boundary_violation}
+    count: 2
+    window: 5m
+    for: 1s
+    resolve_after: 0s
+"""
+    )
+    server = serve(tmp_path)
+    try:
+        trajectory(server, support_run(server, approve=False))
+        server.pipeline.decisions.evaluate()
+        assert decisions(server, decision="DOWNGRADE") == []
+        # the policy covers the rule: its on_fail (QUARANTINE) does not apply by itself
+        assert decisions(server, decision="QUARANTINE") == []
+        trajectory(server, support_run(server, approve=False))
+        pending = wait_for(lambda: decisions(server, state="pending", decision="DOWNGRADE"))
+        assert pending[0]["policy"] == "support-agent/downgrade-on-repeated-violations"
+        d = firing(server, "DOWNGRADE")
+        assert d["decision_id"] == pending[0]["decision_id"]
+        assert len(d["evidence_trace_ids"]) == 2
+    finally:
+        server.stop()
+
+
+def test_an_incomplete_trace_is_lost_coverage_not_a_pass(server):
+    provider = provider_for(
+        OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True), service="support-desk"
+    )
+    script = AgentScript(provider.get_tracer("support"))
+    tracer = provider.get_tracer("support")
+    root = tracer.start_span("invoke_agent support-agent")  # never ends: no root arrives
+    from opentelemetry import trace
+
+    with trace.use_span(root, end_on_exit=False):
+        script.tool("lookup_customer", {"customer": "C-1"})
+    provider.force_flush()
+    trace_id = trace_id_of(root)
+    d = firing(server, "REVIEW", policy="coverage/incomplete_traces")
+    assert d["reasons"] == ["coverage_lost_incomplete_traces"]
+    assert d["evidence_trace_ids"] == [trace_id]
+    provider.shutdown()
+
+
+def test_rejected_spans_take_every_target_out_of_pass(server):
+    trajectory(server, support_run(server))
+    wait_for(lambda: server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 1)
+    bad = {
+        "resourceSpans": [
+            {"scopeSpans": [{"spans": [{"traceId": "00" * 16, "spanId": "ab" * 8, "name": "x"}]}]}
+        ]
+    }
+    reply = requests.post(f"{server.http_url}/v1/traces", json=bad, timeout=5)
+    assert reply.json()["partialSuccess"]["rejectedSpans"] == "1"
+    d = firing(server, "REVIEW", policy="coverage/rejected_spans")
+    assert (d["service_name"], d["reasons"]) == ("*", ["coverage_lost_rejected_spans"])
+    wait_for(lambda: server.metric("sextant_decision_state", {**TARGET, "decision": "REVIEW"}) == 1)
+    assert server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 0
+
+
+def test_a_target_that_goes_silent_gets_no_data(tmp_path):
+    server = serve(tmp_path, decisions={**DECIDE_FAST, "no_data_after_seconds": 1.0})
+    try:
+        trajectory(server, support_run(server))
+        d = firing(server, "REVIEW", policy="coverage/no_data")
+        assert d["reasons"] == ["no_data"]
+        assert d["service_name"] == "support-desk"
+    finally:
+        server.stop()
+
+
+def test_firing_decisions_survive_a_restart_with_their_ids(tmp_path):
+    server = serve(tmp_path)
+    trajectory(server, support_run(server, approve=False))
+    before = firing(server, "QUARANTINE")
+    server.stop()
+    server = serve(tmp_path)
+    try:
+        active = {d["decision_id"] for d in decisions(server, state="firing")}
+        assert before["decision_id"] in active
+        snapshot = server.pipeline.decisions.snapshot()
+        assert before["decision_id"] in {s.id for s in snapshot.states}
+    finally:
+        server.stop()
+
+
+def sextant(capsys, *argv: str) -> tuple[int, str]:
+    from collector.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv))
+    out = capsys.readouterr()
+    return exited.value.code, out.out + out.err
+
+
+def test_the_decisions_command_lists_acknowledges_and_resolves(server, capsys):
+    bad = support_run(server, approve=False)
+    trajectory(server, bad)
+    d = firing(server, "QUARANTINE")
+    url = ("--url", server.admin_url)
+    code, out = sextant(capsys, "decisions", *url)
+    assert code == 0
+    header, line = out.splitlines()[:2]
+    assert header.split()[:4] == ["ID", "DECISION", "STATE", "TARGET"]
+    assert line.split()[:4] == [
+        d["decision_id"],
+        "QUARANTINE",
+        "firing",
+        "support-desk/support-agent@2.3.1",
+    ]
+    assert bad in line and "approval_boundary_violation" in line
+    code, out = sextant(capsys, "decisions", "ack", d["decision_id"], "--by", "ana", *url)
+    assert (code, out.strip()) == (0, f"{d['decision_id']}: ack by ana (firing)")
+    code, out = sextant(
+        capsys, "decisions", "resolve", d["decision_id"], "--by", "ana", "--note", "fixed", *url
+    )
+    assert code == 0
+    code, out = sextant(capsys, "decisions", "show", d["decision_id"], *url)
+    events = [line.split()[2] for line in out.splitlines()[1:]]
+    assert events == ["firing", "ack", "resolve"]
+    code, out = sextant(capsys, "decisions", "resolve", "d-nope", "--by", "ana", *url)
+    assert code == 1 and "HTTP 404" in out and "no pending or firing decision d-nope" in out
+    code, out = sextant(capsys, "decisions", *url)
+    assert out.strip() == "no decisions"

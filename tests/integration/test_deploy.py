@@ -1,0 +1,94 @@
+"""deploy/ is checked by the real tools, and references only metrics Sextant exports."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from collector.config import load_config
+from collector.pipeline import Pipeline
+from tests.integration.test_prometheus_alertmanager import binary
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+METRIC = re.compile(r"\b(sextant_[a-z0-9_]+)")
+RECORDED = re.compile(r"\b(sextant:[a-z0-9_:]+)")
+
+
+def check(*args: str) -> None:
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def exported_names(tmp_path: Path) -> set[str]:
+    """Every sample name the registry can expose, whether or not it has been observed yet."""
+    config = load_config(None, environ={}, overrides={"storage": {"data_dir": str(tmp_path)}})
+    names = set()
+    for family in Pipeline(config).registry.collect():
+        suffixes = {
+            "counter": ["_total", "_created"],
+            "histogram": ["_bucket", "_sum", "_count", "_created"],
+            "gauge": [""],
+        }.get(family.type, [""])
+        names.update(family.name + s for s in suffixes)
+    return names
+
+
+def expressions() -> dict[str, list[str]]:
+    dashboard = json.loads((DEPLOY / "grafana/dashboards/sextant.json").read_text())
+    found = {
+        "dashboard": [t["expr"] for p in dashboard["panels"] for t in p["targets"]],
+        "rules": [],
+        "argo": [],
+    }
+    for path in (DEPLOY / "prometheus").glob("*.rules.yml"):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            found["rules"] += [r["expr"] for r in group["rules"]]
+    argo = yaml.safe_load((DEPLOY / "argo/analysis-template.yaml").read_text())
+    found["argo"] = [m["provider"]["prometheus"]["query"] for m in argo["spec"]["metrics"]]
+    return found
+
+
+def test_promtool_accepts_the_prometheus_config_and_rules():
+    promtool = binary("promtool")
+    check(promtool, "check", "config", str(DEPLOY / "prometheus/prometheus.yml"))
+    check(promtool, "check", "rules", *map(str, (DEPLOY / "prometheus").glob("*.rules.yml")))
+
+
+def test_amtool_accepts_the_alertmanager_config():
+    check(binary("amtool"), "check-config", str(DEPLOY / "alertmanager/alertmanager.yml"))
+
+
+def test_dashboard_rules_and_argo_use_only_metrics_sextant_exports(tmp_path):
+    exported = exported_names(tmp_path)
+    assert "sextant_decision_state" in exported
+    assert "sextant_evaluator_results_total" in exported
+    recorded = {
+        r["record"]
+        for group in yaml.safe_load(
+            (DEPLOY / "prometheus/sextant-recording.rules.yml").read_text()
+        )["groups"]
+        for r in group["rules"]
+    }
+    for where, exprs in expressions().items():
+        assert exprs, where
+        for expr in exprs:
+            unknown = set(METRIC.findall(expr)) - exported
+            assert not unknown, f"{where}: {expr!r} uses {sorted(unknown)}"
+            missing = set(RECORDED.findall(expr)) - recorded
+            assert not missing, f"{where}: {expr!r} uses unrecorded {sorted(missing)}"
+
+
+def test_the_compose_stack_wires_every_service_and_mounts_files_that_exist():
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    assert set(compose["services"]) == {"sextant", "prometheus", "alertmanager", "grafana"}
+    for service in compose["services"].values():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (DEPLOY / source).exists(), source
+    sextant = yaml.safe_load((DEPLOY / "sextant.yaml").read_text())
+    load_config(None, environ={}, overrides=sextant)  # the compose config is a valid config

@@ -1,0 +1,206 @@
+"""Real Prometheus scrapes Sextant; real Alertmanager receives, routes and resolves its alerts.
+
+The binaries come from the Debian packages `prometheus` and `prometheus-alertmanager`, which
+scripts/test installs; a missing binary fails these tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import wait_for
+from tests.integration.test_decisions import firing, serve
+from tests.integration.test_evaluation import support_run
+from tests.integration.test_trajectories import trajectory
+from tests.integration.test_webhook import Receiver
+
+
+def binary(*names: str) -> str:
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.fail(f"{' or '.join(names)} not found: run scripts/test, which installs it")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(args: list[str], ready_url: str, log: Path) -> subprocess.Popen:
+    out = log.open("wb")
+    process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"{args[0]} exited: {log.read_text()[-2000:]}")
+        try:
+            return requests.get(ready_url, timeout=1).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    wait_for(ready, timeout=30, interval=0.2)
+    return process
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture
+def hook() -> Iterator[Receiver]:
+    r = Receiver([])
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def alertmanager(tmp_path: Path, hook: Receiver) -> Iterator[str]:
+    port = free_port()
+    config = tmp_path / "alertmanager.yml"
+    config.write_text(
+        json.dumps(
+            {
+                "route": {
+                    "receiver": "hook",
+                    "group_by": ["..."],
+                    "group_wait": "0s",
+                    "group_interval": "1s",
+                    "repeat_interval": "1h",
+                },
+                "receivers": [
+                    {"name": "hook", "webhook_configs": [{"url": hook.url, "send_resolved": True}]}
+                ],
+            }
+        )
+    )
+    url = f"http://127.0.0.1:{port}"
+    process = run(
+        [
+            binary("prometheus-alertmanager", "alertmanager"),
+            f"--config.file={config}",
+            f"--storage.path={tmp_path / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        f"{url}/-/ready",
+        tmp_path / "alertmanager.log",
+    )
+    yield url
+    stop(process)
+
+
+def test_prometheus_sees_a_decision_fire(tmp_path: Path) -> None:
+    server = serve(tmp_path)
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    admin = server.admin_url.removeprefix("http://")
+    config.write_text(
+        json.dumps(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "scrape_configs": [
+                    {"job_name": "sextant", "static_configs": [{"targets": [admin]}]}
+                ],
+            }
+        )
+    )
+    url = f"http://127.0.0.1:{port}"
+    prometheus = run(
+        [
+            binary("prometheus"),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'prom-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        f"{url}/-/ready",
+        tmp_path / "prometheus.log",
+    )
+    try:
+        trajectory(server, support_run(server, approve=False))
+        firing(server, "QUARANTINE")
+        query = 'sextant_decision_state{decision="QUARANTINE",service="support-desk"} == 1'
+
+        def seen() -> list:
+            reply = requests.get(f"{url}/api/v1/query", params={"query": query}, timeout=5)
+            return reply.json()["data"]["result"]
+
+        result = wait_for(seen, timeout=30, interval=0.5)
+        labels = result[0]["metric"]
+        assert (labels["agent"], labels["version"], labels["job"]) == (
+            "support-agent",
+            "2.3.1",
+            "sextant",
+        )
+        verdicts = requests.get(
+            f"{url}/api/v1/query",
+            params={"query": 'sextant_evaluator_results_total{verdict="fail"}'},
+            timeout=5,
+        ).json()["data"]["result"]
+        assert any(r["metric"]["reason"] == "approval_boundary_violation" for r in verdicts)
+    finally:
+        stop(prometheus)
+        server.stop()
+
+
+def test_alertmanager_gets_the_quarantine_with_labels_and_evidence_then_its_resolution(
+    tmp_path: Path, alertmanager: str, hook: Receiver
+) -> None:
+    server = serve(tmp_path, alerts={"alertmanager": [{"url": alertmanager, "resend_seconds": 1}]})
+    try:
+        bad = support_run(server, approve=False)
+        trajectory(server, bad)
+        d = firing(server, "QUARANTINE")
+
+        def active() -> list:
+            return requests.get(f"{alertmanager}/api/v2/alerts", timeout=5).json()
+
+        alert = wait_for(active, timeout=20)[0]
+        assert alert["labels"] == {
+            "alertname": "SextantQuarantine",
+            "decision": "QUARANTINE",
+            "service": "support-desk",
+            "agent": "support-agent",
+            "version": "2.3.1",
+            "severity": "critical",
+            "reason": "approval_boundary_violation",
+        }
+        assert alert["annotations"]["evidence_trace_ids"] == bad
+        assert alert["annotations"]["owner"] == "support-platform-oncall"
+        assert alert["annotations"]["decision_id"] == d["decision_id"]
+
+        def notified(status: str) -> list:
+            return [
+                a
+                for n in hook.delivered()
+                for a in n["alerts"]
+                if a["status"] == status and a["labels"]["alertname"] == "SextantQuarantine"
+            ]
+
+        sent = wait_for(lambda: notified("firing"), timeout=20)[0]
+        assert sent["annotations"]["trajectory_url"].endswith(f"/api/v1/trajectories/{bad}")
+        url = f"{server.admin_url}/api/v1/decisions/{d['decision_id']}"
+        requests.post(f"{url}/ack", json={"by": "ana", "note": "on it"}, timeout=5)
+        requests.post(f"{url}/resolve", json={"by": "ana", "note": "fixed"}, timeout=5)
+        resolved = wait_for(lambda: notified("resolved"), timeout=20)[0]
+        assert resolved["labels"]["decision"] == "QUARANTINE"
+        assert resolved["annotations"]["acknowledged_by"] == "ana"
+        time.sleep(0.2)
+        assert not [a for a in active() if a["status"]["state"] == "active"]
+    finally:
+        server.stop()

@@ -1,0 +1,156 @@
+"""Signed webhooks to a local receiver: signature, retries, re-notify, and failure → REVIEW."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import RunningServer, wait_for
+from tests.integration.test_decisions import firing, serve
+from tests.integration.test_evaluation import support_run
+from tests.integration.test_trajectories import trajectory
+
+SECRET = "s3cret-signing-key"
+
+
+class Receiver:
+    """An HTTP endpoint that answers with the next status of a script, then 200."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = list(statuses)
+        self.received: list[dict] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with outer.lock:
+                    status = outer.statuses.pop(0) if outer.statuses else 200
+                    outer.received.append(
+                        {"status": status, "headers": dict(self.headers), "body": body}
+                    )
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def delivered(self) -> list[dict]:
+        with self.lock:
+            return [json.loads(r["body"]) for r in self.received if r["status"] == 200]
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def webhook_server(tmp_path: Path, receiver: Receiver, **extra) -> RunningServer:
+    alerts = {
+        "webhooks": [{"url": receiver.url, "secret": SECRET, "renotify_seconds": 1.0}],
+        "backoff_seconds": 0.05,
+        "max_attempts": 3,
+        **extra,
+    }
+    return serve(tmp_path, alerts=alerts)
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver([500, 503])
+    yield r
+    r.close()
+
+
+def test_a_firing_decision_arrives_signed_after_retries_and_is_renotified(tmp_path, receiver):
+    server = webhook_server(tmp_path, receiver)
+    try:
+        bad = support_run(server, approve=False)
+        trajectory(server, bad)
+        d = firing(server, "QUARANTINE")
+        first = wait_for(receiver.delivered)[0]
+        assert first["status"] == "firing"
+        assert first["decision_id"] == d["decision_id"]
+        assert first["labels"]["decision"] == "QUARANTINE"
+        assert first["labels"]["reason"] == "approval_boundary_violation"
+        assert first["annotations"]["owner"] == "support-platform-oncall"
+        assert first["annotations"]["evidence_trace_ids"] == bad
+        assert first["annotations"]["trajectory_url"].endswith(f"/api/v1/trajectories/{bad}")
+        # two failures then a success: three attempts, each one signed over timestamp.body
+        attempts = receiver.received[:3]
+        assert [a["status"] for a in attempts] == [500, 503, 200]
+        for a in attempts:
+            timestamp = a["headers"]["X-Sextant-Timestamp"]
+            expected = hmac.new(
+                SECRET.encode(), timestamp.encode() + b"." + a["body"], hashlib.sha256
+            ).hexdigest()
+            assert a["headers"]["X-Sextant-Signature"] == f"sha256={expected}"
+        labels = {"channel": "webhook"}
+        assert server.metric("sextant_alerts_failed_attempts_total", labels) == 2
+        # firing alerts are sent again every renotify interval
+        wait_for(lambda: len(receiver.delivered()) >= 2, timeout=10)
+        assert receiver.delivered()[1]["dedup_key"] == first["dedup_key"]
+        rows = server.query("SELECT attempt, ok FROM alerts WHERE channel = 'webhook' LIMIT 1")
+        assert rows == [(3, True)]
+        # resolving by hand sends `resolved` with an end time
+        url = f"{server.admin_url}/api/v1/decisions/{d['decision_id']}/resolve"
+        requests.post(url, json={"by": "ana", "note": "fixed"}, timeout=5).raise_for_status()
+        resolved = wait_for(lambda: [n for n in receiver.delivered() if n["status"] == "resolved"])
+        assert resolved[0]["endsAt"] is not None
+    finally:
+        server.stop()
+
+
+def test_a_dead_channel_is_counted_and_becomes_a_review_decision(tmp_path):
+    dead = Receiver([500] * 1000)
+    server = webhook_server(tmp_path, dead)
+    try:
+        trajectory(server, support_run(server, approve=False))
+        d = firing(server, "REVIEW", policy="coverage/alert_delivery")
+        assert d["reasons"] == ["alert_delivery_failing"]
+        assert server.metric("sextant_alerts_failed_attempts_total", {"channel": "webhook"}) >= 3
+        labels = {"channel": "webhook", "why": "undeliverable"}
+        assert server.metric("sextant_alerts_dropped_total", labels) >= 1
+        # ingest is not held up by the failing channel
+        trajectory(server, support_run(server))
+    finally:
+        server.stop()
+        dead.close()
+
+
+def test_alerts_test_reports_each_channel(tmp_path, receiver):
+    unreachable = "http://127.0.0.1:9/nothing-listens-here"
+    server = serve(
+        tmp_path,
+        alerts={
+            "webhooks": [
+                {"url": receiver.url, "name": "ok-hook", "secret": SECRET},
+                {"url": unreachable, "name": "down-hook"},
+            ],
+            "timeout_seconds": 2,
+        },
+    )
+    receiver.statuses = []
+    try:
+        reply = requests.post(f"{server.admin_url}/api/v1/alerts/test", timeout=10).json()
+        by_name = {c["channel"]: c for c in reply["channels"]}
+        assert by_name["ok-hook"]["ok"] is True
+        assert by_name["down-hook"]["ok"] is False
+        assert "cannot reach" in by_name["down-hook"]["error"]
+        assert receiver.delivered()[0]["labels"]["alertname"] == "SextantTest"
+    finally:
+        server.stop()
