@@ -42,11 +42,11 @@ def parse_target(text: str | None) -> tuple[str | None, str | None, str | None]:
 def build(cursor: duckdb.DuckDBPyConnection, spec: BaselineSpec, now: datetime):  # type: ignore[no-untyped-def]
     """The rows of `baselines` and `baseline_members` for a new baseline, as Arrow tables."""
     exists = cursor.execute("SELECT count(*) FROM baselines WHERE name = ?", [spec.name])
-    if exists.fetchone()[0]:  # type: ignore[index]
+    if exists.fetchall()[0][0]:
         raise SextantError(f"baseline {spec.name!r} already exists; baselines are frozen")
     runs, params = spec.side().sql()
-    members = cursor.execute(
-        f"SELECT ?::VARCHAR AS name, trace_id, revision FROM ({runs})", [spec.name, *params]
+    members = cursor.sql(
+        f"SELECT ?::VARCHAR AS name, trace_id, revision FROM ({runs})", params=[spec.name, *params]
     ).to_arrow_table()
     if not members.num_rows:
         raise SextantError("no stored runs match; nothing to save")

@@ -132,3 +132,62 @@ def test_baseline_version_alone_gives_no_window_results(server: RunningServer) -
         timeout=30,
     )
     assert server.query("SELECT count(*) FROM results WHERE scope = 'window'")[0][0] == 0
+
+
+SNAPSHOT_PACK = """
+name: travel-snapshot
+version: "1.0.0"
+owner: travel-oncall
+selector: {service: travel-desk, version: "1.5.*"}
+rules:
+  - id: against-release-baseline
+    type: drift
+    interval: 0.5s
+    baseline: {snapshot: release-1.4}
+    metrics: [tool_choice]
+    min_samples: 15
+    reason: drift_from_release
+    on_fail: REVIEW
+"""
+
+
+def test_a_saved_baseline_is_frozen_and_compared_with(tmp_path: Path) -> None:
+    import requests
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "snapshot.yaml").write_text(textwrap.dedent(SNAPSHOT_PACK))
+    server = start_server(
+        tmp_path / "data",
+        assembler=FAST,
+        rules={"paths": [str(rules)]},
+        drift={"tick_seconds": 0.1},
+    )
+    try:
+        send_runs(server.grpc_endpoint, "travel-desk", "1.4.0", [A] * RUNS)
+        wait_for(lambda: server.query("SELECT count(*) FROM trajectories")[0][0] == RUNS)
+        saved = requests.post(
+            f"{server.admin_url}/api/v1/baselines",
+            json={"name": "release-1.4", "target": "travel-desk/travel-agent/1.4.*"},
+            timeout=10,
+        )
+        assert saved.status_code == 201, saved.text
+        assert saved.json()["runs"] == RUNS
+        again = requests.post(
+            f"{server.admin_url}/api/v1/baselines", json={"name": "release-1.4"}, timeout=10
+        )
+        assert again.status_code == 400 and "already exists" in again.json()["error"]
+        listed = requests.get(f"{server.admin_url}/api/v1/baselines", timeout=10).json()
+        assert [b["name"] for b in listed["baselines"]] == ["release-1.4"]
+        # runs of 1.4.0 after the snapshot do not join it
+        send_runs(server.grpc_endpoint, "travel-desk", "1.4.0", [B] * 5)
+        b_runs = set(send_runs(server.grpc_endpoint, "travel-desk", "1.5.0", [B] * RUNS))
+        wait_for(lambda: server.query("SELECT count(*) FROM trajectories")[0][0] == 2 * RUNS + 5)
+        stored = datetime.now(UTC).replace(tzinfo=None)
+        [result] = wait_for(lambda: window_results(server, stored), timeout=30)
+        assert (result["verdict"], result["reason"]) == ("fail", "drift_from_release")
+        assert result["baseline"] == "snapshot release-1.4"
+        assert (result["baseline_n"], result["current_n"]) == (RUNS, RUNS)
+        assert set(result["evidence_trace_ids"]) <= b_runs
+    finally:
+        server.stop()
