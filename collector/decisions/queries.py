@@ -11,7 +11,8 @@ import duckdb
 from collector.decisions.state import MAX_EVIDENCE, Target
 
 # Failed and reviewed results in a window, one row per (pack, rule, reason, target); results of
-# a trajectory revision that a later revision replaced no longer count.
+# a trajectory revision that a later revision replaced no longer count (a later revision closed
+# after the result, so inside the window: the time bound lets DuckDB skip older row groups).
 FINDINGS = f"""
 SELECT r.pack, max(r.pack_version) AS pack_version, r.rule_id, r.reason, r.severity,
        r.verdict, r.requested_decision,
@@ -24,10 +25,10 @@ SELECT r.pack, max(r.pack_version) AS pack_version, r.rule_id, r.reason, r.sever
        flatten(list(r.evidence_trace_ids ORDER BY r.evaluated_at DESC)
             FILTER (WHERE r.evidence_trace_ids IS NOT NULL))[1:{MAX_EVIDENCE}] AS window_traces
 FROM results r
-WHERE r.origin = 'live' AND r.evaluated_at >= ? AND r.verdict IN ('fail', 'review')
+WHERE r.origin = 'live' AND r.evaluated_at >= $since AND r.verdict IN ('fail', 'review')
   AND NOT EXISTS (
       SELECT 1 FROM trajectories t
-      WHERE t.trace_id = r.trace_id AND t.revision > r.revision)
+      WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
 GROUP BY ALL
 """
 
@@ -37,7 +38,7 @@ SELECT coalesce(service_name, '') AS service, coalesce(agent_name, '') AS agent,
        max(closed_at) AS latest,
        (list(trace_id ORDER BY closed_at DESC))[1:{MAX_EVIDENCE}] AS traces
 FROM trajectories
-WHERE is_current AND closed_at >= ? AND len(coalesce(incomplete_reasons, [])) > 0
+WHERE is_current AND closed_at >= $since AND len(coalesce(incomplete_reasons, [])) > 0
 GROUP BY ALL
 """
 
@@ -46,7 +47,7 @@ SELECT coalesce(service_name, '') AS service, coalesce(agent_name, '') AS agent,
        coalesce(service_version, '') AS version, max(closed_at) AS last_closed,
        count(*) AS runs
 FROM trajectories
-WHERE closed_at >= ? AND agent_run IS NOT false
+WHERE closed_at >= $since AND agent_run IS NOT false
 GROUP BY ALL
 """
 
@@ -69,7 +70,7 @@ class Group:
 
 
 def rows(cursor: duckdb.DuckDBPyConnection, sql: str, since: datetime) -> list[dict[str, Any]]:
-    cursor.execute(sql, [since])
+    cursor.execute(sql, {"since": since})
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
