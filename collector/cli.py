@@ -229,6 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--runs", type=int, default=3, help="runs per simulated agent")
     demo.add_argument("--data-dir", type=Path, help="keep the store here (default: a temp dir)")
     demo.set_defaults(func=cmd_demo)
+
+    from collector.drift.commands import register as register_drift
+
+    register_drift(sub)
     return parser
 
 

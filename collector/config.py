@@ -218,6 +218,16 @@ class RulesConfig(Strict):
     )
 
 
+class DriftConfig(Strict):
+    enabled: bool = Field(True, description="Evaluate drift and reliability rules on schedule.")
+    tick_seconds: float = Field(
+        1.0, gt=0, description="How often due window rules are looked for (each has `interval`)."
+    )
+    max_evidence: int = Field(
+        10, ge=0, le=1000, description="Evidence trace ids kept per window result."
+    )
+
+
 class ModelPrice(Strict):
     input: float = Field(ge=0, description="USD per million input tokens.")
     output: float = Field(ge=0, description="USD per million output tokens.")
@@ -313,6 +323,9 @@ class SextantConfig(Strict):
         default_factory=DecisionsConfig, description="Decision engine."
     )
     alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert channels.")
+    drift: DriftConfig = Field(
+        default_factory=DriftConfig, description="Drift and reliability rules."
+    )
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."
     )

@@ -17,6 +17,8 @@ from collector.clock import Clock
 from collector.config import SextantConfig
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
+from collector.drift.api import add_routes as drift_routes
+from collector.drift.scheduler import DriftScheduler
 from collector.health import EvaluatorHealth
 from collector.packs import PackRegistry
 from collector.receivers.auth import BearerAuth
@@ -32,6 +34,7 @@ from collector.telemetry import (
     AlertMetrics,
     AssemblerMetrics,
     DecisionMetrics,
+    DriftMetrics,
     ReceiverMetrics,
     RulesMetrics,
     StoreMetrics,
@@ -80,6 +83,9 @@ class Pipeline:
             Evaluation(self.packs, self.health, self.packs.metrics),
         )
         self.writer.on_commit = self.assembler.consume
+        self.drift = DriftScheduler(
+            config.drift, self.database, self.writer, self.packs, DriftMetrics(self.registry), clock
+        )
         receiver_metrics = ReceiverMetrics(self.registry)
         self.notifier = Notifier(
             config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.now
@@ -130,7 +136,11 @@ class Pipeline:
             self.not_ready_reason,
             self.database,
             self.rules_status,
-            routes=[decision_routes.register, self.sql.register],
+            routes=[
+                decision_routes.register,
+                self.sql.register,
+                lambda app: drift_routes(app, self.database, self.writer),
+            ],
         )
         self._started = False
         self._stopped = False
@@ -170,6 +180,7 @@ class Pipeline:
             await asyncio.to_thread(self.workers.start)
             await asyncio.to_thread(self.packs.start)
             await asyncio.to_thread(self.assembler.start)
+            self.drift.start()
             await asyncio.to_thread(self.notifier.start)
             await asyncio.to_thread(self.decisions.start)
             for extra in (self.exporter, self.retention):
@@ -202,6 +213,7 @@ class Pipeline:
                 for extra in (self.retention, self.exporter)
                 if extra is not None
             ],
+            lambda: asyncio.to_thread(self.drift.shutdown, timeout),
             lambda: asyncio.to_thread(self.assembler.shutdown, timeout),
             lambda: asyncio.to_thread(self.decisions.shutdown, timeout),
             lambda: asyncio.to_thread(self.notifier.shutdown, timeout),
@@ -231,6 +243,7 @@ class Pipeline:
             self.assembler.ticker,
             self.packs.ticker,
             self.decisions.ticker,
+            self.drift.ticker,
         ]
         tickers += [x.ticker for x in (self.exporter, self.retention) if x is not None]
         threads = [t.thread for t in tickers] + [self.writer._thread]

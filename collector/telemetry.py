@@ -220,6 +220,49 @@ class RulesMetrics:
         )
 
 
+class DriftMetrics:
+    """Window rules: labels are pack, rule and target (never trace ids), so they stay bounded."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        target = ["pack", "rule", "service", "agent", "version"]
+        self.effect_size = Gauge(
+            "sextant_drift_effect_size",
+            "Latest effect size of a drift metric (JS distance, KS D or a rate difference).",
+            [*target, "metric"],
+            registry=registry,
+        )
+        self.p_value = Gauge(
+            "sextant_drift_p_value",
+            "Latest p-value of a drift metric's test.",
+            [*target, "metric"],
+            registry=registry,
+        )
+        self.pass_at_k = Gauge(
+            "sextant_reliability_pass_at_k",
+            "Mean pass@k over a target's cases with at least k attempts.",
+            [*target, "k"],
+            registry=registry,
+        )
+        self.pass_hat_k = Gauge(
+            "sextant_reliability_pass_hat_k",
+            "Mean pass^k over a target's cases with at least k attempts.",
+            [*target, "k"],
+            registry=registry,
+        )
+        self.evaluations = Counter(
+            "sextant_drift_evaluations",
+            "Window rule results (drift and reliability), by verdict; `error` when a rule raised.",
+            ["pack", "rule", "verdict"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "sextant_drift_evaluation_duration_seconds",
+            "Time to evaluate one window rule over every target.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+
 class DecisionMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.evaluations = Counter(

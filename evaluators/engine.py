@@ -26,6 +26,8 @@ def root_conditions(pack: RulePack, rule) -> bool:  # type: ignore[no-untyped-de
 def evaluate_rule(t: Trajectory, rule) -> Finding:  # type: ignore[no-untyped-def]
     """One rule; an exception inside the evaluator becomes a `review`, never escapes."""
     kind = RULE_TYPES[rule.type]
+    if kind.evaluate is None:
+        raise ValueError(f"{rule.type} rules are evaluated over windows, not single runs")
     try:
         finding = kind.evaluate(t, rule)
     except Exception as exc:
@@ -70,6 +72,8 @@ def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None
     except Exception as exc:
         selector_error = exc
     for rule in pack.rules:
+        if RULE_TYPES[rule.type].window:
+            continue  # evaluated over a window of runs by the collector, not per run
         if selector_error is not None:
             findings.append((rule, review_for(selector_error)))
             continue

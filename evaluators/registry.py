@@ -18,15 +18,21 @@ from evaluators.recovery import RecoveryRule, evaluate_recovery
 from evaluators.secrets import SecretsRule, evaluate_secrets
 from evaluators.tool_args import ToolArgsRule, evaluate_tool_args
 from evaluators.trajectory import TrajectoryRule, evaluate_trajectory
+from evaluators.window import DriftRule, ReliabilityRule
 
 
 @dataclass(frozen=True)
 class RuleType:
     model: type
-    evaluate: Callable[[Trajectory, Any], Finding]
+    # None for window rules: the collector evaluates them over the store on a schedule.
+    evaluate: Callable[[Trajectory, Any], Finding] | None
     # True when missing steps could change the verdict: on an incomplete trajectory such a rule
     # gives `review` (trace_incomplete) instead of a verdict it cannot stand behind.
     needs_all_steps: bool
+
+    @property
+    def window(self) -> bool:
+        return self.evaluate is None
 
 
 RULE_TYPES: dict[str, RuleType] = {
@@ -40,6 +46,8 @@ RULE_TYPES: dict[str, RuleType] = {
     "recovery": RuleType(RecoveryRule, evaluate_recovery, True),
     "secrets": RuleType(SecretsRule, evaluate_secrets, False),
     "pii": RuleType(SecretsRule, evaluate_secrets, False),
+    "drift": RuleType(DriftRule, None, False),
+    "reliability": RuleType(ReliabilityRule, None, False),
 }
 
 Rule = Annotated[
@@ -51,6 +59,8 @@ Rule = Annotated[
     | ConsistencyRule
     | BudgetRule
     | RecoveryRule
-    | SecretsRule,
+    | SecretsRule
+    | DriftRule
+    | ReliabilityRule,
     Field(discriminator="type"),
 ]

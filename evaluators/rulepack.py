@@ -62,6 +62,11 @@ class RulePack(Strict):
             if rule.id in seen:
                 raise ValueError(f"rule id {rule.id!r} is used twice; ids are unique in a pack")
             seen.add(rule.id)
+        if self.selector.attributes and any(RULE_TYPES[r.type].window for r in self.rules):
+            raise ValueError(
+                "window rules (drift, reliability) select targets by service, agent and version;"
+                " selector.attributes cannot apply to them: put them in a pack without it"
+            )
         policies = [p.id for p in self.decisions]
         for policy_id in policies:
             if policies.count(policy_id) > 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
 SPANS = (
@@ -233,6 +233,24 @@ ALERTS = (
     ("sent_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
 )
 
+# Frozen baselines for drift rules (`sextant baseline save NAME`): the definition, and the exact
+# trajectory revisions it holds, so later runs or rebuilt revisions never change it.
+BASELINES = (
+    ("name", "VARCHAR NOT NULL", pa.string()),
+    ("service_name", "VARCHAR", pa.string()),  # globs, NULL = any
+    ("agent_name", "VARCHAR", pa.string()),
+    ("service_version", "VARCHAR", pa.string()),
+    ("since", "TIMESTAMP", pa.timestamp("us")),  # end_time bounds of the runs it holds
+    ("until", "TIMESTAMP", pa.timestamp("us")),
+    ("runs", "INTEGER", pa.int32()),
+    ("created_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
+)
+BASELINE_MEMBERS = (
+    ("name", "VARCHAR NOT NULL", pa.string()),
+    ("trace_id", "VARCHAR NOT NULL", pa.string()),
+    ("revision", "INTEGER NOT NULL", pa.int32()),
+)
+
 RULE_PACKS = (
     ("name", "VARCHAR NOT NULL", pa.string()),
     ("version", "VARCHAR", pa.string()),
@@ -306,5 +324,9 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX results_trace_id ON results (trace_id)",
         with_key("decisions", DECISIONS, "decision_id, seq"),
         create_table("alerts", ALERTS),
+    ],
+    5: [
+        with_key("baselines", BASELINES, "name"),
+        with_key("baseline_members", BASELINE_MEMBERS, "name, trace_id, revision"),
     ],
 }

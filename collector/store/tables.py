@@ -10,6 +10,8 @@ import pyarrow.compute as pc
 
 from collector.store.schema import (
     ALERTS,
+    BASELINE_MEMBERS,
+    BASELINES,
     DECISIONS,
     LOGS,
     RESULTS,
@@ -30,6 +32,8 @@ TABLES = {
     "rule_packs": RULE_PACKS,
     "decisions": DECISIONS,
     "alerts": ALERTS,
+    "baselines": BASELINES,
+    "baseline_members": BASELINE_MEMBERS,
 }
 ARROW_SCHEMAS = {name: arrow_schema(columns) for name, columns in TABLES.items()}
 INSERTS = {name: insert_select(name, columns) for name, columns in TABLES.items()}

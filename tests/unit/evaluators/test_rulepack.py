@@ -40,7 +40,7 @@ EXPECTED = {
 
 def test_the_shipped_packs_load() -> None:
     names = {load_pack(p).pack.name for p in sorted(BUILTIN_RULES.glob("*.yaml"))}
-    assert names == {"default", "support-agent", "research-agent"}
+    assert names == {"default", "support-agent", "research-agent", "travel-agent"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -1,0 +1,1 @@
+"""Window rules over the store: drift against a baseline, canaries, and reliability (pass@k)."""

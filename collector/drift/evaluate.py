@@ -1,0 +1,232 @@
+"""Drift rules over the store: find the targets, build both sides, compare every metric."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import duckdb
+import numpy as np
+
+from collector.drift import samples
+from collector.drift.outcome import WindowOutcome
+from collector.drift.sides import Side, Target, exactly, matching
+from evaluators.base import Verdict
+from evaluators.drift import (
+    Comparison,
+    compare_categorical,
+    compare_continuous,
+    compare_proportions,
+    judge,
+)
+from evaluators.matchers import text_matches
+from evaluators.rulepack import Selector
+from evaluators.window import DriftRule
+
+# A tool the baseline "always" used: called in at least this share of its runs (or cases).
+ALWAYS = 0.99
+
+
+def find_targets(
+    cursor: duckdb.DuckDBPyConnection,
+    selector: Selector,
+    start: datetime,
+    end: datetime,
+    version: str | None = None,
+) -> list[Target]:
+    """Targets with runs in the window that the pack's selector (and a version glob) admits."""
+    conditions, params = matching(selector.service, selector.agent, selector.version)
+    if version is not None:
+        conditions += ("t.service_version GLOB ?",)
+        params += (version,)
+    fixed = ("t.is_current", "t.agent_run", "t.end_time >= ?", "t.end_time < ?")
+    where = " AND ".join((*fixed, *conditions))
+    rows = cursor.execute(
+        f"SELECT DISTINCT service_name, agent_name, service_version FROM trajectories t"
+        f" WHERE {where} ORDER BY ALL",
+        [start, end, *params],
+    ).fetchall()
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+def sides(rule: DriftRule, target: Target, now: datetime) -> tuple[Side, Side] | None:
+    """(baseline, current) for a target, or None when the target is the baseline itself."""
+    start = now - timedelta(seconds=rule.current.last)
+    version = target[2]
+    conditions, params = exactly(target)
+    current = Side(conditions, params, start, now, runs=rule.current.runs)
+    same_agent, agent_params = conditions[:2], params[:2]
+    last = rule.current.runs
+    if rule.compare is not None:
+        pattern = rule.compare.baseline.version
+        if version is not None and text_matches(pattern, version):
+            return None
+        baseline = Side(
+            (*same_agent, "t.service_version GLOB ?"),
+            (*agent_params, pattern),
+            start,
+            now,
+            runs=last,
+            description=f"service.version {pattern} over the same window",
+        )
+        return baseline, current
+    spec = rule.baseline
+    assert spec is not None  # the model requires baseline or compare
+    if spec.snapshot is not None:
+        baseline = Side(
+            same_agent,
+            agent_params,
+            snapshot=spec.snapshot,
+            description=f"snapshot {spec.snapshot}",
+        )
+    elif spec.version is not None:
+        if version is not None and text_matches(spec.version, version):
+            return None
+        since = now - timedelta(seconds=spec.last) if spec.last else None
+        baseline = Side(
+            (*same_agent, "t.service_version GLOB ?"),
+            (*agent_params, spec.version),
+            since,
+            now,
+            description=f"service.version {spec.version}"
+            + (f" over the last {spec.last:g} s" if spec.last else ""),
+        )
+    else:
+        assert spec.last is not None
+        baseline = Side(
+            conditions,
+            params,
+            start - timedelta(seconds=spec.last),
+            start,
+            description=f"the {spec.last:g} s before the current window",
+        )
+    return baseline, current
+
+
+def evaluate_drift(
+    cursor: duckdb.DuckDBPyConnection,
+    selector: Selector,
+    rule: DriftRule,
+    now: datetime,
+    max_evidence: int = 10,
+) -> list[WindowOutcome]:
+    start = now - timedelta(seconds=rule.current.last)
+    candidate = rule.compare.candidate.version if rule.compare else None
+    outcomes: list[WindowOutcome] = []
+    for target in find_targets(cursor, selector, start, now, candidate):
+        pair = sides(rule, target, now)
+        if pair is None:
+            continue
+        baseline, current = pair
+        for metric, comparison, evidence in compare_sides(cursor, rule, baseline, current):
+            verdict, reason = judge(
+                comparison, rule.threshold(metric.split(":")[0]), rule.alpha, rule.min_samples
+            )
+            found = evidence(max_evidence) if verdict != Verdict.PASS else []
+            outcomes.append(
+                WindowOutcome(
+                    target=target,
+                    metric=metric,
+                    verdict=verdict,
+                    reason=reason,
+                    message=message(rule, metric, comparison, verdict),
+                    window_start=start,
+                    window_end=now,
+                    baseline=baseline.description,
+                    effect_size=comparison.effect_size,
+                    p_value=comparison.p_value,
+                    baseline_n=comparison.baseline_n,
+                    current_n=comparison.current_n,
+                    evidence=tuple(found),
+                )
+            )
+    return outcomes
+
+
+def compare_sides(
+    cursor: duckdb.DuckDBPyConnection, rule: DriftRule, baseline: Side, current: Side
+) -> Iterator[tuple[str, Comparison, object]]:
+    """(metric, comparison, evidence(limit) -> trace ids) for each metric of the rule."""
+    b, c = samples.unit_values(cursor, baseline), samples.unit_values(cursor, current)
+    b_units, c_units = len(b["steps"]), len(c["steps"])
+    for metric in rule.metrics:
+        if metric in samples.CONTINUOUS:
+            comp = compare_continuous(b[metric], c[metric], samples.UNITS[metric])
+            found = evidence_of(samples.continuous_evidence, cursor, current, metric, comp)
+            yield metric, comp, found
+        elif metric in samples.FLAGS:
+            comp = proportions(b[metric], c[metric])
+            yield metric, comp, evidence_of(samples.flag_evidence, cursor, current, metric, comp)
+            if metric == "pass_rate":
+                yield from rule_pass_rates(cursor, baseline, current)
+        else:
+            yield tool_choice(cursor, baseline, current, b_units, c_units)
+
+
+def evidence_of(query, cursor, side: Side, metric: str, comp: Comparison):  # type: ignore[no-untyped-def]
+    return lambda limit: query(cursor, side, metric, comp.direction, limit)
+
+
+def proportions(baseline: np.ndarray, current: np.ndarray) -> Comparison:
+    b, c = baseline[~np.isnan(baseline)], current[~np.isnan(current)]
+    return compare_proportions(float(b.sum()), len(b), float(c.sum()), len(c))
+
+
+def rule_pass_rates(
+    cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side
+) -> Iterator[tuple[str, Comparison, object]]:
+    b, c = samples.rule_passes(cursor, baseline), samples.rule_passes(cursor, current)
+    for rule in sorted(set(b) | set(c)):
+        (bx, bn), (cx, cn) = b.get(rule, (0.0, 0)), c.get(rule, (0.0, 0))
+        comp = compare_proportions(bx, bn, cx, cn)
+        yield (
+            f"pass_rate:{rule}",
+            comp,
+            evidence_of(samples.rule_evidence, cursor, current, rule, comp),
+        )
+
+
+def tool_choice(
+    cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side, b_units: int, c_units: int
+) -> tuple[str, Comparison, object]:
+    b = samples.tool_weights(cursor, baseline)
+    c = samples.tool_weights(cursor, current)
+    comp = compare_categorical(b, c, b_units, c_units)
+    b_total, c_total = sum(b.values()) or 1.0, sum(c.values()) or 1.0
+    rises = {t: w / c_total - b.get(t, 0.0) / b_total for t, w in c.items()}
+    never = [t for t in rises if t not in b]
+    gained = never or [t for t, d in sorted(rises.items(), key=lambda i: -i[1])[:3] if d > 0]
+    gained = [t for t in gained if t != samples.NO_TOOL]
+    lost: list[str] = []
+    if comp.effect_size > 0:
+        # Only worth a query when something moved (the evidence of a failure or a review).
+        b_usage, c_usage = samples.tool_usage(cursor, baseline), samples.tool_usage(cursor, current)
+        lost = [t for t, share in b_usage.items() if share >= ALWAYS > c_usage.get(t, 0.0)]
+
+    def evidence(limit: int) -> list[str]:
+        return samples.tool_evidence(cursor, current, gained, lost, limit)
+
+    notes = []
+    if never:
+        notes.append("new: " + ", ".join(sorted(never)))
+    if lost:
+        notes.append("no longer always: " + ", ".join(sorted(lost)))
+    detail = comp.detail + (f" ({'; '.join(notes)})" if notes else "")
+    return "tool_choice", replace(comp, detail=detail), evidence
+
+
+STATISTIC = {"tool_choice": "JS distance", "error_rate": "Δ rate", "pass_rate": "Δ rate"}
+
+
+def message(rule: DriftRule, metric: str, comp: Comparison, verdict: Verdict) -> str:
+    name = metric.split(":")[0]
+    statistic = STATISTIC.get(name, "KS D")
+    text = (
+        f"{metric}: {comp.detail}; {statistic} {comp.effect_size:.3f}"
+        f" (threshold {rule.threshold(name):g}), p={comp.p_value:.3g} (alpha {rule.alpha:g});"
+        f" n {comp.baseline_n} baseline, {comp.current_n} current"
+    )
+    if verdict == Verdict.REVIEW:
+        text = f"fewer than {rule.min_samples} samples on a side; " + text
+    return text

@@ -1,0 +1,92 @@
+"""Parameters of the reliability report and of baseline saving, shared by the CLI and the API."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import duckdb
+
+from collector.drift.baselines import NAME_PATTERN, BaselineSpec, parse_target
+from collector.drift.reliability import case_runs, report
+from collector.drift.sides import Side, matching
+from collector.errors import SextantError
+from evaluators.window import parse_duration
+
+RULE_PATTERN = r"^[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+def parse_time(text: str | None, now: datetime) -> datetime | None:
+    """ISO 8601 (UTC when no offset), or a duration back from now: `7d`, `90m`."""
+    if not text:
+        return None
+    try:
+        return now - timedelta(seconds=float(parse_duration(text)))  # type: ignore[arg-type]
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise SextantError(f"{text!r}: expected an ISO 8601 time or a duration like 7d") from exc
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    return when
+
+
+def parse_ks(text: str | None) -> list[int]:
+    try:
+        ks = [int(k) for k in (text or "1,3,5").split(",") if k.strip()]
+    except ValueError as exc:
+        raise SextantError(f"k {text!r}: expected integers such as 1,3,5") from exc
+    if not ks or any(not 1 <= k <= 1000 for k in ks):
+        raise SextantError(f"k {text!r}: each k must be from 1 to 1000")
+    return sorted(set(ks))
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class ReliabilityQuery:
+    ks: list[int]
+    side: Side
+    rule: str | None
+
+    @classmethod
+    def parse(cls, params: dict[str, Any], now: datetime) -> ReliabilityQuery:
+        unknown = set(params) - {"k", "target", "since", "until", "rule"}
+        if unknown:
+            raise SextantError(f"unknown parameter {sorted(unknown)[0]!r}")
+        rule = params.get("rule") or None
+        if rule is not None and not re.match(RULE_PATTERN, rule):
+            raise SextantError(f"rule {rule!r}: expected PACK/RULE")
+        side = Side(
+            *matching(*parse_target(params.get("target"))),
+            parse_time(params.get("since"), now),
+            parse_time(params.get("until"), now),
+        )
+        return cls(parse_ks(params.get("k")), side, rule)
+
+    def run(self, cursor: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        return report(case_runs(cursor, self.side, self.rule), self.ks)
+
+
+def baseline_spec(params: dict[str, Any], now: datetime) -> BaselineSpec:
+    unknown = set(params) - {"name", "target", "since", "until"}
+    if unknown:
+        raise SextantError(f"unknown parameter {sorted(unknown)[0]!r}")
+    name = params.get("name") or ""
+    if not re.match(NAME_PATTERN, name):
+        raise SextantError(f"baseline name {name!r}: letters, digits, '.', '_' and '-' only")
+    service, agent, version = parse_target(params.get("target"))
+    return BaselineSpec(
+        name,
+        service,
+        agent,
+        version,
+        parse_time(params.get("since"), now),
+        parse_time(params.get("until"), now),
+    )

@@ -1,0 +1,124 @@
+"""Runs the window rules of the packs in force, each every `interval`, and stores the results."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from collector.assembler.work import PackText, compiled
+from collector.clock import Clock, SystemClock
+from collector.config import DriftConfig
+from collector.drift.evaluate import evaluate_drift
+from collector.drift.outcome import WindowOutcome, result_row
+from collector.drift.reliability import evaluate_reliability
+from collector.store.database import Database
+from collector.store.tables import ARROW_SCHEMAS
+from collector.store.writer import Writer
+from collector.telemetry import DriftMetrics
+from collector.ticker import Ticker
+from evaluators.registry import RULE_TYPES
+from evaluators.rulepack import RulePack
+
+log = logging.getLogger(__name__)
+STORE_TIMEOUT_SECONDS = 30.0
+
+
+class PackSource(Protocol):
+    def snapshot(self) -> tuple[PackText, ...]: ...
+
+
+class DriftScheduler:
+    """A rule is first evaluated one `interval` after it is loaded, then every `interval`."""
+
+    def __init__(
+        self,
+        config: DriftConfig,
+        database: Database,
+        writer: Writer,
+        packs: PackSource,
+        metrics: DriftMetrics,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.database = database
+        self.writer = writer
+        self.packs = packs
+        self.metrics = metrics
+        self.clock = clock or SystemClock()
+        self.ticker = Ticker("sextant-drift", config.tick_seconds, self.tick)
+        self._due: dict[tuple[str, str, str], float] = {}  # (pack sha, pack, rule) -> due time
+
+    def start(self) -> None:
+        if self.config.enabled:
+            self.ticker.start()
+
+    def shutdown(self, timeout: float) -> None:
+        self.ticker.shutdown(timeout)
+
+    def tick(self) -> int:
+        """Evaluate the rules that are due; returns how many ran."""
+        now = self.clock.wall()
+        ran = 0
+        live: set[tuple[str, str, str]] = set()
+        for text in self.packs.snapshot():
+            pack = compiled(text)
+            for rule in pack.rules:
+                if not RULE_TYPES[rule.type].window:
+                    continue
+                key = (text.sha256, pack.name, rule.id)
+                live.add(key)
+                due = self._due.setdefault(key, now + rule.interval)
+                if now >= due:
+                    self._due[key] = now + rule.interval
+                    self.run(pack, text.sha256, rule, now)
+                    ran += 1
+        for key in set(self._due) - live:  # edited or removed: forget the old version's clock
+            del self._due[key]
+        return ran
+
+    def run(self, pack: RulePack, sha256: str, rule: Any, now: float) -> list[dict[str, Any]]:
+        """Evaluate one rule over every target it selects and store the results."""
+        at = datetime.fromtimestamp(now, UTC).replace(tzinfo=None)
+        started = time.perf_counter()
+        cursor = self.database.cursor()
+        try:
+            outcomes = self.evaluate(cursor, pack, rule, at)
+        except Exception:
+            log.exception("window rule %s/%s failed; retried next interval", pack.name, rule.id)
+            self.metrics.evaluations.labels(pack.name, rule.id, "error").inc()
+            return []
+        finally:
+            cursor.close()
+        self.metrics.duration.observe(time.perf_counter() - started)
+        rows = [result_row(pack, sha256, rule, o, at) for o in outcomes]
+        for outcome in outcomes:
+            self.metrics.evaluations.labels(pack.name, rule.id, outcome.verdict.value).inc()
+        if rows:
+            table = pa.Table.from_pylist(rows, schema=ARROW_SCHEMAS["results"])
+            self.writer.submit("results", table).result(STORE_TIMEOUT_SECONDS)
+        return rows
+
+    def evaluate(self, cursor, pack: RulePack, rule: Any, at: datetime) -> list[WindowOutcome]:  # type: ignore[no-untyped-def]
+        limit = self.config.max_evidence
+        labels = (pack.name, rule.id)
+        if rule.type == "drift":
+            outcomes = evaluate_drift(cursor, pack.selector, rule, at, limit)
+            for o in outcomes:
+                target = (*labels, *(part or "" for part in o.target), o.metric)
+                self.metrics.effect_size.labels(*target).set(o.effect_size or 0.0)
+                self.metrics.p_value.labels(*target).set(o.p_value if o.p_value is not None else 1)
+            return outcomes
+        judged = evaluate_reliability(cursor, pack.selector, rule, at, limit)
+        for _, found in judged:
+            target = (*labels, *(part or "" for part in found.target), str(rule.k))
+            for gauge, value in (
+                (self.metrics.pass_at_k, found.pass_at(rule.k)),
+                (self.metrics.pass_hat_k, found.pass_hat(rule.k)),
+            ):
+                if value is not None:
+                    gauge.labels(*target).set(value)
+        return [outcome for outcome, _ in judged]

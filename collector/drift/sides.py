@@ -1,0 +1,78 @@
+"""One side of a comparison (a window of a target's runs) as SQL over `trajectories`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# The columns every drift and reliability query reads; runs still open or incomplete have no
+# trustworthy totals and are reviewed one by one already, so they stay out of the statistics.
+RUN_COLUMNS = (
+    "t.trace_id, t.revision, t.case_id, t.service_name, t.agent_name, t.service_version,"
+    " t.end_time, t.steps, t.duration_ms, t.cost_usd, t.input_tokens, t.output_tokens,"
+    " t.status, t.error_count, t.tool_calls, t.verdict"
+)
+TARGET_COLUMNS = ("service_name", "agent_name", "service_version")
+
+Target = tuple[str | None, str | None, str | None]
+
+
+@dataclass(frozen=True)
+class Side:
+    """Runs of a side: conditions on the target, a time window on the run's end, optionally a
+    saved snapshot or only the last N runs."""
+
+    conditions: tuple[str, ...] = ()
+    params: tuple[object, ...] = ()
+    start: datetime | None = None
+    end: datetime | None = None
+    snapshot: str | None = None
+    runs: int | None = None
+    description: str = field(default="", compare=False)
+
+    def sql(self) -> tuple[str, list[object]]:
+        params: list[object] = []
+        source = "trajectories t"
+        where = ["t.agent_run", "t.status <> 'incomplete'"]
+        if self.snapshot is not None:
+            # A snapshot pins revisions: a rebuilt run does not change a frozen baseline.
+            source += (
+                " JOIN baseline_members m ON m.trace_id = t.trace_id"
+                " AND m.revision = t.revision AND m.name = ?"
+            )
+            params.append(self.snapshot)
+        else:
+            where.append("t.is_current")
+        where.extend(self.conditions)
+        params.extend(self.params)
+        if self.start is not None:
+            where.append("t.end_time >= ?")
+            params.append(self.start)
+        if self.end is not None:
+            where.append("t.end_time < ?")
+            params.append(self.end)
+        query = f"SELECT {RUN_COLUMNS} FROM {source} WHERE {' AND '.join(where)}"
+        if self.runs is not None:
+            query = f"SELECT * FROM ({query} ORDER BY t.end_time DESC LIMIT {int(self.runs)})"
+        return query, params
+
+
+def exactly(target: Target) -> tuple[tuple[str, ...], tuple[object, ...]]:
+    """Conditions for one target (a missing service.version is a value like any other)."""
+    return tuple(f"t.{c} IS NOT DISTINCT FROM ?" for c in TARGET_COLUMNS), tuple(target)
+
+
+def matching(
+    service: str | None = None, agent: str | None = None, version: str | None = None
+) -> tuple[tuple[str, ...], tuple[object, ...]]:
+    """Conditions for glob patterns (as in pack selectors); None matches anything."""
+    conditions, params = [], []
+    for column, pattern in zip(TARGET_COLUMNS, (service, agent, version), strict=True):
+        if pattern is not None:
+            conditions.append(f"t.{column} GLOB ?")
+            params.append(pattern)
+    return tuple(conditions), tuple(params)
+
+
+def describe_target(target: Target) -> str:
+    return " / ".join(part if part is not None else "-" for part in target)

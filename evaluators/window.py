@@ -1,0 +1,142 @@
+"""Window rules (drift, reliability): config models of rules evaluated over many trajectories.
+
+They live in packs like every rule, but the engine does not run them per trajectory: the
+collector evaluates them on a schedule (`interval`) over the store.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from evaluators.matchers import Strict
+from evaluators.rules import RuleBase
+
+UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+
+
+def parse_duration(value: object) -> object:
+    """`90s`, `15m`, `1h`, `7d`, `2w` or a number of seconds, as seconds."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 60s, 1h or 7d")
+    if isinstance(value, int | float):
+        return value
+    match = DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"expected a duration such as 60s, 1h or 7d, got {value!r}")
+    return float(match.group(1)) * UNITS[match.group(2) or "s"]
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+
+DRIFT_METRICS = ("tool_choice", "steps", "latency", "cost", "tokens", "error_rate", "pass_rate")
+DriftMetric = Literal[
+    "tool_choice", "steps", "latency", "cost", "tokens", "error_rate", "pass_rate"
+]
+# Effect sizes: Jensen-Shannon distance (tool_choice), KS distance D (continuous), absolute
+# difference of rates (error_rate, pass_rate).
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "tool_choice": 0.1,
+    "steps": 0.2,
+    "latency": 0.2,
+    "cost": 0.2,
+    "tokens": 0.2,
+    "error_rate": 0.05,
+    "pass_rate": 0.05,
+}
+
+
+class WindowRule(RuleBase):
+    interval: Seconds = Field(60.0, description="How often the rule is evaluated (e.g. 60s, 5m).")
+
+    @model_validator(mode="after")
+    def _no_when(self) -> WindowRule:
+        if self.when is not None:
+            raise ValueError(
+                "`when` filters single runs; a window rule selects targets by the pack selector"
+            )
+        return self
+
+
+class BaselineWindow(Strict):
+    """What the current window is compared with: exactly one of `last`, `version`, `snapshot`."""
+
+    last: Seconds | None = Field(
+        None,
+        description="The time before the current window (e.g. 7d); alone, or to bound"
+        " a pinned `version`.",
+    )
+    version: str | None = Field(None, description="A pinned service.version (glob), e.g. 1.4.*")
+    snapshot: str | None = Field(None, description="A baseline saved with `sextant baseline save`.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BaselineWindow:
+        if self.version is not None and self.snapshot is not None:
+            raise ValueError("give `version` or `snapshot`, not both")
+        if self.snapshot is not None and self.last is not None:
+            raise ValueError("a snapshot is frozen; `last` does not apply to it")
+        if self.last is None and self.version is None and self.snapshot is None:
+            raise ValueError("give one of `last`, `version` or `snapshot`")
+        return self
+
+
+class CurrentWindow(Strict):
+    last: Seconds = Field(3600.0, description="The sliding window (e.g. 1h).")
+    runs: int | None = Field(None, ge=1, description="Only the target's last N runs within `last`.")
+
+
+class CanarySide(Strict):
+    version: str = Field(alias="service.version", description="service.version glob.")
+
+
+class Canary(Strict):
+    baseline: CanarySide = Field(description="The versions in production, e.g. 1.4.*")
+    candidate: CanarySide = Field(description="The versions being rolled out, e.g. 1.5.*")
+
+
+class DriftRule(WindowRule):
+    type: Literal["drift"]
+    baseline: BaselineWindow | None = Field(None, description="Compare with this baseline...")
+    compare: Canary | None = Field(None, description="...or a canary: two versions, one window.")
+    current: CurrentWindow = Field(default_factory=CurrentWindow, description="Current window.")
+    metrics: list[DriftMetric] = Field(
+        default_factory=lambda: list(DRIFT_METRICS), min_length=1, description="What to compare."
+    )
+    thresholds: dict[DriftMetric, float] = Field(
+        default_factory=dict, description="Effect size over which a significant change fails."
+    )
+    alpha: float = Field(0.01, gt=0, lt=1, description="Significance level of the tests.")
+    min_samples: int = Field(30, ge=2, description="Fewer runs (or cases) on a side: review.")
+
+    @model_validator(mode="after")
+    def _one_baseline(self) -> DriftRule:
+        if (self.baseline is None) == (self.compare is None):
+            raise ValueError("give exactly one of `baseline` or `compare` (a canary)")
+        return self
+
+    def threshold(self, metric: str) -> float:
+        return self.thresholds.get(metric, DEFAULT_THRESHOLDS[metric])  # type: ignore[call-overload]
+
+
+RELIABILITY_METRICS = ("pass_at_k", "pass_hat_k", "consistency")
+
+
+class ReliabilityRule(WindowRule):
+    type: Literal["reliability"]
+    metric: Literal["pass_at_k", "pass_hat_k", "consistency"] = Field(
+        description="pass_at_k, pass_hat_k (pass^k) or consistency (outcome consistency)."
+    )
+    k: int = Field(1, ge=1, le=1000, description="Attempts per draw for pass@k and pass^k.")
+    min: float = Field(ge=0, le=1, description="The target's average over cases must reach it.")
+    window: CurrentWindow = Field(
+        default_factory=lambda: CurrentWindow(last=7 * 86400), description="Runs considered."
+    )
+    rule: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="pack/rule whose pass counts as the attempt's pass (default: the verdict).",
+    )
+    min_cases: int = Field(1, ge=1, description="Fewer cases with at least k attempts: review.")

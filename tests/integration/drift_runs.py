@@ -1,0 +1,44 @@
+"""Agent runs for drift and reliability tests, sent through the real OTel SDK in batches."""
+
+from __future__ import annotations
+
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from tests.agent_runs import AgentScript, trace_id_of
+
+
+def batch_provider(endpoint: str, service: str, version: str) -> TracerProvider:
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service, "service.version": version})
+    )
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True))
+    )
+    return provider
+
+
+def send_runs(
+    endpoint: str,
+    service: str,
+    version: str,
+    tools: list[list[str]],
+    case_ids: list[str | None] | None = None,
+) -> list[str]:
+    """One run per entry of `tools` (the tools it calls, in order); returns the trace ids."""
+    provider = batch_provider(endpoint, service, version)
+    script = AgentScript(provider.get_tracer("drift-test"))
+    trace_ids = []
+    for i, calls in enumerate(tools):
+        case = (case_ids or [None] * len(tools))[i]
+        attrs = {"sextant.case.id": case} if case else {}
+        with script.agent("travel-agent", f"Book trip {i}", "Booked.", **attrs) as root:
+            for tool in calls:
+                script.chat([(tool, {"trip": i})])
+                script.tool(tool, {"trip": i}, "ok")
+            script.chat()
+        trace_ids.append(trace_id_of(root))
+    provider.shutdown()
+    return trace_ids
