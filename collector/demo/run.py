@@ -20,6 +20,9 @@ from collector.config import BUILTIN_RULES
 from collector.demo.agents import AgentScript, provider_for
 from collector.embedded import Embedded, loopback_config, start
 
+CANARY_PACK = Path(__file__).resolve().parent.parent / "data" / "demo-canary.yaml"
+CANARY_MIN_RUNS = 10  # the canary pack's min_samples: fewer runs a side would only be a review
+
 
 @dataclass(frozen=True)
 class SimulatedAgent:
@@ -31,6 +34,10 @@ class SimulatedAgent:
     version: str
     run: Callable[[AgentScript, int], Any]
     expect: str  # the decision the demo expects for this target
+    min_runs: int = 1
+
+    def runs(self, asked: int) -> int:
+        return max(asked, self.min_runs)
 
 
 def correct_support(script: AgentScript, i: int) -> Any:
@@ -71,6 +78,24 @@ def looping_travel(script: AgentScript, i: int) -> Any:
     return r
 
 
+def triage(new_tool_mix: bool) -> Callable[[AgentScript, int], Any]:
+    def run(script: AgentScript, i: int) -> Any:
+        ticket = f"T-{1000 + i}"
+        with script.agent("triage-agent", f"Triage {ticket}", "Routed.") as r:
+            if not new_tool_mix:
+                script.chat([("search_kb", {"query": "login fails"})])
+                script.tool("search_kb", {"query": "login fails"}, '["KB-12"]')
+            script.chat([("classify_ticket", {"ticket": ticket})])
+            script.tool("classify_ticket", {"ticket": ticket}, "auth")
+            if new_tool_mix:
+                script.chat([("escalate_to_human", {"ticket": ticket})])
+                script.tool("escalate_to_human", {"ticket": ticket}, "queued")
+            script.chat()
+        return r
+
+    return run
+
+
 AGENTS = [
     SimulatedAgent(
         "correct support agent", "support-desk", "support-agent", "2.3.0", correct_support, "PASS"
@@ -85,6 +110,24 @@ AGENTS = [
     ),
     SimulatedAgent(
         "looping travel agent", "travel-desk", "travel-agent", "1.0.0", looping_travel, "REVIEW"
+    ),
+    SimulatedAgent(
+        "triage agent in production",
+        "triage-desk",
+        "triage-agent",
+        "1.4.0",
+        triage(new_tool_mix=False),
+        "PASS",
+        CANARY_MIN_RUNS,
+    ),
+    SimulatedAgent(
+        "triage canary whose tool mix drifts",
+        "triage-desk",
+        "triage-agent",
+        "1.5.0",
+        triage(new_tool_mix=True),
+        "ROLLBACK",
+        CANARY_MIN_RUNS,
     ),
 ]
 
@@ -111,7 +154,7 @@ class Demo:
             storage={"data_dir": str(self.data_dir)},
             workers={"processes": 0},
             assembler={"quiet_period_seconds": 1.0, "max_trace_age_seconds": 20.0},
-            rules={"paths": [str(BUILTIN_RULES)]},
+            rules={"paths": [str(BUILTIN_RULES), str(CANARY_PACK)]},
             decisions={"interval_seconds": 0.5, "window_seconds": 600},
             log_level="WARNING",
         )
@@ -129,13 +172,13 @@ class Demo:
             self.say(f"  sextant show --db {self.data_dir / 'sextant.duckdb'} --latest")
 
     def _drive(self, server: Embedded, timeout: float) -> int:
-        expected_runs = self.runs * len(AGENTS)
+        expected_runs = sum(a.runs(self.runs) for a in AGENTS)
         self.say(f"Simulated agents export {expected_runs} runs over OTLP/gRPC:")
         for a in AGENTS:
-            self.say(f"  - {a.title:<36} {a.service}/{a.agent}@{a.version}")
+            self.say(f"  - {a.title:<36} {a.service}/{a.agent}@{a.version}  x{a.runs(self.runs)}")
         self.say()
-        for i in range(self.runs):
-            for a in AGENTS:
+        for i in range(max(a.runs(self.runs) for a in AGENTS)):
+            for a in (a for a in AGENTS if i < a.runs(self.runs)):
                 provider = provider_for(
                     OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True),
                     service=a.service,
