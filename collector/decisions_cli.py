@@ -2,36 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 import orjson
 
-from collector.errors import SextantError
+from collector.admin_client import AdminClient
 
 
-def request_json(
-    url: str, body: dict[str, Any] | None = None, token: str | None = None
-) -> dict[str, Any]:
-    """GET (or POST `body`) a JSON document; an HTTP error becomes the server's message."""
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = orjson.dumps(body) if body is not None else None
-    request = urllib.request.Request(url, data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            return orjson.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")
-        with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
-            detail = orjson.loads(detail)["error"]
-        raise SextantError(f"{url}: HTTP {exc.code}: {detail}") from exc
-    except urllib.error.URLError as exc:
-        raise SextantError(f"cannot reach {url}: {exc.reason}") from exc
+def client(args: Any) -> AdminClient:
+    return AdminClient(args.url, getattr(args, "token", None), timeout=30)
+
+
+def get(args: Any, path: str) -> dict[str, Any]:
+    return orjson.loads(client(args).get(path))
+
+
+def post(args: Any, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    return orjson.loads(client(args).post(path, orjson.dumps(body)))
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
@@ -85,29 +73,28 @@ def render_history(history: list[dict[str, Any]]) -> str:
 
 
 def run(args: Any) -> int:
-    base = args.url.rstrip("/")
     action = args.decisions_command or "list"
     if action == "list":
         query = {} if args.all else {"state": "active"}
         for name in ("service", "agent", "version", "decision"):
             if getattr(args, name):
                 query[name] = getattr(args, name)
-        doc = request_json(f"{base}/api/v1/decisions?{urllib.parse.urlencode(query)}")
+        doc = get(args, f"/api/v1/decisions?{urllib.parse.urlencode(query)}")
         out = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() if args.json else None
         print(out or render(doc["decisions"]))
         return 0
-    url = f"{base}/api/v1/decisions/{urllib.parse.quote(args.id)}"
+    path = f"/api/v1/decisions/{urllib.parse.quote(args.id)}"
     if action == "show":
-        doc = request_json(url)
+        doc = get(args, path)
         print(render_history(doc["history"]))
         return 0
-    doc = request_json(f"{url}/{action}", {"by": args.by, "note": args.note}, args.token)
+    doc = post(args, f"{path}/{action}", {"by": args.by, "note": args.note})
     print(f"{doc['decision_id']}: {action} by {doc['by']} ({doc['state']})")
     return 0
 
 
 def alerts_test(args: Any) -> int:
-    doc = request_json(f"{args.url.rstrip('/')}/api/v1/alerts/test", {}, args.token)
+    doc = post(args, "/api/v1/alerts/test", {})
     channels = doc["channels"]
     if not channels:
         print("no alert channels configured (alerts.alertmanager, alerts.webhooks)")

@@ -139,7 +139,7 @@ class Pipeline:
             routes=[
                 decision_routes.register,
                 self.sql.register,
-                lambda app: drift_routes(app, self.database, self.writer),
+                lambda app: drift_routes(app, self.database, self.writer, auth),
             ],
         )
         self._started = False

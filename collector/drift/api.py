@@ -9,7 +9,8 @@ from aiohttp import web
 
 from collector.drift import baselines
 from collector.drift.requests import ReliabilityQuery, baseline_spec, utcnow
-from collector.errors import SextantError
+from collector.errors import SextantError, Unauthenticated
+from collector.receivers.auth import BearerAuth
 from collector.store.database import Database
 from collector.store.queries import jsonable, rows_as_dicts
 from collector.store.writer import Writer
@@ -17,7 +18,9 @@ from collector.store.writer import Writer
 STORE_TIMEOUT_SECONDS = 30.0
 
 
-def add_routes(app: web.Application, database: Database, writer: Writer) -> None:
+def add_routes(app: web.Application, database: Database, writer: Writer, auth: BearerAuth) -> None:
+    """Saving a baseline writes to the store: it needs the bearer token when one is set."""
+
     def with_cursor(work):  # type: ignore[no-untyped-def]
         cursor = database.cursor()
         try:
@@ -34,6 +37,10 @@ def add_routes(app: web.Application, database: Database, writer: Writer) -> None
         return web.Response(body=orjson.dumps(found), content_type="application/json")
 
     async def save_baseline(request: web.Request) -> web.Response:
+        try:
+            auth.check(request.headers.get("Authorization"))
+        except Unauthenticated as exc:
+            return web.json_response({"error": str(exc)}, status=401)
         try:
             body = await request.json(loads=orjson.loads)
             if not isinstance(body, dict):

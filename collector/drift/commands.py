@@ -4,14 +4,11 @@ admin API or, with --db, a stopped collector's DuckDB file."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import orjson
 
+from collector.admin_client import AdminClient
 from collector.drift import baselines
 from collector.drift.report import render
 from collector.drift.requests import ReliabilityQuery, baseline_spec, utcnow
@@ -29,8 +26,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         with open_store(args.db, read_only=True) as con:
             found = query.run(con)
     else:
-        url = f"{args.url.rstrip('/')}/api/v1/reliability?{urllib.parse.urlencode(params)}"
-        found = call(urllib.request.Request(url))
+        client = AdminClient(args.url, args.token, timeout=60)
+        found = orjson.loads(client.get(f"/api/v1/reliability?{urllib.parse.urlencode(params)}"))
     print(render(found, args.format))
     return 0
 
@@ -49,13 +46,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
             con.execute("COMMIT")
         saved = baselines.describe(tables["baselines"])
     else:
-        request = urllib.request.Request(
-            f"{args.url.rstrip('/')}/api/v1/baselines",
-            data=orjson.dumps(params),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        saved = call(request)
+        client = AdminClient(args.url, args.token, timeout=60)
+        saved = orjson.loads(client.post("/api/v1/baselines", orjson.dumps(params)))
     print(f"baseline {saved['name']} saved: {saved['runs']} runs")
     return 0
 
@@ -90,19 +82,6 @@ class open_store:
             self.database.close()
 
 
-def call(request: urllib.request.Request) -> dict:
-    try:
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            return orjson.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        body = exc.read().decode(errors="replace")
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            body = json.loads(body)["error"]
-        raise SextantError(f"{request.full_url}: HTTP {exc.code}: {body}") from exc
-    except urllib.error.URLError as exc:
-        raise SextantError(f"cannot reach {request.full_url}: {exc.reason}") from exc
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     """The `baseline` and `report` commands."""
     baseline = sub.add_parser("baseline", help="frozen baselines for drift rules")
@@ -129,4 +108,5 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", help="ISO 8601 time or a duration back from now (7d)")
     parser.add_argument("--until", help="ISO 8601 time or a duration back from now")
     parser.add_argument("--url", default="http://localhost:9464", help="admin API of a collector")
+    parser.add_argument("--token", help="bearer token (default $SEXTANT_TOKEN) when one is set")
     parser.add_argument("--db", type=Path, help="read a DuckDB file instead (collector stopped)")

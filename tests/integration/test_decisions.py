@@ -266,3 +266,41 @@ def test_an_evidence_bundle_of_a_real_quarantine(server, capsys, tmp_path):
         assert archive.read("packs/support-agent@1.0.0.yaml").decode() == pack_text
         decision = orjson.loads(archive.read("decision.json"))
         assert (decision["decision"], decision["evidence_trace_ids"]) == ("QUARANTINE", [bad])
+
+
+def test_writes_through_the_admin_api_need_the_token_when_one_is_set(tmp_path, capsys):
+    server = serve(tmp_path, auth={"tokens": ["t0ken"]})
+    try:
+        trajectory(server, support_run_with_token(server))
+        d = firing(server, "QUARANTINE")
+        url = ("--url", server.admin_url)
+        code, out = sextant(capsys, "decisions", "ack", d["decision_id"], "--by", "ana", *url)
+        assert code == 1 and "HTTP 401" in out
+        code, out = sextant(
+            capsys, "decisions", "ack", d["decision_id"], "--by", "ana", "--token", "t0ken", *url
+        )
+        assert code == 0, out
+        code, out = sextant(capsys, "baseline", "save", "before-fix", *url)
+        assert code == 1 and "HTTP 401" in out
+        code, out = sextant(capsys, "baseline", "save", "before-fix", "--token", "t0ken", *url)
+        assert code == 0 and "baseline before-fix saved" in out
+        reply = requests.post(f"{server.admin_url}/api/v1/alerts/test", timeout=5)
+        assert reply.status_code == 401
+    finally:
+        server.stop()
+
+
+def support_run_with_token(server: RunningServer) -> str:
+    provider = provider_for(
+        OTLPSpanExporter(
+            endpoint=server.grpc_endpoint, insecure=True, headers={"authorization": "Bearer t0ken"}
+        ),
+        service="support-desk",
+        version="2.3.1",
+    )
+    script = AgentScript(provider.get_tracer("support"))
+    with script.agent("support-agent", "Change my e-mail", "Done.", **{"enduser.id": "mira"}) as r:
+        script.tool("lookup_customer", {"customer": "C-1"}, **{"enduser.id": "mira"})
+        script.tool("update_account", {"customer": "C-1"}, **{"enduser.id": "mira"})
+    provider.shutdown()
+    return trace_id_of(r)
