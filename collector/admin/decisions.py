@@ -81,6 +81,8 @@ class DecisionRoutes:
         if not isinstance(by, str) or not by.strip():
             return error(400, 'give who acts: {"by": "NAME", "note": "..."}')
         note = body.get("note") or ""
+        if not isinstance(note, str):
+            return error(400, "note must be text")
         try:
             state = await asyncio.to_thread(action, request.match_info["id"], by.strip(), note)
         except LookupError as exc:

@@ -57,7 +57,8 @@ class AdminServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        body = encoder(self.registry)
+        # Collectors take locks a busy stage may hold; the event loop also serves OTLP/HTTP.
+        body = await asyncio.to_thread(encoder, self.registry)
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def _rules(self, request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,7 +23,7 @@ import pyarrow as pa
 from collector.alerts.channels import Alertmanager, Channel, Notification, Webhook
 from collector.config import AlertsConfig
 from collector.decisions.engine import summary_of
-from collector.decisions.state import DecisionState
+from collector.decisions.state import DecisionState, merge
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
 from collector.telemetry import AlertMetrics
@@ -90,10 +91,11 @@ class Notifier:
             raise ValueError(f"alert channel names must differ: {sorted(duplicated)} repeat")
         self.outboxes = [Outbox(c, deque(), threading.Condition(), last_sent={}) for c in channels]
         self._stopping = threading.Event()
+        self._drain_deadline = 0.0
         self._lock = threading.Lock()
         # dedup key -> the alert as last sent, and the decision ids keeping it firing
         self._firing: dict[str, Notification] = {}
-        self._holders: dict[str, set[str]] = {}
+        self._holders: dict[str, dict[str, DecisionState]] = {}
         self.ticker = Ticker("sextant-alerts", 1.0, self.resend_due)
 
     def start(self) -> None:
@@ -108,7 +110,9 @@ class Notifier:
         self.ticker.start()
 
     def shutdown(self, timeout: float) -> None:
+        """Deliver what is queued (one attempt each) until `timeout`; count the rest dropped."""
         self.ticker.shutdown(timeout)
+        self._drain_deadline = time.monotonic() + timeout
         self._stopping.set()
         for box in self.outboxes:
             with box.wake:
@@ -125,17 +129,19 @@ class Notifier:
         """A decision fired, changed, was acknowledged or resolved: tell every channel."""
         key = dedup_key(state)
         with self._lock:
-            holders = self._holders.setdefault(key, set())
+            holders = self._holders.setdefault(key, {})
             if state.state == "firing":
-                holders.add(state.id)
-                previous = self._firing.get(key)
-                notification = self.notification(state, "firing", previous)
+                holders[state.id] = state
+            else:
+                holders.pop(state.id, None)
+            if holders:
+                # One alert per target and decision: every policy's reasons and evidence on it.
+                notification = self.notification(combined(holders), "firing", self._firing.get(key))
                 self._firing[key] = notification
             else:
-                holders.discard(state.id)
-                if holders or key not in self._firing:
-                    return  # another policy keeps the same alert firing, or it never fired
                 del self._holders[key]
+                if key not in self._firing:
+                    return  # it never fired
                 notification = self.notification(state, "resolved", self._firing.pop(key))
         if event in ("firing", "resolved", "resolve", "ack", "updated"):
             self._offer_all(notification)
@@ -200,6 +206,10 @@ class Notifier:
 
     def _offer(self, box: Outbox, n: Notification) -> None:
         with box.wake:
+            for i, queued in enumerate(box.queue):
+                if (queued.dedup_key, queued.status) == (n.dedup_key, n.status):
+                    box.queue[i] = n  # still waiting: send the newest version once
+                    return
             if len(box.queue) >= self.config.queue_size:
                 box.queue.popleft()
                 self.metrics.dropped.labels(box.channel.name, "queue_full").inc()
@@ -214,7 +224,11 @@ class Notifier:
             with box.wake:
                 while not box.queue and not self._stopping.is_set():
                     box.wake.wait()
-                if self._stopping.is_set():
+                if not box.queue:
+                    return
+                if self._stopping.is_set() and time.monotonic() > self._drain_deadline:
+                    self.metrics.dropped.labels(box.channel.name, "shutdown").inc(len(box.queue))
+                    box.queue.clear()
                     return
                 n = box.queue.popleft()
                 self.metrics.queued.labels(box.channel.name).set(len(box.queue))
@@ -318,6 +332,15 @@ class Notifier:
                 }
             )
         return report
+
+
+def combined(holders: dict[str, DecisionState]) -> DecisionState:
+    """The oldest firing decision, carrying the merged findings of all of them."""
+    states = sorted(holders.values(), key=lambda s: s.active_at)
+    finding = states[0].finding
+    for other in states[1:]:
+        finding = merge(finding, other.finding)
+    return replace(states[0], finding=finding)
 
 
 def previous_start(previous: Notification | None) -> datetime | None:

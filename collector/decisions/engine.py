@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 # target at once: it is decided for this one, and no target shows PASS while it fires.
 EVERY_TARGET = Target("*", "*", "*")
 STORE_TIMEOUT_SECONDS = 30.0
+MAX_UNWRITTEN = 10_000  # transitions held while the store cannot take them
 
 
 class PackSource(Protocol):
@@ -99,20 +100,22 @@ class DecisionEngine:
         self.operator = operator
         self.ticker = Ticker("sextant-decisions", config.interval_seconds, self.evaluate)
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._active: dict[Key, DecisionState] = {}
         self._resolved_by_hand: dict[Key, datetime] = {}
         self._targets: dict[Target, datetime] = {}
         self._rejected: deque[tuple[datetime, float]] = deque()
+        self._rejected_changed = datetime.min
         self._unwritten: list[dict[str, Any]] = []
 
     def start(self) -> None:
+        self._rejected.append((self.now(), self.coverage.rejected_spans()))
         self.restore()
         self.ticker.start()
 
     def shutdown(self, timeout: float) -> None:
         self.ticker.shutdown(timeout)
-        with self._lock:
-            self._flush()
+        self._flush()
 
     def now(self) -> datetime:
         return naive_utc(self.clock.wall())
@@ -147,7 +150,12 @@ class DecisionEngine:
                 if state.events:
                     changed.append(state)
                     self._transition(state, now)
-            self._flush()
+            # A person's resolution only has to outlast the failures it covered.
+            forget_before = now - timedelta(seconds=self.config.window_seconds)
+            for key in [k for k, t in self._resolved_by_hand.items() if t < forget_before]:
+                if key not in findings:
+                    del self._resolved_by_hand[key]
+        self._flush()
         self.metrics.evaluations.inc()
         return changed
 
@@ -159,7 +167,7 @@ class DecisionEngine:
             groups = {w: queries.result_groups(cursor, now - timedelta(seconds=w)) for w in windows}
             found: dict[Key, Finding] = {}
             for pack in packs:
-                self._pack_findings(pack, groups, found)
+                self._pack_findings(cursor, now, pack, groups, found)
             self._coverage_findings(cursor, now, found)
             return found
         finally:
@@ -167,6 +175,8 @@ class DecisionEngine:
 
     def _pack_findings(
         self,
+        cursor: Any,
+        now: datetime,
         pack: RulePack,
         groups: dict[float, list[queries.Group]],
         found: dict[Key, Finding],
@@ -180,7 +190,12 @@ class DecisionEngine:
                 if g.pack == pack.name and matched(policy.when, g):
                     by_target.setdefault(g.target, []).append(g)
             for target, hits in by_target.items():
-                if sum(g.runs for g in hits) >= policy.count:
+                runs = sum(g.runs for g in hits)
+                if runs >= policy.count and len(hits) > 1:
+                    # one run can fail several matching rules: count it once
+                    since = now - timedelta(seconds=policy.window)
+                    runs = queries.distinct_runs(cursor, since, pack.name, target, hits)
+                if runs >= policy.count:
                     key = Key(target, policy.decision, f"{pack.name}/{policy.id}")
                     add(found, key, self._finding(pack, hits, policy.summary, policy))
         # Without a policy, a failed rule's on_fail applies on its first failure.
@@ -215,7 +230,14 @@ class DecisionEngine:
     def _coverage_findings(self, cursor: Any, now: datetime, found: dict[Key, Finding]) -> None:
         window = timedelta(seconds=self.config.window_seconds)
 
-        def lost(target: Target, policy: str, reason: str, summary: str, evidence=()) -> None:
+        def lost(
+            target: Target,
+            policy: str,
+            reason: str,
+            summary: str,
+            evidence: tuple[str, ...] = (),
+            latest: datetime = now,
+        ) -> None:
             key = Key(target, Decision.REVIEW, f"coverage/{policy}")
             add(
                 found,
@@ -226,7 +248,7 @@ class DecisionEngine:
                     evidence=tuple(evidence),
                     summary=summary,
                     resolve_after=self.config.resolve_after_seconds,
-                    latest=now,
+                    latest=latest,
                 ),
             )
 
@@ -236,15 +258,17 @@ class DecisionEngine:
                 "incomplete_traces",
                 "coverage_lost_incomplete_traces",
                 f"{row['runs']} trace(s) closed incomplete in the last {window}",
-                row["traces"],
+                tuple(row["traces"]),
+                row["latest"],
             )
-        rejected = self._rejected_in_window(now, window)
+        rejected, last_rejected = self._rejected_in_window(now, window)
         if rejected > 0:
             lost(
                 EVERY_TARGET,
                 "rejected_spans",
                 "coverage_lost_rejected_spans",
                 f"{rejected:.0f} span(s) rejected in the last {window}",
+                latest=last_rejected,
             )
         backlog = self.coverage.eval_backlog()
         if backlog > self.config.max_eval_backlog:
@@ -272,18 +296,24 @@ class DecisionEngine:
         if self.config.no_data == "ignore":
             return
         silent_since = now - timedelta(seconds=self.config.no_data_after_seconds)
+        sending = {(t.service, t.agent) for t, last in targets.items() if last >= silent_since}
         for target, last in targets.items():
-            if last < silent_since:
-                lost(target, "no_data", "no_data", f"no trajectories since {last:%Y-%m-%d %H:%M}Z")
+            # A version whose service and agent still send under another version was replaced.
+            if last < silent_since and (target.service, target.agent) not in sending:
+                since = f"{last:%Y-%m-%d %H:%M}Z"
+                lost(target, "no_data", "no_data", f"no trajectories since {since}", latest=last)
 
-    def _rejected_in_window(self, now: datetime, window: timedelta) -> float:
-        """Rejected spans counted by the receivers within the window (a counter's increase)."""
+    def _rejected_in_window(self, now: datetime, window: timedelta) -> tuple[float, datetime]:
+        """Rejected spans counted by the receivers within the window (a counter's increase), and
+        when the count last went up."""
         total = self.coverage.rejected_spans()
         samples = self._rejected
+        if not samples or total != samples[-1][1]:
+            self._rejected_changed = now
         samples.append((now, total))
         while len(samples) > 1 and samples[1][0] <= now - window:
             samples.popleft()
-        return total - samples[0][1]
+        return total - samples[0][1], self._rejected_changed
 
     # -- people ----------------------------------------------------------------------------------
 
@@ -294,8 +324,9 @@ class DecisionEngine:
             state = replace(state, acked_by=by, ack_note=note, events=("ack",))
             self._active[state.key] = state
             self._transition(state, self.now(), actor=by, note=note)
-            self._flush()
-            return self._active[state.key]
+            acked = self._active[state.key]
+        self._flush()
+        return acked
 
     def resolve(self, decision_id: str, by: str, note: str) -> DecisionState:
         """Someone dealt with it: resolved now; only new failures open a new decision."""
@@ -306,8 +337,8 @@ class DecisionEngine:
             del self._active[state.key]
             self._resolved_by_hand[state.key] = now
             self._transition(state, now, actor=by, note=note)
-            self._flush()
-            return state
+        self._flush()
+        return state
 
     def _find(self, decision_id: str) -> DecisionState:
         for state in self._active.values():
@@ -325,21 +356,27 @@ class DecisionEngine:
             if state.state != "resolved":
                 self._active[state.key] = state
             self._unwritten.append(row(state, event, now, actor or self.operator, note))
-            self.metrics.transitions.labels(state.key.decision.value, event).inc()
+            evidence = state.finding.evidence
+            exemplar = {"trace_id": evidence[0]} if evidence else None
+            self.metrics.transitions.labels(state.key.decision.value, event).inc(1, exemplar)
             if self.notifier is not None and event != "pending":
                 self.notifier.notify(state, event)
 
     def _flush(self) -> None:
-        """Write transitions; a failed write keeps them for the next round (never lost)."""
-        if not self._unwritten:
-            return
-        table = pa.Table.from_pylist(self._unwritten, schema=ARROW_SCHEMAS["decisions"])
-        try:
-            self.writer.submit_tables({"decisions": table}).result(STORE_TIMEOUT_SECONDS)
-        except Exception:
-            log.exception("could not record %d decision transitions; retrying", table.num_rows)
-            return
-        self._unwritten = []
+        """Write transitions outside the state lock (a slow store must not stall scrapes); a
+        failed write keeps them for the next round, up to MAX_UNWRITTEN."""
+        with self._flush_lock:
+            with self._lock:
+                pending, self._unwritten = self._unwritten, []
+            if not pending:
+                return
+            try:
+                table = pa.Table.from_pylist(pending, schema=ARROW_SCHEMAS["decisions"])
+                self.writer.submit_tables({"decisions": table}).result(STORE_TIMEOUT_SECONDS)
+            except Exception:
+                log.exception("could not record %d decision transitions; retrying", len(pending))
+                with self._lock:
+                    self._unwritten = (pending + self._unwritten)[-MAX_UNWRITTEN:]
 
     def restore(self) -> None:
         """Pending and firing decisions carry across a restart, with their ids and history."""
@@ -350,16 +387,30 @@ class DecisionEngine:
             restored = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
         finally:
             cursor.close()
+        timing = {
+            f"{pack.name}/{p.id}": (p.for_seconds, p.resolve_after)
+            for pack in (compiled(t) for t in self.packs.snapshot())
+            for p in pack.decisions
+        }
+        now = self.now()
         with self._lock:
             for r in restored:
-                state = from_row(r, self.config.resolve_after_seconds)
+                state = from_row(r, now, timing, self.config.resolve_after_seconds)
                 self._active[state.key] = state
+                if self.notifier is not None and state.state == "firing":
+                    # Alertmanager forgets alerts that are not re-sent: pick them up again.
+                    self.notifier.notify(state, "firing")
         if restored:
             log.info("restored %d pending or firing decisions", len(restored))
 
 
 RESTORE = """
-SELECT * FROM decisions
+SELECT *,
+    last_value(CASE WHEN event = 'ack' THEN actor END IGNORE NULLS) OVER history AS acked_by,
+    last_value(CASE WHEN event = 'ack' THEN note END IGNORE NULLS) OVER history AS ack_note
+FROM decisions
+WINDOW history AS (PARTITION BY decision_id ORDER BY seq
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 QUALIFY row_number() OVER (PARTITION BY decision_id ORDER BY seq DESC) = 1
     AND state <> 'resolved'
 """
@@ -408,7 +459,12 @@ def summary_of(state: DecisionState) -> str:
     return f"{state.key.decision.value} {state.key.target.label()}: {what}"
 
 
-def from_row(r: dict[str, Any], resolve_after: float) -> DecisionState:
+def from_row(
+    r: dict[str, Any], now: datetime, timing: dict[str, tuple[float, float]], resolve_after: float
+) -> DecisionState:
+    """A decision as stored. Its policy's `for` and `resolve_after` come from the packs in force
+    (the default when the policy is gone), and its condition counts as seen at restart: a
+    restart never resolves a decision early."""
     key = Key(
         Target(r["service_name"] or "", r["agent_name"] or "", r["service_version"] or ""),
         Decision(r["decision"]),
@@ -420,18 +476,18 @@ def from_row(r: dict[str, Any], resolve_after: float) -> DecisionState:
         packs=tuple(r["packs"] or ()),
         owner=r["owner"] or "",
         evidence=tuple(r["evidence_trace_ids"] or ()),
-        resolve_after=resolve_after,
+        for_seconds=timing.get(key.policy, (0.0, resolve_after))[0],
+        resolve_after=timing.get(key.policy, (0.0, resolve_after))[1],
     )
-    acked = r["actor"] if r["event"] == "ack" else None
     return DecisionState(
         key=key,
         id=r["decision_id"],
         state=r["state"],
         active_at=r["active_at"],
-        last_seen_at=r["changed_at"],
+        last_seen_at=now,
         finding=finding,
         fired_at=r["fired_at"],
-        acked_by=acked,
-        ack_note=r["note"] if acked else None,
+        acked_by=r["acked_by"],
+        ack_note=r["ack_note"],
         seq=r["seq"],
     )

@@ -8,6 +8,7 @@ the `_overflow` labels so a flood of versions cannot blow up Prometheus.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily
@@ -26,8 +27,14 @@ class DecisionCollector(Collector):
         self.snapshot = snapshot
         self.max_targets = max_targets
         self._seen: dict[Target, set[Decision]] = {}
+        self._lock = threading.Lock()  # scrapes may run at the same time
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            families = self._families()
+        yield from families
+
+    def _families(self) -> list[GaugeMetricFamily]:
         snap = self.snapshot()
         firing: dict[Target, set[Decision]] = {}
         pending: dict[Target, set[Decision]] = {}
@@ -75,10 +82,9 @@ class DecisionCollector(Collector):
             top = min(active, key=DECISION_STRENGTH.__getitem__, default=Decision.PASS)
             strength = len(Decision) - 1 - DECISION_STRENGTH[top]
             effective.add_metric([*labels(target), top.value], float(strength))
-        self._seen = {t: d for t, d in self._seen.items() if any(t == k for k, _ in values)}
-        yield state
-        yield waiting
-        yield effective
+        shown = {t for t, _ in values}
+        self._seen = {t: d for t, d in self._seen.items() if t in shown}
+        return [state, waiting, effective]
 
 
 def labels(target: Target) -> list[str]:

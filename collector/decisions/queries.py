@@ -96,3 +96,44 @@ def result_groups(cursor: duckdb.DuckDBPyConnection, since: datetime) -> list[Gr
         )
         for r in rows(cursor, FINDINGS, since)
     ]
+
+
+DISTINCT_RUNS = """
+SELECT count(DISTINCT trace_id) + count(*) FILTER (WHERE trace_id IS NULL)
+FROM results r
+WHERE r.origin = 'live' AND r.evaluated_at >= $since AND r.pack = $pack
+  AND coalesce(r.service_name, '') = $service AND coalesce(r.agent_name, '') = $agent
+  AND coalesce(r.service_version, '') = $version
+  AND r.rule_id IN $rules AND coalesce(r.reason, '') IN $reasons
+  AND coalesce(r.severity, '') IN $severities AND r.verdict IN $verdicts
+  AND NOT EXISTS (
+      SELECT 1 FROM trajectories t
+      WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
+"""
+
+
+def distinct_runs(
+    cursor: duckdb.DuckDBPyConnection,
+    since: datetime,
+    pack: str,
+    target: Target,
+    groups: list[Group],
+) -> int:
+    """Runs behind several groups, each counted once. A policy's conditions test each field on
+    its own, so the rows it matches are exactly those whose rule, reason, severity and verdict
+    are each among the matched groups' values."""
+    cursor.execute(
+        DISTINCT_RUNS,
+        {
+            "since": since,
+            "pack": pack,
+            "service": target.service,
+            "agent": target.agent,
+            "version": target.version,
+            "rules": sorted({g.rule_id for g in groups}),
+            "reasons": sorted({g.reason for g in groups}),
+            "severities": sorted({g.severity for g in groups}),
+            "verdicts": sorted({g.verdict for g in groups}),
+        },
+    )
+    return int(cursor.fetchone()[0])

@@ -91,6 +91,8 @@ def test_people_acknowledge_and_resolve_and_the_history_keeps_who_did_what(serve
     d = firing(server, "QUARANTINE")
     url = f"{server.admin_url}/api/v1/decisions/{d['decision_id']}"
     assert requests.post(f"{url}/ack", json={"note": "x"}, timeout=5).status_code == 400
+    bad_note = requests.post(f"{url}/ack", json={"by": "ana", "note": 123}, timeout=5)
+    assert (bad_note.status_code, bad_note.json()["error"]) == (400, "note must be text")
     ack = requests.post(f"{url}/ack", json={"by": "ana", "note": "looking"}, timeout=5)
     assert ack.status_code == 200
     done = requests.post(f"{url}/resolve", json={"by": "ana", "note": "prompt fixed"}, timeout=5)
@@ -304,3 +306,38 @@ def support_run_with_token(server: RunningServer) -> str:
         script.tool("update_account", {"customer": "C-1"}, **{"enduser.id": "mira"})
     provider.shutdown()
     return trace_id_of(r)
+
+
+def test_a_policy_counts_a_run_that_fails_several_matching_rules_once(tmp_path):
+    rules = tmp_path / "rules"
+    shutil.copytree(BUILTIN_RULES, rules)
+    pack = rules / "support-agent.yaml"
+    pack.write_text(
+        pack.read_text()
+        + """
+decisions:
+  - id: disable-on-serious-failures
+    decision: DISABLE
+    when: {severity: high}
+    count: 2
+    window: 5m
+"""
+    )
+    server = serve(tmp_path)
+    try:
+        # one run, two failures (approval: critical, identity: high): one run, not two
+        first = support_run(server, approve=False, user="admin")
+        t = trajectory(server, first)
+        assert {"approval_boundary_violation", "wrong_authorization_context"} <= set(
+            t["verdict_reasons"]
+        )
+        server.pipeline.decisions.evaluate()
+        assert decisions(server, decision="DISABLE") == []
+        assert server.metric("sextant_decision_state", {**TARGET, "decision": "DISABLE"}) == 0
+        second = support_run(server, approve=False)
+        trajectory(server, second)
+        d = firing(server, "DISABLE")
+        assert second in d["evidence_trace_ids"]
+        assert d["reasons"] == ["approval_boundary_violation", "wrong_authorization_context"]
+    finally:
+        server.stop()

@@ -154,3 +154,51 @@ def test_alerts_test_reports_each_channel(tmp_path, receiver):
         assert receiver.delivered()[0]["labels"]["alertname"] == "SextantTest"
     finally:
         server.stop()
+
+
+def test_a_firing_alert_is_picked_up_again_after_a_restart(tmp_path, receiver):
+    receiver.statuses = []
+    server = webhook_server(tmp_path, receiver, webhooks=[{"url": receiver.url, "secret": SECRET}])
+    trajectory(server, support_run(server, approve=False))
+    d = firing(server, "QUARANTINE")
+    wait_for(receiver.delivered)
+    server.stop()
+    before = len(receiver.delivered())
+    server = webhook_server(tmp_path, receiver, webhooks=[{"url": receiver.url, "secret": SECRET}])
+    try:
+        again = wait_for(lambda: receiver.delivered()[before:])
+        assert (again[0]["status"], again[0]["decision_id"]) == ("firing", d["decision_id"])
+        url = f"{server.admin_url}/api/v1/decisions/{d['decision_id']}/resolve"
+        requests.post(url, json={"by": "ana"}, timeout=5).raise_for_status()
+        resolved = wait_for(lambda: [n for n in receiver.delivered() if n["status"] == "resolved"])
+        assert resolved[0]["decision_id"] == d["decision_id"]
+    finally:
+        server.stop()
+
+
+def test_a_waiting_alert_is_queued_once_however_often_it_is_re_sent():
+    from prometheus_client import CollectorRegistry
+
+    from collector.alerts.channels import Notification
+    from collector.alerts.notifier import Notifier
+    from collector.config import AlertsConfig
+    from collector.telemetry import AlertMetrics
+
+    config = AlertsConfig(webhooks=[{"url": "http://127.0.0.1:9/x"}], queue_size=3)
+    notifier = Notifier(config, writer=None, metrics=AlertMetrics(CollectorRegistry()),
+                        base_url=lambda: "http://sextant")  # fmt: skip
+    box = notifier.outboxes[0]
+
+    def alert(key: str, status: str = "firing", summary: str = "") -> Notification:
+        return Notification(key, "d-1", status, {}, {"summary": summary}, "t", None, "u")
+
+    for i in range(10):
+        notifier._offer(box, alert("a", summary=str(i)))
+    notifier._offer(box, alert("a", "resolved"))
+    notifier._offer(box, alert("b"))
+    assert [(n.dedup_key, n.status) for n in box.queue] == [
+        ("a", "firing"),
+        ("a", "resolved"),
+        ("b", "firing"),
+    ]
+    assert box.queue[0].annotations["summary"] == "9"  # the newest version waits
