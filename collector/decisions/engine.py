@@ -189,12 +189,14 @@ class DecisionEngine:
             for g in groups[policy.window]:
                 if g.pack == pack.name and matched(policy.when, g):
                     by_target.setdefault(g.target, []).append(g)
+            # One run can fail several matching rules: where that can matter, count runs once.
+            several = [h for hits in by_target.values() if len(hits) > 1 for h in hits]
+            distinct = {}
+            if several:
+                since = now - timedelta(seconds=policy.window)
+                distinct = queries.distinct_runs(cursor, since, pack.name, several)
             for target, hits in by_target.items():
-                runs = sum(g.runs for g in hits)
-                if runs >= policy.count and len(hits) > 1:
-                    # one run can fail several matching rules: count it once
-                    since = now - timedelta(seconds=policy.window)
-                    runs = queries.distinct_runs(cursor, since, pack.name, target, hits)
+                runs = distinct.get(target, sum(g.runs for g in hits))
                 if runs >= policy.count:
                     key = Key(target, policy.decision, f"{pack.name}/{policy.id}")
                     add(found, key, self._finding(pack, hits, policy.summary, policy))

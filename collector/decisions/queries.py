@@ -99,41 +99,35 @@ def result_groups(cursor: duckdb.DuckDBPyConnection, since: datetime) -> list[Gr
 
 
 DISTINCT_RUNS = """
-SELECT count(DISTINCT trace_id) + count(*) FILTER (WHERE trace_id IS NULL)
+SELECT coalesce(r.service_name, '') AS service, coalesce(r.agent_name, '') AS agent,
+       coalesce(r.service_version, '') AS version,
+       count(DISTINCT r.trace_id) + count(*) FILTER (WHERE r.trace_id IS NULL) AS runs
 FROM results r
 WHERE r.origin = 'live' AND r.evaluated_at >= $since AND r.pack = $pack
-  AND coalesce(r.service_name, '') = $service AND coalesce(r.agent_name, '') = $agent
-  AND coalesce(r.service_version, '') = $version
   AND r.rule_id IN $rules AND coalesce(r.reason, '') IN $reasons
   AND coalesce(r.severity, '') IN $severities AND r.verdict IN $verdicts
   AND NOT EXISTS (
       SELECT 1 FROM trajectories t
       WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
+GROUP BY ALL
 """
 
 
 def distinct_runs(
-    cursor: duckdb.DuckDBPyConnection,
-    since: datetime,
-    pack: str,
-    target: Target,
-    groups: list[Group],
-) -> int:
-    """Runs behind several groups, each counted once. A policy's conditions test each field on
-    its own, so the rows it matches are exactly those whose rule, reason, severity and verdict
-    are each among the matched groups' values."""
+    cursor: duckdb.DuckDBPyConnection, since: datetime, pack: str, groups: list[Group]
+) -> dict[Target, int]:
+    """Runs behind a policy's groups per target, each run counted once however many of its
+    results match. A policy tests each field on its own, so the rows it matches are exactly
+    those whose rule, reason, severity and verdict are each among the matched groups' values."""
     cursor.execute(
         DISTINCT_RUNS,
         {
             "since": since,
             "pack": pack,
-            "service": target.service,
-            "agent": target.agent,
-            "version": target.version,
             "rules": sorted({g.rule_id for g in groups}),
             "reasons": sorted({g.reason for g in groups}),
             "severities": sorted({g.severity for g in groups}),
             "verdicts": sorted({g.verdict for g in groups}),
         },
     )
-    return int(cursor.fetchone()[0])
+    return {Target(s, a, v): runs for s, a, v, runs in cursor.fetchall()}
