@@ -36,6 +36,15 @@ def serve(tmp_path: Path, **sections) -> RunningServer:
     return running
 
 
+def serve_with_policy(tmp_path: Path, policies: str) -> RunningServer:
+    """The shipped packs, the support pack with these decision policies added."""
+    rules = tmp_path / "rules"
+    shutil.copytree(BUILTIN_RULES, rules)
+    pack = rules / "support-agent.yaml"
+    pack.write_text(pack.read_text() + "\ndecisions:" + policies)
+    return serve(tmp_path)
+
+
 @pytest.fixture
 def server(tmp_path: Path):
     running = serve(tmp_path)
@@ -117,13 +126,9 @@ def test_people_acknowledge_and_resolve_and_the_history_keeps_who_did_what(serve
 
 
 def test_a_pack_policy_needs_its_count_and_waits_for_its_for(tmp_path):
-    rules = tmp_path / "rules"
-    shutil.copytree(BUILTIN_RULES, rules)
-    pack = rules / "support-agent.yaml"
-    pack.write_text(
-        pack.read_text()
-        + """
-decisions:
+    server = serve_with_policy(
+        tmp_path,
+        """
   - id: downgrade-on-repeated-violations
     decision: DOWNGRADE
     when: {reason: approval_boundary_violation}
@@ -131,9 +136,8 @@ decisions:
     window: 5m
     for: 1s
     resolve_after: 0s
-"""
+""",
     )
-    server = serve(tmp_path)
     try:
         trajectory(server, support_run(server, approve=False))
         server.pipeline.decisions.evaluate()
@@ -309,21 +313,16 @@ def support_run_with_token(server: RunningServer) -> str:
 
 
 def test_a_policy_counts_a_run_that_fails_several_matching_rules_once(tmp_path):
-    rules = tmp_path / "rules"
-    shutil.copytree(BUILTIN_RULES, rules)
-    pack = rules / "support-agent.yaml"
-    pack.write_text(
-        pack.read_text()
-        + """
-decisions:
+    server = serve_with_policy(
+        tmp_path,
+        """
   - id: disable-on-serious-failures
     decision: DISABLE
     when: {severity: high}
     count: 2
     window: 5m
-"""
+""",
     )
-    server = serve(tmp_path)
     try:
         # one run, two failures (approval: critical, identity: high): one run, not two
         first = support_run(server, approve=False, user="admin")
