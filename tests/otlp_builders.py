@@ -7,7 +7,9 @@ from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+
+from collector.replay.resend import any_value
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
@@ -15,26 +17,6 @@ LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 
 def kv(key: str, value: Any) -> KeyValue:
     return KeyValue(key=key, value=any_value(value))
-
-
-def any_value(value: Any) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, bytes):
-        return AnyValue(bytes_value=value)
-    if isinstance(value, list):
-        out = AnyValue()
-        out.array_value.values.extend(any_value(v) for v in value)
-        return out
-    if isinstance(value, dict):
-        out = AnyValue()
-        out.kvlist_value.values.extend(kv(k, v) for k, v in value.items())
-        return out
-    return AnyValue(string_value=str(value))
 
 
 def new_trace_id() -> bytes:

@@ -34,6 +34,8 @@ def any_value(value: Any) -> AnyValue:
         return AnyValue(double_value=value)
     if isinstance(value, str):
         return AnyValue(string_value=value)
+    if isinstance(value, bytes):
+        return AnyValue(bytes_value=value)
     out = AnyValue()
     if isinstance(value, list):
         out.array_value.values.extend(any_value(v) for v in value)

@@ -3,15 +3,13 @@ rule fails with B's runs as evidence, while a candidate that behaves like A pass
 
 from __future__ import annotations
 
-import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunningServer, start_server, wait_for
-from tests.integration.drift_runs import send_runs
-from tests.integration.test_trajectories import FAST
+from tests.conftest import RunningServer, wait_for
+from tests.integration.drift_runs import send_runs, serve_pack
 
 PACK = """
 name: travel-canary
@@ -40,15 +38,7 @@ RUNS = 20
 
 @pytest.fixture
 def server(tmp_path: Path):
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / "canary.yaml").write_text(textwrap.dedent(PACK))
-    running = start_server(
-        tmp_path / "data",
-        assembler=FAST,
-        rules={"paths": [str(rules)]},
-        drift={"tick_seconds": 0.1},
-    )
+    running = serve_pack(tmp_path, "canary", PACK)
     yield running
     running.stop()
 
@@ -154,15 +144,7 @@ rules:
 def test_a_saved_baseline_is_frozen_and_compared_with(tmp_path: Path) -> None:
     import requests
 
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / "snapshot.yaml").write_text(textwrap.dedent(SNAPSHOT_PACK))
-    server = start_server(
-        tmp_path / "data",
-        assembler=FAST,
-        rules={"paths": [str(rules)]},
-        drift={"tick_seconds": 0.1},
-    )
+    server = serve_pack(tmp_path, "snapshot", SNAPSHOT_PACK)
     try:
         send_runs(server.grpc_endpoint, "travel-desk", "1.4.0", [A] * RUNS)
         wait_for(lambda: server.query("SELECT count(*) FROM trajectories")[0][0] == RUNS)

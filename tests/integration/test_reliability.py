@@ -7,15 +7,13 @@ import io
 import json
 import subprocess
 import sys
-import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import start_server, wait_for
-from tests.integration.drift_runs import send_runs
-from tests.integration.test_trajectories import FAST
+from tests.conftest import wait_for
+from tests.integration.drift_runs import send_runs, serve_pack
 
 PACK = """
 name: booking
@@ -55,15 +53,7 @@ def report(*args: str) -> str:
 
 
 def test_reliability_report_and_rule(tmp_path: Path) -> None:
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / "booking.yaml").write_text(textwrap.dedent(PACK))
-    server = start_server(
-        tmp_path / "data",
-        assembler=FAST,
-        rules={"paths": [str(rules)]},
-        drift={"tick_seconds": 0.1},
-    )
+    server = serve_pack(tmp_path, "booking", PACK)
     try:
         tools, cases = [], []
         for case, attempts in CASES.items():
