@@ -59,6 +59,16 @@ def start_server(data_dir: Path, **sections: Any) -> RunningServer:
     return RunningServer(running.pipeline, running.loop, running.thread)
 
 
+def sextant(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Run the `sextant` command in-process: its exit code and everything it printed."""
+    from collector import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(list(args))
+    out = capsys.readouterr()
+    return exited.value.code, out.out + out.err
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RunningServer]:
     running = start_server(tmp_path / "data")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import zipfile
 from datetime import datetime
 from pathlib import Path
@@ -12,33 +11,17 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from collector import cli
 from collector.store.tables import ARROW_SCHEMAS
-from tests.conftest import start_server
-from tests.integration.test_replay import V1, V2, refund_run
-from tests.integration.test_trajectories import FAST, trajectory
+from tests.conftest import sextant
+from tests.integration.test_replay import V1, V2, refund_store
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("cases")
-    rules = tmp / "rules"
-    rules.mkdir()
-    shutil.copy(V1, rules / "refunds.yaml")
-    server = start_server(tmp / "data", assembler=FAST, rules={"paths": [str(rules)]})
-    bad = refund_run(server, approve=False)
-    good = refund_run(server, approve=True)
-    for trace_id in (bad, good):
-        trajectory(server, trace_id)
+    server, bad, good = refund_store(tmp)
     yield server, bad, good, tmp
     server.stop()
-
-
-def sextant(capsys, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
-    with pytest.raises(SystemExit) as exited:
-        cli.main(list(args))
-    out = capsys.readouterr()
-    return exited.value.code, out.out + out.err
 
 
 def decision(decision_id: str, seq: int, state: str, traces: list[str]) -> dict:

@@ -13,7 +13,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 
 from collector.config import BUILTIN_RULES
 from tests.agent_runs import AgentScript, provider_for, trace_id_of
-from tests.conftest import RunningServer, start_server, wait_for
+from tests.conftest import RunningServer, sextant, start_server, wait_for
 from tests.integration.test_evaluation import support_run
 from tests.integration.test_trajectories import FAST, trajectory
 
@@ -213,15 +213,6 @@ def test_firing_decisions_survive_a_restart_with_their_ids(tmp_path):
         assert before["decision_id"] in {s.id for s in snapshot.states}
     finally:
         server.stop()
-
-
-def sextant(capsys, *argv: str) -> tuple[int, str]:
-    from collector.cli import main
-
-    with pytest.raises(SystemExit) as exited:
-        main(list(argv))
-    out = capsys.readouterr()
-    return exited.value.code, out.out + out.err
 
 
 def test_the_decisions_command_lists_acknowledges_and_resolves(server, capsys):

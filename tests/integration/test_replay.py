@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from collector import cli
 from tests.agent_runs import AgentScript, provider_for, trace_id_of
-from tests.conftest import RunningServer, start_server
+from tests.conftest import RunningServer, sextant, start_server
 from tests.integration.test_trajectories import FAST, trajectory
 
 TESTDATA = Path(__file__).parent.parent / "testdata" / "replay"
@@ -43,6 +42,13 @@ def incident(tmp_path_factory: pytest.TempPathFactory):
     """A collector evaluating under refunds v1: an incident run (refund without approval) and a
     known-good run (approved first) both pass there."""
     tmp = tmp_path_factory.mktemp("replay")
+    server, bad, good = refund_store(tmp)
+    yield server, bad, good, tmp
+    server.stop()
+
+
+def refund_store(tmp: Path) -> tuple[RunningServer, str, str]:
+    """A collector under refunds v1 with an incident run and a known-good run (both pass)."""
     rules = tmp / "rules"
     rules.mkdir()
     shutil.copy(V1, rules / "refunds.yaml")
@@ -51,15 +57,7 @@ def incident(tmp_path_factory: pytest.TempPathFactory):
     good = refund_run(server, approve=True)
     for trace_id in (bad, good):
         assert trajectory(server, trace_id)["verdict"] == "pass"
-    yield server, bad, good, tmp
-    server.stop()
-
-
-def sextant(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exited:
-        cli.main(list(args))
-    out = capsys.readouterr()
-    return exited.value.code, out.out + out.err
+    return server, bad, good
 
 
 def diff_rows(output: str) -> list[list[str]]:
