@@ -16,9 +16,8 @@ from aiohttp import web
 from collector.admin.server import MAX_LIST, list_limit
 from collector.admin.server import json_error as error
 from collector.alerts.notifier import Notifier
-from collector.decisions.engine import EVERY_TARGET, DecisionEngine
+from collector.decisions.engine import DecisionEngine
 from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
-from collector.decisions.state import effective
 from collector.errors import Unauthenticated
 from collector.receivers.auth import BearerAuth
 from collector.store.database import Database
@@ -91,19 +90,16 @@ class DecisionRoutes:
 
     async def _targets(self, request: web.Request) -> web.Response:
         snap = self.engine.snapshot()
-        everywhere = [s for s in snap.states if s.key.target == EVERY_TARGET]
         targets = []
         for target, last in sorted(snap.targets.items(), key=lambda kv: kv[0].label()):
-            own = [s for s in snap.states if s.key.target == target] + everywhere
+            decision, reasons = snap.decision_of(target)
             targets.append(
                 {
                     "service": target.service,
                     "agent": target.agent,
                     "version": target.version,
-                    "decision": effective(own).value,
-                    "reasons": sorted(
-                        {r for s in own if s.state == "firing" for r in s.finding.reasons}
-                    ),
+                    "decision": decision.value,
+                    "reasons": reasons,
                     "last_trajectory_at": last.isoformat() + "Z",
                 }
             )

@@ -182,7 +182,8 @@ class Notifier:
             status=status,
             labels=labels,
             annotations=annotations,
-            starts_at=iso(previous_start(previous) or state.fired_at or state.active_at),
+            # An alert keeps the start it was first sent with.
+            starts_at=previous.starts_at if previous else iso(state.fired_at or state.active_at),
             ends_at=iso(ends_at or self.now()) if status == "resolved" else None,
             generator_url=f"{base}/api/v1/decisions/{state.id}",
         )
@@ -341,9 +342,3 @@ def combined(holders: dict[str, DecisionState]) -> DecisionState:
     for other in states[1:]:
         finding = merge(finding, other.finding)
     return replace(states[0], finding=finding)
-
-
-def previous_start(previous: Notification | None) -> datetime | None:
-    if previous is None:
-        return None
-    return datetime.fromisoformat(previous.starts_at.replace("Z", "+00:00")).replace(tzinfo=None)

@@ -27,6 +27,7 @@ from collector.decisions.state import (
     Finding,
     Key,
     Target,
+    effective,
     merge,
     step,
     strongest_first,
@@ -70,6 +71,13 @@ class Coverage:
 class Snapshot:
     states: list[DecisionState]
     targets: dict[Target, datetime] = field(default_factory=dict)  # target -> last closed run
+
+    def decision_of(self, target: Target) -> tuple[Decision, list[str]]:
+        """The target's effective decision and the reasons of what fires for it, counting the
+        collector-wide coverage decisions (no PASS for a target Sextant could not fully see)."""
+        own = [s for s in self.states if s.key.target in (target, EVERY_TARGET)]
+        reasons = sorted({r for s in own if s.state == "firing" for r in s.finding.reasons})
+        return effective(own), reasons
 
 
 def naive_utc(seconds: float) -> datetime:

@@ -138,6 +138,12 @@ FROM trajectories WHERE is_current ORDER BY closed_at, trace_id
 """
 
 
+VERDICT_COUNTS = """
+SELECT service_name, agent_name, service_version, coalesce(verdict, 'none'), count(*)
+FROM trajectories WHERE is_current GROUP BY ALL
+"""
+
+
 class Demo:
     def __init__(self, out: TextIO, runs: int, data_dir: Path | None) -> None:
         self.out = out
@@ -228,19 +234,12 @@ class Demo:
             cursor.close()
 
     def targets(self, server: Embedded) -> dict[tuple[str, str, str], dict[str, Any]]:
-        from collector.decisions.engine import EVERY_TARGET
-        from collector.decisions.state import effective
-
         snap = server.pipeline.decisions.snapshot()
-        everywhere = [s for s in snap.states if s.key.target == EVERY_TARGET]
         found = {}
         for target in snap.targets:
-            own = [s for s in snap.states if s.key.target == target] + everywhere
-            reasons = sorted({r for s in own if s.state == "firing" for r in s.finding.reasons})
-            found[(target.service, target.agent, target.version)] = {
-                "decision": effective(own).value,
-                "reasons": reasons,
-            }
+            decision, reasons = snap.decision_of(target)
+            key = (target.service, target.agent, target.version)
+            found[key] = {"decision": decision.value, "reasons": reasons}
         return found
 
     def _as_expected(self, server: Embedded) -> bool:
@@ -252,15 +251,12 @@ class Demo:
 
     def _summary(self, server: Embedded) -> int:
         targets = self.targets(server)
-        counts = dict(
-            ((s, a, v, verdict), n)
-            for s, a, v, verdict, n in server.pipeline.database.cursor()
-            .execute(
-                "SELECT service_name, agent_name, service_version, coalesce(verdict, 'none'),"
-                " count(*) FROM trajectories WHERE is_current GROUP BY ALL"
-            )
-            .fetchall()
-        )
+        cursor = server.pipeline.database.cursor()
+        try:
+            rows = cursor.execute(VERDICT_COUNTS).fetchall()
+        finally:
+            cursor.close()
+        counts = {(s, a, v, verdict): n for s, a, v, verdict, n in rows}
         self.say()
         header = f"{'TARGET':<40} {'RUNS':>4} {'PASS':>4} {'FAIL':>4} {'REVIEW':>6}  DECISION"
         self.say(header)
