@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Protocol
+
+
+def naive_utc(seconds: float) -> datetime:
+    """Wall time as the store keeps it: naive UTC (DuckDB TIMESTAMP, µs)."""
+    return datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None)
 
 
 class Clock(Protocol):
     def monotonic(self) -> float: ...
 
     def wall(self) -> float: ...
+
+    def now(self) -> datetime:
+        """Wall time as naive UTC, the way every table stores it."""
+        ...
 
 
 class SystemClock:
@@ -18,6 +28,9 @@ class SystemClock:
 
     def wall(self) -> float:
         return time.time()
+
+    def now(self) -> datetime:
+        return naive_utc(self.wall())
 
 
 class FakeClock:
@@ -32,6 +45,9 @@ class FakeClock:
 
     def wall(self) -> float:
         return self._wall
+
+    def now(self) -> datetime:
+        return naive_utc(self._wall)
 
     def advance(self, seconds: float) -> None:
         self._mono += seconds

@@ -12,15 +12,17 @@ from collector.admin.decisions import DecisionRoutes
 from collector.admin.server import AdminServer
 from collector.admin.sql import SqlApi
 from collector.alerts.notifier import Notifier
-from collector.assembler.assembler import Assembler, Evaluation
+from collector.assembler.assembler import Assembler
 from collector.clock import Clock
 from collector.config import SextantConfig
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
 from collector.drift.api import add_routes as drift_routes
 from collector.drift.scheduler import DriftScheduler
-from collector.health import EvaluatorHealth
-from collector.packs import PackRegistry
+from collector.evaluation.health import EvaluatorHealth
+from collector.evaluation.metrics import RulesMetrics
+from collector.evaluation.packs import PackRegistry
+from collector.evaluation.stage import Evaluation
 from collector.receivers.auth import BearerAuth
 from collector.receivers.ingest import Ingest
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
@@ -36,7 +38,6 @@ from collector.telemetry import (
     DecisionMetrics,
     DriftMetrics,
     ReceiverMetrics,
-    RulesMetrics,
     StoreMetrics,
 )
 from collector.workers import WorkerPool
@@ -68,10 +69,9 @@ class Pipeline:
             self.database, storage.checkpoint_wal_mib * 1024 * 1024, store_metrics
         )
         self.workers = WorkerPool(config.workers.processes)
-        self.packs = PackRegistry(
-            config.rules, self.database, self.writer, RulesMetrics(self.registry)
-        )
-        self.health = EvaluatorHealth()
+        rules_metrics = RulesMetrics(self.registry)
+        self.packs = PackRegistry(config.rules, self.database, self.writer, rules_metrics, clock)
+        self.evaluation = Evaluation(self.packs, EvaluatorHealth(clock), rules_metrics)
         self.assembler = Assembler(
             config.assembler,
             self.database,
@@ -80,7 +80,7 @@ class Pipeline:
             {k: v.model_dump() for k, v in config.pricing.models.items()},
             AssemblerMetrics(self.registry),
             clock,
-            Evaluation(self.packs, self.health, self.packs.metrics),
+            self.evaluation,
         )
         self.writer.on_commit = self.assembler.consume
         self.drift = DriftScheduler(
@@ -135,7 +135,7 @@ class Pipeline:
             self.registry,
             self.not_ready_reason,
             self.database,
-            self.rules_status,
+            self.evaluation.status,
             routes=[
                 decision_routes.register,
                 self.sql.register,
@@ -152,15 +152,6 @@ class Pipeline:
 
     def now(self):  # type: ignore[no-untyped-def]
         return self.decisions.now()
-
-    def rules_status(self) -> dict:
-        packs = self.packs.status()
-        return {
-            "packs": packs,
-            "rules": self.health.snapshot(
-                [p for p in packs if p["pack"]], self.config.rules.disabled
-            ),
-        }
 
     def not_ready_reason(self) -> str | None:
         if not self._started:

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from collector.packs import pack_files
+from collector.evaluation.packs import pack_files
 from evaluators.base import overall_verdict
 from evaluators.engine import evaluate_pack
 from evaluators.model import Step, Trajectory

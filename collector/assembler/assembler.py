@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -14,13 +13,12 @@ import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.build import REMOTE_PARENT, SPAN_FIELDS
-from collector.assembler.work import Built, Closing, PackText, build_batch
+from collector.assembler.work import Closing, Evaluates, build_batch
 from collector.clock import Clock, SystemClock
 from collector.config import AssemblerConfig
-from collector.health import EvaluatorHealth
 from collector.store.database import Database
 from collector.store.writer import Writer
-from collector.telemetry import AssemblerMetrics, RulesMetrics
+from collector.telemetry import AssemblerMetrics
 from collector.ticker import Ticker
 from collector.workers import WorkerPool
 
@@ -58,32 +56,12 @@ GROUP BY s.trace_id
 """
 
 
-@dataclass
-class Evaluation:
-    """Where the rule packs come from and where evaluation outcomes are counted."""
+class EvaluationStage(Protocol):
+    """Where each round's evaluator comes from and where what it tallied goes."""
 
-    packs: PackSource
-    health: EvaluatorHealth
-    metrics: RulesMetrics
+    def evaluator(self) -> Evaluates: ...
 
-    def record(self, built: Built) -> None:
-        self.health.record(built)
-        for outcome, count in built.outcomes.items():
-            pack, rule, verdict, reason = outcome
-            exemplar = {"trace_id": built.examples[outcome]}
-            self.metrics.results.labels(pack, rule, verdict, reason).inc(count, exemplar)
-            if reason == "evaluator_error":
-                self.metrics.errors.labels(pack, rule).inc(count)
-        for verdict, count in built.verdicts.items():
-            exemplar = {"trace_id": built.examples[(verdict,)]}
-            self.metrics.trajectories.labels(verdict).inc(count, exemplar)
-        for pack, rule, score in built.scores:
-            self.metrics.match_rate.labels(pack, rule).observe(score)
-        self.metrics.duration.observe(built.evaluation_seconds)
-
-
-class PackSource(Protocol):
-    def snapshot(self) -> tuple[PackText, ...]: ...
+    def record(self, evaluated: Any) -> None: ...
 
 
 class Assembler:
@@ -103,7 +81,7 @@ class Assembler:
         price_overrides: dict[str, Any],
         metrics: AssemblerMetrics,
         clock: Clock | None = None,
-        evaluation: Evaluation | None = None,
+        evaluation: EvaluationStage | None = None,
     ) -> None:
         self.evaluation = evaluation
         self.config = config
@@ -118,10 +96,6 @@ class Assembler:
         self._lock = threading.Lock()
         self.ticker = Ticker("sextant-assembler", self._pause, self.tick)
         self._last_error = ""
-
-    def now(self) -> datetime:
-        """Wall time as the store keeps it: naive UTC."""
-        return datetime.fromtimestamp(self.clock.wall(), UTC).replace(tzinfo=None)
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
         """Commit hook: note which traces got spans (runs in the writer thread, so stays cheap)."""
@@ -155,7 +129,7 @@ class Assembler:
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet."""
         rows = self.database.cursor().execute(UNCLOSED).fetchall()
-        now, wall = self.clock.monotonic(), self.now()
+        now, wall = self.clock.monotonic(), self.clock.now()
         traces = []
         for trace_id, count, root, first, last in rows:
             # Continue the quiet-period clock from when the spans were stored, not from now.
@@ -247,8 +221,8 @@ class Assembler:
             )
             for trace, reason in due
         ]
-        packs = self.evaluation.packs.snapshot() if self.evaluation else ()
-        args = (spans, closing, self.price_overrides, self.now(), packs)
+        evaluator = self.evaluation.evaluator() if self.evaluation else None
+        args = (spans, closing, self.price_overrides, self.clock.now(), evaluator)
         if spans.num_rows <= INLINE_BUILD_SPANS:
             built = build_batch(*args)
         else:
@@ -268,6 +242,6 @@ class Assembler:
                 self.metrics.late_spans.inc(late)
         for kind, count in built.step_kinds.items():
             self.metrics.steps.labels(kind).inc(count)
-        if self.evaluation is not None:
-            self.evaluation.record(built)
+        if self.evaluation is not None and built.evaluator is not None:
+            self.evaluation.record(built.evaluator)
         self.metrics.round_duration.observe(time.perf_counter() - started)

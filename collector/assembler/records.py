@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from collector.store.tables import ARROW_SCHEMAS
+from collector.store.tables import rows_table
 from evaluators.base import Result, overall_verdict
 from evaluators.model import Trajectory
 
@@ -60,34 +60,6 @@ def trajectory_row(
     }
 
 
-def result_rows(t: Trajectory, results: list[Result], shas: dict[str, str], at: datetime):
-    return [
-        {
-            "trace_id": t.trace_id,
-            "revision": t.revision,
-            "pack": r.pack,
-            "pack_version": r.pack_version,
-            "pack_sha256": shas.get(r.pack),
-            "rule_id": r.rule_id,
-            "rule_type": r.rule_type,
-            "verdict": r.verdict.value,
-            "score": r.score,
-            "severity": r.severity.value,
-            "reason": r.reason or None,
-            "message": r.message,
-            "evidence_span_ids": list(r.evidence) or None,
-            "requested_decision": r.requested_decision.value if r.requested_decision else None,
-            "service_name": t.service_name,
-            "agent_name": t.agent_name,
-            "service_version": t.service_version,
-            "evaluated_at": at,
-            "scope": "trajectory",
-            "origin": "live",
-        }
-        for r in results
-    ]
-
-
 def step_rows(t: Trajectory) -> list[dict[str, Any]]:
     rows = []
     for s in t.steps:
@@ -127,7 +99,4 @@ def step_rows(t: Trajectory) -> list[dict[str, Any]]:
 
 
 def as_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
-    return {
-        table: pa.Table.from_pylist(table_rows, schema=ARROW_SCHEMAS[table])
-        for table, table_rows in rows.items()
-    }
+    return {table: rows_table(table, table_rows) for table, table_rows in rows.items()}

@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from collector.assembler.work import PackText, compiled
 from collector.clock import Clock, SystemClock
 from collector.config import DecisionsConfig
 from collector.decisions import queries
@@ -32,6 +31,7 @@ from collector.decisions.state import (
     step,
     strongest_first,
 )
+from collector.evaluation.packs import PackText, compiled
 from collector.store.database import Database
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
-import pyarrow as pa
-
-from collector.assembler.work import PackText, compiled
-from collector.clock import Clock, SystemClock
+from collector.clock import Clock, SystemClock, naive_utc
 from collector.config import DriftConfig
 from collector.drift.evaluate import evaluate_drift
-from collector.drift.outcome import WindowOutcome, result_row
+from collector.drift.outcome import WindowOutcome
 from collector.drift.reliability import evaluate_reliability
+from collector.evaluation.packs import PackText, compiled
+from collector.evaluation.results import window_result_row
 from collector.store.database import Database
-from collector.store.tables import ARROW_SCHEMAS
+from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.telemetry import DriftMetrics
 from collector.ticker import Ticker
@@ -82,7 +81,7 @@ class DriftScheduler:
 
     def run(self, pack: RulePack, sha256: str, rule: Any, now: float) -> list[dict[str, Any]]:
         """Evaluate one rule over every target it selects and store the results."""
-        at = datetime.fromtimestamp(now, UTC).replace(tzinfo=None)
+        at = naive_utc(now)
         started = time.perf_counter()
         cursor = self.database.cursor()
         try:
@@ -94,11 +93,11 @@ class DriftScheduler:
         finally:
             cursor.close()
         self.metrics.duration.observe(time.perf_counter() - started)
-        rows = [result_row(pack, sha256, rule, o, at) for o in outcomes]
+        rows = [window_result_row(pack, sha256, rule, o, at) for o in outcomes]
         for outcome in outcomes:
             self.metrics.evaluations.labels(pack.name, rule.id, outcome.verdict.value).inc()
         if rows:
-            table = pa.Table.from_pylist(rows, schema=ARROW_SCHEMAS["results"])
+            table = rows_table("results", rows)
             self.writer.submit("results", table).result(STORE_TIMEOUT_SECONDS)
         return rows
 

@@ -16,11 +16,12 @@ from typing import TextIO
 
 import pyarrow as pa
 
-from collector.assembler.records import as_tables, result_rows
 from collector.errors import SextantError
-from collector.packs import pack_files
+from collector.evaluation.packs import pack_files
+from collector.evaluation.results import trajectory_result_rows
 from collector.replay.load import load_results, load_trajectories
 from collector.replay.sources import LiveSource, Source, SourceSpec
+from collector.store.tables import rows_table
 from evaluators.base import Result, overall_verdict
 from evaluators.engine import evaluate_pack
 from evaluators.rulepack import LoadedPack, RulePackError, load_pack, load_text
@@ -182,11 +183,9 @@ def replay_batch(
             sorted({r.reason for r in results if r.verdict.value in ("fail", "review")}),
         )
         if replay_id is not None:
-            rows.extend(result_rows(t, results, shas, now))
+            rows.extend(trajectory_result_rows(t, results, shas, now, replay_id))
     if rows:
-        for row in rows:
-            row["origin"], row["replay_id"] = "replay", replay_id
-        batch.rows = as_tables({"results": rows})["results"]
+        batch.rows = rows_table("results", rows)
     return batch
 
 

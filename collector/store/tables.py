@@ -72,3 +72,8 @@ INSERTS_IGNORING_DUPLICATES["results"] = (
 def arrow_batch(table: str, columns: dict[str, list]) -> pa.Table:
     """Column lists from the decoder as an Arrow table of the store's batch schema."""
     return pa.Table.from_pydict(columns, schema=ARROW_SCHEMAS[table])
+
+
+def rows_table(table: str, rows: list[dict]) -> pa.Table:
+    """Row dicts as an Arrow table of the store's batch schema (missing keys are NULL)."""
+    return pa.Table.from_pylist(rows, schema=ARROW_SCHEMAS[table])

@@ -8,10 +8,11 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from collector.config import RulesConfig, WriterConfig
-from collector.packs import PackRegistry
+from collector.evaluation.metrics import RulesMetrics
+from collector.evaluation.packs import PackRegistry
 from collector.store.database import Database
 from collector.store.writer import Writer
-from collector.telemetry import RulesMetrics, StoreMetrics
+from collector.telemetry import StoreMetrics
 
 PACK = """name: {name}
 version: "{version}"

@@ -1,27 +1,63 @@
-"""Rule packs on disk: load all, hot-reload edits, refuse broken ones, record every version."""
+"""The packs in force: load all, hot-reload edits, refuse broken ones, record every version,
+and compile each version once per process (a bounded cache)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
-from collector.assembler.work import PackText
+from collector.clock import Clock, SystemClock
 from collector.config import RulesConfig
+from collector.evaluation.metrics import RulesMetrics
 from collector.store.database import Database
-from collector.store.tables import ARROW_SCHEMAS
+from collector.store.tables import rows_table
 from collector.store.writer import Writer
-from collector.telemetry import RulesMetrics
 from collector.ticker import Ticker
-from evaluators.rulepack import LoadedPack, RulePackError, load_pack
+from evaluators.rulepack import LoadedPack, RulePack, RulePackError, load_pack, load_text
 
 log = logging.getLogger(__name__)
 RECORD_TIMEOUT_SECONDS = 30.0
+# Compiled packs kept per process: a few versions of each pack in force during hot reloads.
+COMPILED_PACKS = 64
+
+
+@dataclass(frozen=True)
+class PackText:
+    """A loaded pack as it crosses to a worker: its text and hash (workers compile and cache)."""
+
+    name: str
+    sha256: str
+    text: str
+    disabled_rules: frozenset[str] = frozenset()
+
+
+_compiled: OrderedDict[tuple[str, frozenset[str]], RulePack] = OrderedDict()
+_compiled_lock = threading.Lock()
+
+
+def compiled(pack: PackText) -> RulePack:
+    """The pack's rules, compiled once per version in this process; least recently used
+    versions are dropped beyond `COMPILED_PACKS`, so hot reloads cannot grow memory."""
+    key = (pack.sha256, pack.disabled_rules)
+    with _compiled_lock:
+        found = _compiled.get(key)
+        if found is not None:
+            _compiled.move_to_end(key)
+            return found
+    loaded = load_text(pack.text, pack.name).pack
+    if pack.disabled_rules:
+        kept = [r for r in loaded.rules if r.id not in pack.disabled_rules]
+        loaded = loaded.model_copy(update={"rules": kept})
+    with _compiled_lock:
+        _compiled[key] = loaded
+        while len(_compiled) > COMPILED_PACKS:
+            _compiled.popitem(last=False)
+    return loaded
 
 
 @dataclass
@@ -47,9 +83,15 @@ class PackRegistry:
     """The packs in force. A file that fails to load keeps its last good version running."""
 
     def __init__(
-        self, config: RulesConfig, database: Database, writer: Writer, metrics: RulesMetrics
+        self,
+        config: RulesConfig,
+        database: Database,
+        writer: Writer,
+        metrics: RulesMetrics,
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self.clock = clock or SystemClock()
         self.database = database
         self.writer = writer
         self.metrics = metrics
@@ -117,7 +159,7 @@ class PackRegistry:
                 )
         except RulePackError as exc:
             entry.errors = tuple(exc.errors)
-            entry.refused_at = datetime.now(UTC)
+            entry.refused_at = self.clock.now()
             self.metrics.reloads.labels("refused").inc()
             kept = f"; keeping version {entry.good.pack.version}" if entry.good else ""
             log.error("rule pack %s refused%s:\n  %s", entry.path, kept, "\n  ".join(exc.errors))
@@ -167,7 +209,7 @@ class PackRegistry:
             return
         finally:
             cursor.close()
-        now = datetime.now(UTC).replace(tzinfo=None)
+        now = self.clock.now()
         rows = [
             {
                 "name": p.pack.name,
@@ -185,7 +227,7 @@ class PackRegistry:
         if not rows:
             return
         try:
-            table = pa.Table.from_pylist(rows, schema=ARROW_SCHEMAS["rule_packs"])
+            table = rows_table("rule_packs", rows)
             self.writer.submit("rule_packs", table).result(RECORD_TIMEOUT_SECONDS)
         except Exception as exc:  # retried on the next reload
             log.warning("could not record rule pack versions yet: %s", exc)
@@ -205,7 +247,11 @@ class PackRegistry:
                         "sha256": good.sha256 if good else None,
                         "rules": [r.id for r in good.pack.rules] if good else [],
                         "refused": list(entry.errors),
-                        "refused_at": entry.refused_at.isoformat() if entry.refused_at else None,
+                        "refused_at": iso_utc(entry.refused_at) if entry.refused_at else None,
                     }
                 )
             return out
+
+
+def iso_utc(moment: datetime) -> str:
+    return moment.replace(tzinfo=UTC).isoformat()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from collector.assembler.work import Built
+from collector.clock import Clock, SystemClock
+from collector.evaluation.packs import iso_utc
+from collector.evaluation.round import Tally
 
 VERDICT_FIELDS = {
     "pass": "passed",
@@ -35,17 +36,18 @@ class RuleHealth:
 class EvaluatorHealth:
     """Answers "did my evaluator run, and did it work?" for every rule in force."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock or SystemClock()
         self._rules: dict[tuple[str, str], RuleHealth] = {}
         self._matched: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def record(self, built: Built) -> None:
-        now = datetime.now(UTC).isoformat()
+    def record(self, tally: Tally) -> None:
+        now = iso_utc(self.clock.now())
         with self._lock:
-            for pack, count in built.applied.items():
+            for pack, count in tally.applied.items():
                 self._matched[pack] = self._matched.get(pack, 0) + count
-            for (pack, rule, verdict, reason), count in built.outcomes.items():
+            for (pack, rule, verdict, reason), count in tally.outcomes.items():
                 health = self._rules.setdefault((pack, rule), RuleHealth(pack, rule))
                 health.evaluated += count
                 field = VERDICT_FIELDS[verdict]
@@ -53,7 +55,7 @@ class EvaluatorHealth:
                 health.last_evaluated_at = now
                 if reason == "evaluator_error":
                     health.errored += count
-            for (pack, rule), message in built.errors.items():
+            for (pack, rule), message in tally.errors.items():
                 health = self._rules[(pack, rule)]
                 health.last_error, health.last_error_at = message, now
 

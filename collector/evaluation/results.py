@@ -1,0 +1,95 @@
+"""The one builder of `results` rows: a rule's verdict on a trajectory or on a window."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from evaluators.base import Decision, Result, Verdict
+from evaluators.model import Trajectory
+from evaluators.rulepack import RulePack
+
+if TYPE_CHECKING:
+    from collector.drift.outcome import WindowOutcome
+
+
+def trajectory_result_rows(
+    t: Trajectory,
+    results: list[Result],
+    shas: dict[str, str],
+    at: datetime,
+    replay_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of one trajectory's results; a `replay_id` marks them as a replay's, not live."""
+    return [
+        {
+            "trace_id": t.trace_id,
+            "revision": t.revision,
+            "pack": r.pack,
+            "pack_version": r.pack_version,
+            "pack_sha256": shas.get(r.pack),
+            "rule_id": r.rule_id,
+            "rule_type": r.rule_type,
+            "verdict": r.verdict.value,
+            "score": r.score,
+            "severity": r.severity.value,
+            "reason": r.reason or None,
+            "message": r.message,
+            "evidence_span_ids": list(r.evidence) or None,
+            "requested_decision": r.requested_decision.value if r.requested_decision else None,
+            "service_name": t.service_name,
+            "agent_name": t.agent_name,
+            "service_version": t.service_version,
+            "evaluated_at": at,
+            "scope": "trajectory",
+            "origin": "live" if replay_id is None else "replay",
+            "replay_id": replay_id,
+        }
+        for r in results
+    ]
+
+
+def window_result_row(
+    pack: RulePack, sha256: str | None, rule: Any, outcome: WindowOutcome, at: datetime
+) -> dict[str, Any]:
+    """Window results have no trace (NULL) and revision 0; they ask for the rule's `on_fail`
+    when they fail and for a review when they cannot decide."""
+    requested: Decision | None = None
+    reason = outcome.reason
+    if outcome.verdict == Verdict.FAIL:
+        requested, reason = rule.on_fail, reason or rule.reason
+    elif outcome.verdict == Verdict.REVIEW:
+        requested = Decision.REVIEW
+    service, agent, version = outcome.target
+    return {
+        "trace_id": None,
+        "revision": 0,
+        "pack": pack.name,
+        "pack_version": pack.version,
+        "pack_sha256": sha256,
+        "rule_id": rule.id,
+        "rule_type": rule.type,
+        "verdict": outcome.verdict.value,
+        "score": outcome.score,
+        "severity": rule.severity.value,
+        "reason": reason,
+        "message": outcome.message,
+        "evidence_span_ids": None,
+        "requested_decision": requested.value if requested else None,
+        "service_name": service,
+        "agent_name": agent,
+        "service_version": version,
+        "evaluated_at": at,
+        "scope": "window",
+        "origin": "live",
+        "replay_id": None,
+        "window_start": outcome.window_start,
+        "window_end": outcome.window_end,
+        "baseline": outcome.baseline,
+        "metric": outcome.metric,
+        "effect_size": outcome.effect_size,
+        "p_value": outcome.p_value,
+        "baseline_n": outcome.baseline_n,
+        "current_n": outcome.current_n,
+        "evidence_trace_ids": list(outcome.evidence) or None,
+    }
