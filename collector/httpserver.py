@@ -24,32 +24,41 @@ def bind(host: str, port: int, what: str) -> socket.socket:
 
 
 class HttpServer:
-    """An aiohttp app bound to one address; `stop` lets in-flight requests finish."""
+    """An aiohttp app bound to one address; `shutdown` lets in-flight requests finish."""
 
     def __init__(
-        self, app: web.Application, host: str, port: int, what: str, **handler_args: object
+        self,
+        app: web.Application,
+        host: str,
+        port: int,
+        what: str,
+        shutdown_timeout: float,
+        **handler_args: object,
     ) -> None:
         self.app = app
+        self.shutdown_timeout = shutdown_timeout
         self.handler_args = handler_args
         self.host = host
         self.port = port
         self.what = what
         self.runner: web.AppRunner | None = None
 
-    async def start(self, shutdown_timeout: float) -> None:
+    async def start(self) -> None:
         sock = bind(self.host, self.port, self.what)
         self.port = sock.getsockname()[1]
         self.runner = web.AppRunner(
             self.app,
             access_log=None,
-            shutdown_timeout=shutdown_timeout,
+            shutdown_timeout=self.shutdown_timeout,
             handle_signals=False,
             **self.handler_args,
         )
         await self.runner.setup()
         await web.SockSite(self.runner, sock).start()
 
-    async def stop(self) -> None:
+    async def shutdown(self, deadline: float) -> None:
+        """Stop listening; in-flight requests get the grace given at construction (aiohttp
+        fixes it when the runner is made; the pipeline gives its whole shutdown timeout)."""
         if self.runner is not None:
             runner, self.runner = self.runner, None
             await runner.cleanup()

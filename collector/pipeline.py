@@ -4,26 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 
 from prometheus_client import CollectorRegistry
 
+from collector.admin.baselines import BaselineRoutes
 from collector.admin.decisions import DecisionRoutes
+from collector.admin.health import HealthRoutes
+from collector.admin.replay import ReplayRoutes
 from collector.admin.server import AdminServer
-from collector.admin.sql import SqlApi
+from collector.admin.sql import SqlRoutes
+from collector.admin.trajectories import TrajectoryRoutes
 from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler
-from collector.clock import Clock
+from collector.auth import BearerAuth
+from collector.clock import Clock, SystemClock
 from collector.config import SextantConfig
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
-from collector.drift.api import add_routes as drift_routes
 from collector.drift.scheduler import DriftScheduler
 from collector.evaluation.health import EvaluatorHealth
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.stage import Evaluation
-from collector.receivers.auth import BearerAuth
+from collector.lifecycle import Stage, deadline_in
 from collector.receivers.ingest import Ingest
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
@@ -61,10 +64,11 @@ class Pipeline:
     ) -> None:
         self.config = config
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.clock = clock = clock or SystemClock()
         storage = config.storage
         self.database = Database(storage.database, storage.memory_limit)
         store_metrics = StoreMetrics(self.registry)
-        self.writer = Writer(self.database, config.writer, store_metrics)
+        self.writer = Writer(self.database, config.writer, store_metrics, clock=clock)
         self.checkpointer = Checkpointer(
             self.database, storage.checkpoint_wal_mib * 1024 * 1024, store_metrics
         )
@@ -87,8 +91,11 @@ class Pipeline:
             config.drift, self.database, self.writer, self.packs, DriftMetrics(self.registry), clock
         )
         receiver_metrics = ReceiverMetrics(self.registry)
+        self.ingest = Ingest(
+            self.writer, self.workers, config.ingest, config.limits, receiver_metrics
+        )
         self.notifier = Notifier(
-            config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.now
+            config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.clock.now
         )
         self.decisions = DecisionEngine(
             config.decisions,
@@ -98,7 +105,7 @@ class Pipeline:
             DecisionMetrics(self.registry),
             clock,
             Coverage(
-                rejected_spans=lambda: counter_total(receiver_metrics.rejected, signal="traces"),
+                rejected_spans=lambda: self.ingest.rejected("traces"),
                 eval_backlog=lambda: self.assembler.backlog(config.decisions.max_eval_backlog + 1),
             ),
             self.notifier,
@@ -106,52 +113,71 @@ class Pipeline:
         self.registry.register(
             DecisionCollector(self.decisions.snapshot, config.decisions.max_targets)
         )
-        self.ingest = Ingest(
-            self.writer, self.workers, config.ingest, config.limits, receiver_metrics
-        )
-        ingest = self.ingest
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
-        self.grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, ingest, receiver_metrics)
-        self.http = OtlpHttpReceiver(config.http, config.limits, auth, ingest, receiver_metrics)
-        self.sql = SqlApi(config.sql, self.database, self.writer, auth)
-        self.exporter = self.retention = None
-        export, retention = config.export, storage.retention
+        grace = config.shutdown_timeout_seconds
+        self.grpc = OtlpGrpcReceiver(
+            config.grpc, config.limits, auth, self.ingest, receiver_metrics
+        )
+        self.http = OtlpHttpReceiver(
+            config.http, config.limits, auth, self.ingest, receiver_metrics, grace
+        )
+        self.exporter, self.retention = self._store_upkeep(config)
+        self.admin = AdminServer(
+            config.admin,
+            [
+                HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
+                TrajectoryRoutes(self.database),
+                DecisionRoutes(self.decisions, self.notifier, self.database, auth),
+                SqlRoutes(config.sql, self.database, auth),
+                ReplayRoutes(self.writer, auth),
+                BaselineRoutes(self.database, self.writer, auth, self.clock.now),
+            ],
+            grace,
+        )
+        self._started = False
+        self._stopped = False
+
+    def _store_upkeep(
+        self, config: SextantConfig
+    ) -> tuple[ParquetExporter | None, Retention | None]:
+        """The optional Parquet export and retention, from `export` and `storage.retention`."""
+        export, retention = config.export, config.storage.retention
+        exporter = cleaner = None
         if export.parquet_dir is not None:
-            self.exporter = ParquetExporter(
-                self.database, export.parquet_dir, export.interval_seconds
+            exporter = ParquetExporter(
+                self.database, export.parquet_dir, export.interval_seconds, self.clock
             )
         if retention.days is not None:
-            first = self.exporter.export if self.exporter and retention.export_first else None
-            self.retention = Retention(
+            first = exporter.export if exporter and retention.export_first else None
+            cleaner = Retention(
                 self.database,
                 retention.days,
                 retention.check_seconds,
                 RetentionMetrics(self.registry),
                 (lambda cutoff: first(until=cutoff)) if first else None,
+                self.clock,
             )
-        decision_routes = DecisionRoutes(self.decisions, self.notifier, self.database, auth)
-        self.admin = AdminServer(
-            config.admin,
-            self.registry,
-            self.not_ready_reason,
-            self.database,
-            self.evaluation.status,
-            routes=[
-                decision_routes.register,
-                self.sql.register,
-                lambda app: drift_routes(app, self.database, self.writer, auth),
-            ],
-        )
-        self._started = False
-        self._stopped = False
+        return exporter, cleaner
+
+    def stages(self) -> list[Stage]:
+        """The threaded stages in start order (shutdown runs the other way)."""
+        upkeep = [x for x in (self.exporter, self.retention) if x is not None]
+        return [
+            self.writer,
+            self.checkpointer,
+            self.workers,
+            self.packs,
+            self.assembler,
+            self.drift,
+            self.notifier,
+            self.decisions,
+            *upkeep,
+        ]
 
     def admin_url(self) -> str:
         host = self.config.admin.host_port[0]
         host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         return f"http://{host}:{self.admin.port}"
-
-    def now(self):  # type: ignore[no-untyped-def]
-        return self.decisions.now()
 
     def not_ready_reason(self) -> str | None:
         if not self._started:
@@ -163,23 +189,12 @@ class Pipeline:
         return None
 
     async def start(self) -> None:
-        timeout = self.config.shutdown_timeout_seconds
         try:
             self.database.open()
-            self.writer.start()
-            self.checkpointer.start()
-            await asyncio.to_thread(self.workers.start)
-            await asyncio.to_thread(self.packs.start)
-            await asyncio.to_thread(self.assembler.start)
-            self.drift.start()
-            await asyncio.to_thread(self.notifier.start)
-            await asyncio.to_thread(self.decisions.start)
-            for extra in (self.exporter, self.retention):
-                if extra is not None:
-                    extra.start()
-            await self.admin.start(timeout)
-            await self.grpc.start()
-            await self.http.start(timeout)
+            for stage in self.stages():
+                await asyncio.to_thread(stage.start)
+            for edge in (self.admin, self.grpc, self.http):
+                await edge.start()
         except BaseException:
             await self.shutdown()
             raise
@@ -191,35 +206,29 @@ class Pipeline:
         log.info("store %s", self.database.path)
 
     async def shutdown(self) -> None:
-        """Drain in-flight requests, flush the writer, close DuckDB; safe to call twice."""
+        """Drain in-flight requests, flush the writer, close DuckDB; safe to call twice.
+
+        The receivers stop first so no request is accepted that cannot be committed; the
+        writer flushes after every stage that writes; the admin API answers to the end."""
         if self._stopped:
             return
         self._stopped = True
-        timeout = self.config.shutdown_timeout_seconds
+        deadline = deadline_in(self.config.shutdown_timeout_seconds)
         # Each step runs even if an earlier one failed: the flush and the close must happen.
         steps = [
-            lambda: asyncio.gather(self.grpc.stop(timeout), self.http.stop()),
+            lambda: asyncio.gather(self.grpc.shutdown(deadline), self.http.shutdown(deadline)),
             *[
-                (lambda extra=extra: asyncio.to_thread(extra.shutdown, timeout))
-                for extra in (self.retention, self.exporter)
-                if extra is not None
+                (lambda stage=stage: asyncio.to_thread(stage.shutdown, deadline))
+                for stage in reversed(self.stages())
             ],
-            lambda: asyncio.to_thread(self.drift.shutdown, timeout),
-            lambda: asyncio.to_thread(self.assembler.shutdown, timeout),
-            lambda: asyncio.to_thread(self.decisions.shutdown, timeout),
-            lambda: asyncio.to_thread(self.notifier.shutdown, timeout),
-            lambda: asyncio.to_thread(self.packs.shutdown, timeout),
-            lambda: asyncio.to_thread(self.workers.shutdown),
-            lambda: asyncio.to_thread(self.writer.shutdown, timeout),
-            lambda: asyncio.to_thread(self.checkpointer.shutdown, timeout),
-            self.admin.stop,
+            lambda: self.admin.shutdown(deadline),
         ]
         for step in steps:
             try:
                 await step()
             except Exception:
                 log.exception("error while shutting down; carrying on")
-        busy = [t for t in self.database_users() if t.is_alive()]
+        busy = [t for stage in self.stages() for t in stage.threads() if t.is_alive()]
         if busy:
             # Closing under a thread that still uses the connection could corrupt the store;
             # DuckDB replays its WAL on the next start instead.
@@ -227,26 +236,3 @@ class Pipeline:
             return
         self.database.close()
         log.info("stopped; store closed cleanly")
-
-    def database_users(self) -> list[threading.Thread]:
-        tickers = [
-            self.checkpointer.ticker,
-            self.assembler.ticker,
-            self.packs.ticker,
-            self.decisions.ticker,
-            self.drift.ticker,
-        ]
-        tickers += [x.ticker for x in (self.exporter, self.retention) if x is not None]
-        threads = [t.thread for t in tickers] + [self.writer._thread]
-        return [t for t in threads if t is not None]
-
-
-def counter_total(counter, **match: str) -> float:  # type: ignore[no-untyped-def]
-    """Sum of a labelled counter's `_total` samples whose labels match."""
-    return sum(
-        sample.value
-        for metric in counter.collect()
-        for sample in metric.samples
-        if sample.name.endswith("_total")
-        and all(sample.labels.get(k) == v for k, v in match.items())
-    )

@@ -6,6 +6,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from collector.lifecycle import remaining
+
 log = logging.getLogger(__name__)
 
 
@@ -27,10 +29,13 @@ class Ticker:
         self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self.thread.start()
 
-    def shutdown(self, timeout: float) -> None:
+    def shutdown(self, deadline: float) -> None:
         self.stopping.set()
         if self.thread is not None:
-            self.thread.join(timeout)
+            self.thread.join(remaining(deadline))
+
+    def threads(self) -> list[threading.Thread]:
+        return [self.thread] if self.thread is not None else []
 
     def _run(self) -> None:
         while not self.stopping.wait(self.interval() if callable(self.interval) else self.interval):

@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import logging
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
@@ -18,12 +19,14 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 
-def warm_up() -> bool:
-    """Run once per worker at start so the first real task does not pay for imports."""
+def warm_up() -> int:
+    """Run once per worker at start so the first real task does not pay for imports; returns
+    the worker's process id."""
     import collector.assembler.work
+    import collector.evaluation.round
     import collector.normalize.wire  # noqa: F401
 
-    return True
+    return os.getpid()
 
 
 class WorkerPool:
@@ -35,6 +38,7 @@ class WorkerPool:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._pids: list[int] = []
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -42,21 +46,27 @@ class WorkerPool:
             self._pool = self._new_pool()
 
     def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        # Every worker is started at once (the pool starts them all on the first submits), so
+        # the warm-up answers name every worker process.
         pool = concurrent.futures.ProcessPoolExecutor(
             self.workers, mp_context=multiprocessing.get_context("spawn")
         )
-        for future in [pool.submit(warm_up) for _ in range(self.workers)]:
-            future.result()
+        warmed = [pool.submit(warm_up) for _ in range(self.workers)]
+        self._pids = sorted({future.result() for future in warmed})
         return pool
 
-    def shutdown(self) -> None:
+    def shutdown(self, deadline: float) -> None:
+        """Stop the workers; work in flight finishes (its callers wait for it anyway)."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
+    def threads(self) -> list[threading.Thread]:
+        return []  # processes, not threads: they hold no DuckDB connection
+
     def pids(self) -> list[int]:
-        return list(self._pool._processes) if self._pool is not None else []
+        return list(self._pids) if self._pool is not None else []
 
     def run(self, fn: Callable[..., R], *args: Any) -> R:
         """Run `fn(*args)` in a worker (blocking the calling thread), or inline without workers."""

@@ -13,13 +13,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from collector.admin.server import MAX_LIST, list_limit
-from collector.admin.server import json_error as error
+from collector.admin.http import MAX_LIST, list_limit
+from collector.admin.http import json_error as error
 from collector.alerts.notifier import Notifier
+from collector.auth import BearerAuth
 from collector.decisions.engine import DecisionEngine
 from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
 from collector.errors import Unauthenticated
-from collector.receivers.auth import BearerAuth
 from collector.store.database import Database
 
 

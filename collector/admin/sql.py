@@ -1,4 +1,4 @@
-"""Admin API for SREs: live read-only SQL, and storing a replay's results beside the originals."""
+"""SQL routes: live read-only SQL against the running store (JSON or Arrow), and its limits."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 from aiohttp import web
 
+from collector.admin.http import authorize, error_reply
+from collector.auth import BearerAuth
 from collector.config import SqlConfig
-from collector.errors import PermanentError, SextantError, TransientError
-from collector.receivers.auth import BearerAuth
+from collector.errors import SextantError
 from collector.store.database import Database
 from collector.store.readonly import QueryRefused, QueryResult, run_read_only
-from collector.store.tables import ARROW_SCHEMAS
-from collector.store.writer import Writer
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 # Queries run in threads; a few at a time keeps readers from starving the writer of CPU.
@@ -53,15 +51,12 @@ def arrow_stream(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-class SqlApi:
-    """POST /api/v1/sql and POST /api/v1/replay/results, behind the receivers' bearer tokens."""
+class SqlRoutes:
+    """POST /api/v1/sql and GET /api/v1/sql/limits, behind the bearer tokens."""
 
-    def __init__(
-        self, config: SqlConfig, database: Database, writer: Writer, auth: BearerAuth
-    ) -> None:
+    def __init__(self, config: SqlConfig, database: Database, auth: BearerAuth) -> None:
         self.config = config
         self.database = database
-        self.writer = writer
         self.auth = auth
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
 
@@ -69,16 +64,15 @@ class SqlApi:
         if self.config.enabled:
             app.router.add_post("/api/v1/sql", self._sql)
             app.router.add_get("/api/v1/sql/limits", self._limits)
-        app.router.add_post("/api/v1/replay/results", self._replay_results)
 
     async def _sql(self, request: web.Request) -> web.Response:
         try:
-            self.auth.check(request.headers.get("Authorization"))
+            authorize(self.auth, request)
             sql, params, max_rows, fmt = await self._parse(request)
             async with self._slots:
                 result = await asyncio.to_thread(self._run, sql, params, max_rows)
         except SextantError as exc:
-            return error(exc)
+            return error_reply(exc)
         if fmt == "arrow":
             return web.Response(
                 body=arrow_stream(result.table),
@@ -89,9 +83,9 @@ class SqlApi:
 
     async def _limits(self, request: web.Request) -> web.Response:
         try:
-            self.auth.check(request.headers.get("Authorization"))
+            authorize(self.auth, request)
         except SextantError as exc:
-            return error(exc)
+            return error_reply(exc)
         limits = {"max_rows": self.config.max_rows, "timeout_seconds": self.config.timeout_seconds}
         return web.json_response(limits)
 
@@ -116,39 +110,5 @@ class SqlApi:
         return doc["sql"], params, max_rows, fmt
 
     def _run(self, sql: str, params: list | None, max_rows: int) -> QueryResult:
-        cursor = self.database.cursor()
-        try:
-            return run_read_only(cursor, sql, params, max_rows, self.config.timeout_seconds)
-        finally:
-            cursor.close()
-
-    async def _replay_results(self, request: web.Request) -> web.Response:
-        """Results a replay computed, stored with origin 'replay': never over the originals."""
-        try:
-            self.auth.check(request.headers.get("Authorization"))
-            table = replay_results(await request.read())
-            await asyncio.wrap_future(self.writer.submit_tables({"results": table}))
-        except SextantError as exc:
-            return error(exc)
-        return web.json_response({"stored": table.num_rows})
-
-
-def replay_results(body: bytes) -> pa.Table:
-    """Results rows from an Arrow stream, checked to be replay results with a replay id."""
-    schema = ARROW_SCHEMAS["results"]
-    try:
-        table = pa.ipc.open_stream(body).read_all()
-        table = table.select(schema.names).cast(schema)
-    except (pa.ArrowException, KeyError, ValueError) as exc:
-        raise QueryRefused(f"the body must be an Arrow stream of results rows: {exc}") from exc
-    origins = set(table["origin"].to_pylist())
-    if origins - {"replay"}:
-        raise QueryRefused("only results with origin 'replay' may be stored through this API")
-    if table.num_rows and pc.any(pc.is_null(table["replay_id"])).as_py():
-        raise QueryRefused("every replay result needs a replay_id")
-    return table
-
-
-def error(exc: SextantError) -> web.Response:
-    status = exc.http_status if isinstance(exc, PermanentError | TransientError) else 500
-    return web.json_response({"error": str(exc)}, status=status)
+        timeout = self.config.timeout_seconds
+        return self.database.read(run_read_only, sql, params, max_rows, timeout)

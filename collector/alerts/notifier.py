@@ -24,6 +24,7 @@ from collector.alerts.channels import Alertmanager, Channel, Notification, Webho
 from collector.config import AlertsConfig
 from collector.decisions.engine import summary_of
 from collector.decisions.state import DecisionState, merge
+from collector.lifecycle import remaining
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
 from collector.telemetry import AlertMetrics
@@ -109,16 +110,20 @@ class Notifier:
             box.thread.start()
         self.ticker.start()
 
-    def shutdown(self, timeout: float) -> None:
-        """Deliver what is queued (one attempt each) until `timeout`; count the rest dropped."""
-        self.ticker.shutdown(timeout)
-        self._drain_deadline = time.monotonic() + timeout
+    def shutdown(self, deadline: float) -> None:
+        """Deliver what is queued (one attempt each) until `deadline`; count the rest dropped."""
+        self.ticker.shutdown(deadline)
+        self._drain_deadline = deadline
         self._stopping.set()
         for box in self.outboxes:
             with box.wake:
                 box.wake.notify_all()
             if box.thread is not None:
-                box.thread.join(timeout)
+                box.thread.join(remaining(deadline))
+
+    def threads(self) -> list[threading.Thread]:
+        outboxes = [box.thread for box in self.outboxes if box.thread is not None]
+        return self.ticker.threads() + outboxes
 
     def failing(self) -> list[str]:
         return [box.channel.name for box in self.outboxes if box.failing]

@@ -154,9 +154,12 @@ class Assembler:
             log.info("recovered %d open traces from the store", recovered)
         self.ticker.start()
 
-    def shutdown(self, timeout: float) -> None:
+    def shutdown(self, deadline: float) -> None:
         """Stop ticking; open traces stay in the store and are recovered on the next start."""
-        self.ticker.shutdown(timeout)
+        self.ticker.shutdown(deadline)
+
+    def threads(self) -> list[threading.Thread]:
+        return self.ticker.threads()
 
     def _pause(self) -> float:
         """Until the next trace may close, at most tick_seconds (new traces may come sooner)."""

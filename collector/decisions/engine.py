@@ -121,9 +121,12 @@ class DecisionEngine:
         self.restore()
         self.ticker.start()
 
-    def shutdown(self, timeout: float) -> None:
-        self.ticker.shutdown(timeout)
+    def shutdown(self, deadline: float) -> None:
+        self.ticker.shutdown(deadline)
         self._flush()
+
+    def threads(self) -> list[threading.Thread]:
+        return self.ticker.threads()
 
     def now(self) -> datetime:
         return naive_utc(self.clock.wall())

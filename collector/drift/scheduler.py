@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import datetime
 from typing import Any, Protocol
@@ -55,8 +56,11 @@ class DriftScheduler:
         if self.config.enabled:
             self.ticker.start()
 
-    def shutdown(self, timeout: float) -> None:
-        self.ticker.shutdown(timeout)
+    def shutdown(self, deadline: float) -> None:
+        self.ticker.shutdown(deadline)
+
+    def threads(self) -> list[threading.Thread]:
+        return self.ticker.threads()
 
     def tick(self) -> int:
         """Evaluate the rules that are due; returns how many ran."""

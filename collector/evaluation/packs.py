@@ -105,8 +105,11 @@ class PackRegistry:
         self.reload()
         self.ticker.start()
 
-    def shutdown(self, timeout: float) -> None:
-        self.ticker.shutdown(timeout)
+    def shutdown(self, deadline: float) -> None:
+        self.ticker.shutdown(deadline)
+
+    def threads(self) -> list[threading.Thread]:
+        return self.ticker.threads()
 
     def snapshot(self) -> tuple[PackText, ...]:
         return self._snapshot

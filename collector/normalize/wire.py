@@ -9,7 +9,7 @@ import pyarrow as pa
 from collector.normalize.decode import Batch, decode_logs, decode_spans
 from collector.normalize.otlp_json import logs_from_json, traces_from_json
 from collector.normalize.otlp_protobuf import logs_from_protobuf, traces_from_protobuf
-from collector.store.tables import arrow_batch
+from collector.store.tables import SIGNAL_TABLES, arrow_batch
 
 PARSERS = {
     ("traces", "protobuf"): traces_from_protobuf,
@@ -17,7 +17,6 @@ PARSERS = {
     ("logs", "protobuf"): logs_from_protobuf,
     ("logs", "json"): logs_from_json,
 }
-TABLES = {"traces": "spans", "logs": "logs"}
 
 
 @dataclass(frozen=True)
@@ -39,5 +38,5 @@ def decode_request(signal: str, encoding: str, data: bytes, max_attribute_length
     request = PARSERS[signal, encoding](data)
     decode = decode_spans if signal == "traces" else decode_logs
     batch: Batch = decode(request, max_attribute_length)
-    table = arrow_batch(TABLES[signal], batch.columns) if batch.rows else None
+    table = arrow_batch(SIGNAL_TABLES[signal], batch.columns) if batch.rows else None
     return Decoded(table, batch.rows, dict(batch.rejected), batch.truncated_rows)

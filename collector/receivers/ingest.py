@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.config import IngestConfig, LimitsConfig
 from collector.normalize.wire import Decoded, decode_request
+from collector.store.tables import SIGNAL_TABLES
 from collector.store.writer import Writer
 from collector.telemetry import ReceiverMetrics
 from collector.workers import WorkerPool
@@ -98,6 +100,11 @@ class Ingest:
         self.config = config
         self.limits = limits
         self.metrics = metrics
+        self._rejected: Counter[str] = Counter()  # per signal, since start
+
+    def rejected(self, signal: str) -> int:
+        """Items of `signal` rejected since start (for coverage: lost evidence is a REVIEW)."""
+        return self._rejected[signal]
 
     async def _decode(self, signal: str, encoding: str, data: bytes) -> Decoded:
         limit = self.limits.max_attribute_length
@@ -112,10 +119,10 @@ class Ingest:
             m.received.labels(protocol, signal).inc(decoded.rows + decoded.rejected_total)
             for reason, count in decoded.rejected.items():
                 m.rejected.labels(protocol, signal, reason).inc(count)
-            table = "spans" if signal == "traces" else "logs"
+            self._rejected[signal] += decoded.rejected_total
             committed = None
             if decoded.table is not None:
-                committed = self.writer.submit(table, decoded.table)
+                committed = self.writer.submit(SIGNAL_TABLES[signal], decoded.table)
         if committed is not None:
             # shield: a client that disconnects must not cancel the commit other requests share.
             await asyncio.shield(asyncio.wrap_future(committed))

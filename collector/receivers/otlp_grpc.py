@@ -9,9 +9,10 @@ import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
+from collector.auth import BearerAuth
 from collector.config import GrpcConfig, LimitsConfig
 from collector.errors import SextantError, StartupError, TransientError, status_label
-from collector.receivers.auth import BearerAuth
+from collector.lifecycle import remaining
 from collector.receivers.ingest import Ingest, metered
 from collector.telemetry import ReceiverMetrics
 
@@ -84,10 +85,11 @@ class OtlpGrpcReceiver:
         self.server = server
         self.port = bound
 
-    async def stop(self, grace: float) -> None:
+    async def shutdown(self, deadline: float) -> None:
+        """Stop taking calls; calls in flight get until the deadline to be answered."""
         if self.server is not None:
             server, self.server = self.server, None
-            await server.stop(grace)
+            await server.stop(remaining(deadline))
 
     def _handler(self, signal: str) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable]:
         async def export(data: bytes, context: grpc.aio.ServicerContext) -> bytes:

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 from google.rpc import status_pb2
 
+from collector.auth import BearerAuth
 from collector.config import HttpConfig, LimitsConfig
 from collector.errors import (
     MalformedRequest,
@@ -22,7 +23,6 @@ from collector.errors import (
 )
 from collector.httpserver import HttpServer
 from collector.normalize import otlp_json
-from collector.receivers.auth import BearerAuth
 from collector.receivers.ingest import Ingest, metered
 from collector.telemetry import ReceiverMetrics
 
@@ -129,6 +129,7 @@ class OtlpHttpReceiver:
         auth: BearerAuth,
         ingest: Ingest,
         metrics: ReceiverMetrics,
+        shutdown_timeout: float,
     ) -> None:
         self.limits = limits
         self.auth = auth
@@ -139,17 +140,19 @@ class OtlpHttpReceiver:
         app.router.add_post("/v1/logs", self._handler("logs"))
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         host, port = config.host_port
-        self.server = HttpServer(app, host, port, "OTLP/HTTP", auto_decompress=False)
+        self.server = HttpServer(
+            app, host, port, "OTLP/HTTP", shutdown_timeout, auto_decompress=False
+        )
 
     @property
     def port(self) -> int:
         return self.server.port
 
-    async def start(self, shutdown_timeout: float) -> None:
-        await self.server.start(shutdown_timeout)
+    async def start(self) -> None:
+        await self.server.start()
 
-    async def stop(self) -> None:
-        await self.server.stop()
+    async def shutdown(self, deadline: float) -> None:
+        await self.server.shutdown(deadline)
 
     async def _not_found(self, request: web.Request) -> web.Response:
         if request.path in ("/v1/traces", "/v1/logs"):

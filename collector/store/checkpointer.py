@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import duckdb
@@ -41,8 +42,11 @@ class Checkpointer:
     def start(self) -> None:
         self.ticker.start()
 
-    def shutdown(self, timeout: float) -> None:
-        self.ticker.shutdown(timeout)
+    def shutdown(self, deadline: float) -> None:
+        self.ticker.shutdown(deadline)
+
+    def threads(self) -> list[threading.Thread]:
+        return self.ticker.threads()
 
     def tick(self) -> None:
         wal = self.database.wal_bytes

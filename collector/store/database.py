@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -13,6 +15,7 @@ from collector.store.schema import MIGRATIONS, SCHEMA_VERSION
 from collector.store.views import create_views
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Database:
@@ -82,6 +85,14 @@ class Database:
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for reading from another thread while the writer keeps writing."""
         return self.connection.cursor()
+
+    def read(self, query: Callable[..., T], *args: Any) -> T:
+        """`query(cursor, *args)` on a cursor of its own, closed afterwards (for any thread)."""
+        cursor = self.cursor()
+        try:
+            return query(cursor, *args)
+        finally:
+            cursor.close()
 
     def close(self) -> None:
         if self._con is None:

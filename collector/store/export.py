@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from collector.clock import Clock, SystemClock
 from collector.store.database import Database
 from collector.ticker import Ticker
 
@@ -108,8 +109,11 @@ class ParquetExporter:
     """The service's periodic export: each run rewrites the days since the previous run began,
     so a day's partition is complete once the day is over."""
 
-    def __init__(self, database: Database, directory: Path, interval: float) -> None:
+    def __init__(
+        self, database: Database, directory: Path, interval: float, clock: Clock | None = None
+    ) -> None:
         self.database = database
+        self.clock = clock or SystemClock()
         self.directory = directory
         self.ticker = Ticker("sextant-export", interval, self.export)
         self._lock = threading.Lock()
@@ -118,14 +122,17 @@ class ParquetExporter:
     def start(self) -> None:
         self.ticker.start()
 
-    def shutdown(self, timeout: float) -> None:
-        self.ticker.shutdown(timeout)
+    def shutdown(self, deadline: float) -> None:
+        self.ticker.shutdown(deadline)
+
+    def threads(self) -> list[threading.Thread]:
+        return self.ticker.threads()
 
     def export(
         self, since: datetime | None = None, until: datetime | None = None
     ) -> dict[str, int]:
         with self._lock:
-            now = datetime.now(UTC).replace(tzinfo=None)
+            now = self.clock.now()
             periodic = since is None and until is None
             written = export_parquet(
                 database_reader(self.database),

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter
 
+from collector.clock import Clock, SystemClock
 from collector.store.database import Database
 from collector.store.export import DATE_COLUMNS, start_of_day
 from collector.ticker import Ticker
@@ -40,23 +42,26 @@ class Retention:
         interval: float,
         metrics: RetentionMetrics,
         export: Callable[[datetime], object] | None = None,
-        now: Callable[[], datetime] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.database = database
         self.days = days
         self.metrics = metrics
         self.export = export
-        self.now = now or (lambda: datetime.now(UTC).replace(tzinfo=None))
+        self.clock = clock or SystemClock()
         self.ticker = Ticker("sextant-retention", interval, self.run)
 
     def start(self) -> None:
         self.ticker.start()
 
-    def shutdown(self, timeout: float) -> None:
-        self.ticker.shutdown(timeout)
+    def shutdown(self, deadline: float) -> None:
+        self.ticker.shutdown(deadline)
+
+    def threads(self) -> list[threading.Thread]:
+        return self.ticker.threads()
 
     def cutoff(self) -> datetime:
-        return start_of_day(self.now() - timedelta(days=self.days))
+        return start_of_day(self.clock.now() - timedelta(days=self.days))
 
     def run(self) -> dict[str, int]:
         cutoff = self.cutoff()

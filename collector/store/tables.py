@@ -35,6 +35,8 @@ TABLES = {
     "baselines": BASELINES,
     "baseline_members": BASELINE_MEMBERS,
 }
+# The table each OTLP signal is stored in.
+SIGNAL_TABLES = {"traces": "spans", "logs": "logs"}
 ARROW_SCHEMAS = {name: arrow_schema(columns) for name, columns in TABLES.items()}
 INSERTS = {name: insert_select(name, columns) for name, columns in TABLES.items()}
 

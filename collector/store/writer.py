@@ -10,13 +10,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import duckdb
 import pyarrow as pa
 
+from collector.clock import Clock, SystemClock
 from collector.config import WriterConfig
 from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
+from collector.lifecycle import remaining
 from collector.store.database import Database
 from collector.store.tables import BEFORE_INSERT, INSERTS, INSERTS_IGNORING_DUPLICATES
 from collector.telemetry import StoreMetrics
@@ -62,8 +64,10 @@ class Writer:
         config: WriterConfig,
         metrics: StoreMetrics,
         on_commit: CommitHook | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.database = database
+        self.clock = clock or SystemClock()
         self.config = config
         self.metrics = metrics
         self.on_commit = on_commit
@@ -120,15 +124,18 @@ class Writer:
                 self._incoming -= 1
                 self._cond.notify()
 
-    def shutdown(self, timeout: float) -> None:
+    def shutdown(self, deadline: float) -> None:
         """Stop taking rows, commit everything queued, then return; safe to call twice."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join(remaining(deadline))
             if self._thread.is_alive():
-                log.error("writer did not finish its last commit within %.1fs", timeout)
+                log.error("writer did not finish its last commit before the shutdown deadline")
+
+    def threads(self) -> list[threading.Thread]:
+        return [self._thread] if self._thread is not None else []
 
     def _take(self) -> list[Pending] | None:
         with self._cond:
@@ -176,7 +183,7 @@ class Writer:
                 grouped.setdefault(table, []).append(data)
         by_table = {table: pa.concat_tables(parts) for table, parts in grouped.items()}
         # Never backwards, even if the wall clock steps back: readers bound queries by it.
-        received_at = max(datetime.now(UTC).replace(tzinfo=None), self._last_received_at)
+        received_at = max(self.clock.now(), self._last_received_at)
         self._last_received_at = received_at
         try:
             try:

@@ -6,6 +6,7 @@ import grpc
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from collector.lifecycle import deadline_in
 from tests.conftest import RunningServer
 from tests.otlp_builders import TRACE_EXPORT, simple_spans, trace_request
 
@@ -67,7 +68,8 @@ def test_openmetrics_is_served_when_asked_for(server: RunningServer) -> None:
 def test_health_and_readiness(server: RunningServer) -> None:
     assert requests.get(f"{server.admin_url}/healthz", timeout=10).json() == {"status": "ok"}
     assert requests.get(f"{server.admin_url}/readyz", timeout=10).json() == {"status": "ready"}
-    server.pipeline.writer.shutdown(5)  # a writer that stopped makes the service unready
+    # a writer that stopped makes the service unready
+    server.pipeline.writer.shutdown(deadline_in(5))
     reply = requests.get(f"{server.admin_url}/readyz", timeout=10)
     assert reply.status_code == 503
     assert reply.json()["reason"] == "store writer is not running"

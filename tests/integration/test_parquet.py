@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -10,6 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collector import cli
+from collector.clock import FakeClock
 from collector.store.export import DATE_COLUMNS
 from collector.store.retention import Retention, RetentionMetrics
 from tests.conftest import RunningServer, start_server, wait_for
@@ -113,9 +114,8 @@ def test_retention_deletes_old_days_after_exporting_them(runs: RunningServer, tm
         export_parquet(database_reader(database), out, until=cutoff)
 
     def retention(now: datetime) -> Retention:
-        return Retention(
-            database, 7, 3600, RetentionMetrics(CollectorRegistry()), export, lambda: now
-        )
+        clock = FakeClock(wall=now.replace(tzinfo=UTC).timestamp())
+        return Retention(database, 7, 3600, RetentionMetrics(CollectorRegistry()), export, clock)
 
     # Six days later nothing is old enough.
     assert not any(retention(newest + timedelta(days=6)).run().values())

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from collector.assembler.assembler import Assembler
 from collector.clock import FakeClock
 from collector.config import AssemblerConfig, WriterConfig
+from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
 from collector.store.database import Database
 from collector.store.writer import Writer
@@ -37,7 +38,7 @@ def rig(tmp_path: Path):
     writer.on_commit = assembler.consume
     writer.start()
     yield database, writer, assembler, clock, registry
-    writer.shutdown(5)
+    writer.shutdown(deadline_in(5))
     database.close()
 
 

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from collector.config import RulesConfig, WriterConfig
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackRegistry
+from collector.lifecycle import deadline_in
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import StoreMetrics
@@ -54,5 +55,5 @@ def test_a_broken_file_does_not_hold_back_the_other_edits(tmp_path: Path) -> Non
         )
         assert recorded == [("a", "1"), ("a", "2"), ("b", "1")]
     finally:
-        writer.shutdown(5)
+        writer.shutdown(deadline_in(5))
         database.close()

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.config import WriterConfig
 from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
+from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
 from collector.store.database import Database
 from collector.store.writer import Writer
@@ -31,7 +32,7 @@ def store(tmp_path: Path):
     registry = CollectorRegistry()
     writer = Writer(database, WriterConfig(max_queue_rows=100), StoreMetrics(registry))
     yield database, writer, registry
-    writer.shutdown(5)
+    writer.shutdown(deadline_in(5))
     database.close()
 
 
@@ -107,9 +108,9 @@ def test_shutdown_flushes_everything_queued_then_refuses(store) -> None:
     database, writer, _ = store
     futures = [writer.submit("spans", batch(7)) for _ in range(3)]
     writer.start()
-    writer.shutdown(10)
+    writer.shutdown(deadline_in(10))
     assert all(f.done() and f.exception() is None for f in futures)
     assert count(database) == 21
     with pytest.raises(ShuttingDown):
         writer.submit("spans", batch(1))
-    writer.shutdown(1)  # twice is fine
+    writer.shutdown(deadline_in(1))  # twice is fine

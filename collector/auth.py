@@ -1,4 +1,4 @@
-"""Bearer-token check shared by the gRPC and HTTP receivers."""
+"""Bearer-token check shared by the OTLP receivers and the admin API."""
 
 from __future__ import annotations
 
