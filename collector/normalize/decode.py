@@ -10,72 +10,16 @@ import orjson
 
 from collector.normalize.anyvalue import AttributeReader
 from collector.normalize.semconv import normalized, text
+from collector.store.schema import LOGS, SPANS, batch_columns
 
 SPAN_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 STATUS_CODES = ("UNSET", "OK", "ERROR")
 ZERO_TRACE_ID = bytes(16)
 ZERO_SPAN_ID = bytes(8)
 
-SPAN_COLUMNS = (
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "trace_state",
-    "flags",
-    "name",
-    "kind",
-    "start_time_unix_nano",
-    "end_time_unix_nano",
-    "status_code",
-    "status_message",
-    "resource_attributes",
-    "resource_schema_url",
-    "scope_name",
-    "scope_version",
-    "scope_attributes",
-    "scope_schema_url",
-    "attributes",
-    "events",
-    "links",
-    "dropped_attributes_count",
-    "dropped_events_count",
-    "dropped_links_count",
-    "truncated_attributes",
-    "service_name",
-    "service_version",
-    "step_kind",
-    "operation_name",
-    "tool_name",
-    "tool_call_id",
-    "tool_arguments",
-    "tool_result",
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "agent_name",
-    "conversation_id",
-    "user_id",
-    "error_type",
-)
-
-LOG_COLUMNS = (
-    "trace_id",
-    "span_id",
-    "time_unix_nano",
-    "observed_time_unix_nano",
-    "severity_number",
-    "severity_text",
-    "event_name",
-    "body",
-    "attributes",
-    "flags",
-    "dropped_attributes_count",
-    "resource_attributes",
-    "scope_name",
-    "scope_version",
-    "service_name",
-    "truncated_attributes",
-)
+# The columns the decoder fills, in the store's order (the rest are computed in SQL).
+SPAN_COLUMNS = batch_columns(SPANS)
+LOG_COLUMNS = batch_columns(LOGS)
 
 
 @dataclass

@@ -277,6 +277,11 @@ def arrow_schema(table: tuple[tuple[str, str, pa.DataType | None], ...]) -> pa.S
     return pa.schema([(name, typ) for name, _, typ in table if typ is not None])
 
 
+def batch_columns(table: tuple[tuple[str, str, pa.DataType | None], ...]) -> tuple[str, ...]:
+    """The columns a batch carries (those with an Arrow type), in table order."""
+    return tuple(name for name, _, typ in table if typ is not None)
+
+
 def create_table(name: str, table: tuple[tuple[str, str, pa.DataType | None], ...]) -> str:
     columns = ",\n  ".join(f"{col} {sql_type}" for col, sql_type, _ in table)
     return f"CREATE TABLE IF NOT EXISTS {name} (\n  {columns}\n)"
