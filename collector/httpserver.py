@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 from aiohttp import web
 
@@ -33,7 +34,7 @@ class HttpServer:
         port: int,
         what: str,
         shutdown_timeout: float,
-        **handler_args: object,
+        **handler_args: Any,
     ) -> None:
         self.app = app
         self.shutdown_timeout = shutdown_timeout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -215,7 +216,7 @@ class Pipeline:
         self._stopped = True
         deadline = deadline_in(self.config.shutdown_timeout_seconds)
         # Each step runs even if an earlier one failed: the flush and the close must happen.
-        steps = [
+        steps: list[Callable[[], Awaitable[object]]] = [
             lambda: asyncio.gather(self.grpc.shutdown(deadline), self.http.shutdown(deadline)),
             *[
                 (lambda stage=stage: asyncio.to_thread(stage.shutdown, deadline))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Literal
 
 import orjson
@@ -36,7 +37,7 @@ class BudgetRule(RuleBase):
         return self
 
 
-def repeated(steps: list[Step], key) -> dict[object, list[Step]]:  # type: ignore[no-untyped-def]
+def repeated(steps: list[Step], key: Callable[[Step], object]) -> dict[object, list[Step]]:
     groups: dict[object, list[Step]] = defaultdict(list)
     for step in steps:
         groups[key(step)].append(step)

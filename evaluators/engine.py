@@ -5,11 +5,11 @@ from __future__ import annotations
 from evaluators.base import Decision, Finding, Result, Verdict
 from evaluators.matchers import MISSING
 from evaluators.model import Trajectory
-from evaluators.registry import RULE_TYPES
+from evaluators.registry import RULE_TYPES, Rule
 from evaluators.rulepack import RulePack
 
 
-def when_applies(t: Trajectory, rule) -> bool:  # type: ignore[no-untyped-def]
+def when_applies(t: Trajectory, rule: Rule) -> bool:
     when = rule.when
     if when is None:
         return True
@@ -19,11 +19,11 @@ def when_applies(t: Trajectory, rule) -> bool:  # type: ignore[no-untyped-def]
     return all(c.check(attrs.get(k, MISSING)) for k, c in when.attributes.items())
 
 
-def root_conditions(pack: RulePack, rule) -> bool:  # type: ignore[no-untyped-def]
+def root_conditions(pack: RulePack, rule: Rule) -> bool:
     return bool(pack.selector.attributes or (rule.when is not None and rule.when.attributes))
 
 
-def evaluate_rule(t: Trajectory, rule) -> Finding:  # type: ignore[no-untyped-def]
+def evaluate_rule(t: Trajectory, rule: Rule) -> Finding:
     """One rule; an exception inside the evaluator becomes a `review`, never escapes."""
     kind = RULE_TYPES[rule.type]
     if kind.evaluate is None:
@@ -62,7 +62,7 @@ def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None
     """
     if not t.agent_run:
         return []
-    findings: list[tuple[object, Finding]] = []
+    findings: list[tuple[Rule, Finding]] = []
     try:
         if t.root is None and pack.selector.attributes:
             raise LookupError("the selector needs the root span, which never arrived")
@@ -95,7 +95,7 @@ def review_for(exc: Exception) -> Finding:
     return error_finding(exc)
 
 
-def result_of(pack: RulePack, version: str | None, rule, finding: Finding) -> Result:  # type: ignore[no-untyped-def]
+def result_of(pack: RulePack, version: str | None, rule: Rule, finding: Finding) -> Result:
     failed = finding.verdict == Verdict.FAIL
     requested = rule.on_fail if failed else None
     if finding.verdict == Verdict.REVIEW:

@@ -55,7 +55,7 @@ class PolicyMatch(Strict):
             return False
         if self.severity is not None:
             try:
-                rank = SEVERITY_RANK[Severity(severity)]
+                rank = SEVERITY_RANK[Severity(severity or "")]
             except ValueError:
                 return False
             return rank >= SEVERITY_RANK[self.severity]

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from evaluators.matchers import Condition, Strict, text_matches
 from evaluators.model import Trajectory
@@ -128,7 +129,7 @@ def field_path(loc: tuple[Any, ...], data: Any) -> str:
     return out or "(top level)"
 
 
-def hint(error: dict[str, Any]) -> str:
+def hint(error: ErrorDetails) -> str:
     if error["type"] == "extra_forbidden":
         return "unknown key (check the spelling; see the rule type's fields in the README)"
     if error["type"] == "union_tag_invalid":
@@ -142,7 +143,7 @@ def refuse_aliases(text: str, source: str) -> None:
     """YAML aliases let a few bytes expand into gigabytes; a pack has no need for them."""
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
-            line = event.start_mark.line + 1
+            line = event.start_mark.line + 1 if event.start_mark else 0
             raise RulePackError([f"{source}:{line}: YAML aliases (*name) are not allowed in packs"])
 
 

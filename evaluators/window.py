@@ -7,7 +7,7 @@ collector evaluates them on a schedule (`interval`) over the store.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -32,10 +32,10 @@ def parse_duration(value: object) -> object:
 
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 
-DRIFT_METRICS = ("tool_choice", "steps", "latency", "cost", "tokens", "error_rate", "pass_rate")
 DriftMetric = Literal[
     "tool_choice", "steps", "latency", "cost", "tokens", "error_rate", "pass_rate"
 ]
+DRIFT_METRICS: tuple[DriftMetric, ...] = get_args(DriftMetric)
 # Effect sizes: Jensen-Shannon distance (tool_choice), KS distance D (continuous), absolute
 # difference of rates (error_rate, pass_rate).
 DEFAULT_THRESHOLDS: dict[str, float] = {

@@ -163,9 +163,9 @@ def cost_of(span: SpanView, step: Step, prices: PriceTable) -> float | None:
         for key in ("llm.cost.total", "gen_ai.usage.cost", "gen_ai.usage.cost_usd"):
             if isinstance(attrs.get(key), int | float):
                 return float(attrs[key])
-        parts = [attrs.get("llm.cost.prompt"), attrs.get("llm.cost.completion")]
-        if all(isinstance(p, int | float) for p in parts):
-            return float(parts[0] + parts[1])  # type: ignore[operator]
+        prompt, completion = attrs.get("llm.cost.prompt"), attrs.get("llm.cost.completion")
+        if isinstance(prompt, int | float) and isinstance(completion, int | float):
+            return float(prompt + completion)
     return prices.cost(step.model, step.input_tokens, step.output_tokens)
 
 

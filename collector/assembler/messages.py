@@ -31,7 +31,7 @@ def parts_text(message: dict[str, Any]) -> str | None:
     parts = message.get("parts")
     if isinstance(parts, list):
         texts = [
-            p.get("content")
+            p["content"]
             for p in parts
             if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("content"), str)
         ]
@@ -125,7 +125,8 @@ def context_tool_call(attrs: dict[str, Any]) -> dict[str, Any] | None:
     for key in ("input.value", "traceloop.entity.input"):
         value = loads(attrs.get(key))
         if isinstance(value, dict):
-            holder = value.get("inputs") if isinstance(value.get("inputs"), dict) else value
+            inputs = value.get("inputs")
+            holder = inputs if isinstance(inputs, dict) else value
             call = holder.get("tool_call")
             if isinstance(call, dict) and isinstance(call.get("name"), str):
                 return {"id": call.get("id"), "name": call["name"], "arguments": call.get("args")}

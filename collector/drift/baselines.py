@@ -35,11 +35,13 @@ def parse_target(text: str | None) -> tuple[str | None, str | None, str | None]:
     parts = text.split("/")
     if len(parts) > 3:
         raise SextantError(f"--target {text!r}: expected SERVICE[/AGENT[/VERSION]]")
-    parts += [""] * (3 - len(parts))
-    return tuple(p if p not in ("", "*") else None for p in parts)  # type: ignore[return-value]
+    service, agent, version = [p if p not in ("", "*") else None for p in parts + [""] * 2][:3]
+    return service, agent, version
 
 
-def build(cursor: duckdb.DuckDBPyConnection, spec: BaselineSpec, now: datetime):  # type: ignore[no-untyped-def]
+def build(
+    cursor: duckdb.DuckDBPyConnection, spec: BaselineSpec, now: datetime
+) -> dict[str, pa.Table]:
     """The rows of `baselines` and `baseline_members` for a new baseline, as Arrow tables."""
     exists = cursor.execute("SELECT count(*) FROM baselines WHERE name = ?", [spec.name])
     if exists.fetchall()[0][0]:

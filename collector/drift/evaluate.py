@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -25,6 +25,8 @@ from evaluators.rulepack import Selector
 from evaluators.window import DriftRule
 
 # A tool the baseline "always" used: called in at least this share of its runs (or cases).
+# Trace ids behind a shifted metric, up to a limit, fetched only when a rule does not pass.
+Evidence = Callable[[int], list[str]]
 ALWAYS = 0.99
 
 
@@ -47,7 +49,7 @@ def find_targets(
         f" WHERE {where} ORDER BY ALL",
         [start, end, *params],
     ).fetchall()
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [(r[0], r[1], r[2]) for r in rows]
 
 
 def sides(rule: DriftRule, target: Target, now: datetime) -> tuple[Side, Side] | None:
@@ -146,7 +148,7 @@ def evaluate_drift(
 
 def compare_sides(
     cursor: duckdb.DuckDBPyConnection, rule: DriftRule, baseline: Side, current: Side
-) -> Iterator[tuple[str, Comparison, object]]:
+) -> Iterator[tuple[str, Comparison, Evidence]]:
     """(metric, comparison, evidence(limit) -> trace ids) for each metric of the rule."""
     b, c = samples.unit_values(cursor, baseline), samples.unit_values(cursor, current)
     b_units, c_units = len(b["steps"]), len(c["steps"])
@@ -164,7 +166,14 @@ def compare_sides(
             yield tool_choice(cursor, baseline, current, b_units, c_units)
 
 
-def evidence_of(query, cursor, side: Side, metric: str, comp: Comparison):  # type: ignore[no-untyped-def]
+def evidence_of(
+    query: Callable[..., list[str]],
+    cursor: duckdb.DuckDBPyConnection,
+    side: Side,
+    metric: str,
+    comp: Comparison,
+) -> Evidence:
+    """The trace ids behind a shifted metric, fetched only when the rule does not pass."""
     return lambda limit: query(cursor, side, metric, comp.direction, limit)
 
 
@@ -175,7 +184,7 @@ def proportions(baseline: np.ndarray, current: np.ndarray) -> Comparison:
 
 def rule_pass_rates(
     cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side
-) -> Iterator[tuple[str, Comparison, object]]:
+) -> Iterator[tuple[str, Comparison, Evidence]]:
     b, c = samples.rule_passes(cursor, baseline), samples.rule_passes(cursor, current)
     for rule in sorted(set(b) | set(c)):
         (bx, bn), (cx, cn) = b.get(rule, (0.0, 0)), c.get(rule, (0.0, 0))
@@ -189,7 +198,7 @@ def rule_pass_rates(
 
 def tool_choice(
     cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side, b_units: int, c_units: int
-) -> tuple[str, Comparison, object]:
+) -> tuple[str, Comparison, Evidence]:
     b = samples.tool_weights(cursor, baseline)
     c = samples.tool_weights(cursor, current)
     comp = compare_categorical(b, c, b_units, c_units)

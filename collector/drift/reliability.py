@@ -126,7 +126,8 @@ def report(cases: list[CaseRuns], ks: list[int]) -> dict[str, Any]:
     def metrics(at: dict[int, float | None], hat: dict[int, float | None]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k in ks:
-            gap = None if at[k] is None or hat[k] is None else at[k] - hat[k]
+            capable, reliable = at[k], hat[k]
+            gap = None if capable is None or reliable is None else capable - reliable
             out[f"pass@{k}"], out[f"pass^{k}"], out[f"gap@{k}"] = at[k], hat[k], gap
         return out
 

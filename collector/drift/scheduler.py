@@ -8,6 +8,8 @@ import time
 from datetime import datetime
 from typing import Any, Protocol
 
+import duckdb
+
 from collector.clock import Clock, SystemClock, naive_utc
 from collector.config import DriftConfig
 from collector.drift.evaluate import evaluate_drift
@@ -20,8 +22,8 @@ from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.telemetry import DriftMetrics
 from collector.ticker import Ticker
-from evaluators.registry import RULE_TYPES
 from evaluators.rulepack import RulePack
+from evaluators.window import DriftRule, ReliabilityRule
 
 log = logging.getLogger(__name__)
 STORE_TIMEOUT_SECONDS = 30.0
@@ -70,8 +72,8 @@ class DriftScheduler:
         for text in self.packs.snapshot():
             pack = compiled(text)
             for rule in pack.rules:
-                if not RULE_TYPES[rule.type].window:
-                    continue
+                if not isinstance(rule, DriftRule | ReliabilityRule):
+                    continue  # evaluated per trajectory by the assembler's rounds
                 key = (text.sha256, pack.name, rule.id)
                 live.add(key)
                 due = self._due.setdefault(key, now + rule.interval)
@@ -83,7 +85,9 @@ class DriftScheduler:
             del self._due[key]
         return ran
 
-    def run(self, pack: RulePack, sha256: str, rule: Any, now: float) -> list[dict[str, Any]]:
+    def run(
+        self, pack: RulePack, sha256: str, rule: DriftRule | ReliabilityRule, now: float
+    ) -> list[dict[str, Any]]:
         """Evaluate one rule over every target it selects and store the results."""
         at = naive_utc(now)
         started = time.perf_counter()
@@ -105,10 +109,16 @@ class DriftScheduler:
             self.writer.submit("results", table).result(STORE_TIMEOUT_SECONDS)
         return rows
 
-    def evaluate(self, cursor, pack: RulePack, rule: Any, at: datetime) -> list[WindowOutcome]:  # type: ignore[no-untyped-def]
+    def evaluate(
+        self,
+        cursor: duckdb.DuckDBPyConnection,
+        pack: RulePack,
+        rule: DriftRule | ReliabilityRule,
+        at: datetime,
+    ) -> list[WindowOutcome]:
         limit = self.config.max_evidence
         labels = (pack.name, rule.id)
-        if rule.type == "drift":
+        if isinstance(rule, DriftRule):
             outcomes = evaluate_drift(cursor, pack.selector, rule, at, limit)
             for o in outcomes:
                 target = (*labels, *(part or "" for part in o.target), o.metric)

@@ -124,7 +124,7 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
                     or tid == ZERO_TRACE_ID
                     or sid == ZERO_SPAN_ID
                 ):
-                    rejected[invalid_span_ids(span)] += 1
+                    rejected[invalid_span_ids(span) or "invalid_span_id"] += 1
                     continue
                 reader.truncated = truncated = list(shared_truncated)
                 try:

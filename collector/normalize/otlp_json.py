@@ -294,7 +294,9 @@ LOGS = (
 )
 
 
-def decode(body: bytes, request: Message, levels: tuple, fill: Any) -> Message:  # type: ignore[type-arg]
+def decode(
+    body: bytes, request: Message, levels: tuple[tuple[str, str], ...], fill: Any
+) -> Message:
     """resource → scope → items, the same three levels in both signals."""
     doc = load(body)
     (top_key, top_field), (scope_key, scope_field), (item_key, item_field) = levels

@@ -155,14 +155,14 @@ def text(value: Any) -> str | None:
     return value if isinstance(value, str) else str(value)
 
 
-def label(attrs: dict[str, Any], key: str) -> str | None:
-    """A string attribute used as a lookup key; any other type (a list, a number) is ignored."""
+def label(attrs: dict[str, Any], key: str) -> str:
+    """A string attribute used as a lookup key; any other type (a list, a number) is ""."""
     value = attrs.get(key)
-    return value if isinstance(value, str) else None
+    return value if isinstance(value, str) else ""
 
 
 def step_kind(attrs: dict[str, Any], name: str) -> str:
-    kind = OPERATION_KINDS.get(label(attrs, "gen_ai.operation.name"))  # type: ignore[arg-type]
+    kind = OPERATION_KINDS.get(label(attrs, "gen_ai.operation.name"))
     if kind:
         return kind
     oi = attrs.get("openinference.span.kind")
@@ -171,10 +171,10 @@ def step_kind(attrs: dict[str, Any], name: str) -> str:
         if kind == "tool" and name.startswith("handoff to "):
             return "handoff"
         return kind
-    kind = TRACELOOP_KINDS.get(label(attrs, "traceloop.span.kind"))  # type: ignore[arg-type]
+    kind = TRACELOOP_KINDS.get(label(attrs, "traceloop.span.kind"))
     if kind:
         return kind
-    kind = LLM_REQUEST_KINDS.get(label(attrs, "llm.request.type"))  # type: ignore[arg-type]
+    kind = LLM_REQUEST_KINDS.get(label(attrs, "llm.request.type"))
     if kind:
         return kind
     if attrs.get("mcp.method.name") == "tools/call":

@@ -67,7 +67,7 @@ def span_of(row: dict[str, Any], shift: int) -> Span:
         trace_state=row["trace_state"] or "",
         flags=row["flags"] or 0,
         name=row["name"] or "",
-        kind=enum_value(SPAN_KINDS, row["kind"]),
+        kind=Span.SpanKind.ValueType(enum_value(SPAN_KINDS, row["kind"])),
         start_time_unix_nano=row["start_time_unix_nano"] + shift,
         end_time_unix_nano=row["end_time_unix_nano"] + shift,
         attributes=key_values(loads(row["attributes"])),
@@ -75,9 +75,7 @@ def span_of(row: dict[str, Any], shift: int) -> Span:
         dropped_events_count=row["dropped_events_count"] or 0,
         dropped_links_count=row["dropped_links_count"] or 0,
         status=Status(
-            code=STATUS_CODES.index(row["status_code"])
-            if row["status_code"] in STATUS_CODES
-            else 0,
+            code=Status.StatusCode.ValueType(enum_value(STATUS_CODES, row["status_code"])),
             message=row["status_message"] or "",
         ),
     )

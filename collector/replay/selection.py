@@ -54,7 +54,8 @@ class Selection:
 
     def where(self, source: Source) -> tuple[str, list]:
         """SQL condition over `trajectories t` and its parameters."""
-        where, params = ["t.is_current", "t.agent_run"], []
+        where: list[str] = ["t.is_current", "t.agent_run"]
+        params: list[object] = []
         filters: list[str] = []
         if self.trace_ids:
             filters.append("t.trace_id IN (SELECT unnest(?::VARCHAR[]))")
