@@ -3,7 +3,7 @@
 A policy's condition holds when enough runs of a target failed its matching rules in its window;
 a failed rule outside every policy applies its `on_fail` on the first failure; lost coverage
 (incomplete traces, rejected spans, an evaluation backlog, failing alert delivery, a silent
-target) is a REVIEW.
+target) is a REVIEW. Every query of one round reads one snapshot of the store.
 """
 
 from __future__ import annotations
@@ -100,10 +100,16 @@ class ConditionFinder:
         }
 
     def find(self, now: datetime) -> Found:
-        """What holds at `now`."""
+        """What holds at `now`. One read transaction: a policy's groups and its distinct-run
+        count must see the same results, or a run committed in between counts without its
+        evidence."""
         cursor = self.database.cursor()
         try:
-            return self._find(cursor, now)
+            cursor.begin()
+            try:
+                return self._find(cursor, now)
+            finally:
+                cursor.rollback()
         finally:
             cursor.close()
 
