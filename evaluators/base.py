@@ -31,8 +31,23 @@ class Decision(StrEnum):
     DISABLE = "DISABLE"
 
 
-# Strongest first: when several apply, the strongest is shown and all reasons are kept.
-DECISION_STRENGTH = {d: i for i, d in enumerate(reversed(list(Decision)))}
+# The one precedence, strongest first: when several apply, the strongest is shown and all
+# reasons are kept. Everything else (strength numbers, SQL ordering, help text) derives from it.
+DECISION_PRECEDENCE: tuple[Decision, ...] = (
+    Decision.DISABLE,
+    Decision.ROLLBACK,
+    Decision.QUARANTINE,
+    Decision.DOWNGRADE,
+    Decision.FAIL,
+    Decision.REVIEW,
+    Decision.PASS,
+)
+DECISION_STRENGTH = {d: i for i, d in enumerate(DECISION_PRECEDENCE)}  # 0 is the strongest
+
+
+def precedence_text(separator: str = " > ") -> str:
+    """The precedence as people read it: `DISABLE > ROLLBACK > ... > PASS`."""
+    return separator.join(d.value for d in DECISION_PRECEDENCE)
 
 
 def strongest(decisions: list[Decision]) -> Decision:

@@ -22,8 +22,7 @@ import pyarrow as pa
 
 from collector.alerts.channels import Alertmanager, Channel, Notification, Webhook
 from collector.config import AlertsConfig
-from collector.decisions.engine import summary_of
-from collector.decisions.state import DecisionState, merge
+from collector.decisions.state import DecisionState, Event, State, merge, summary_of
 from collector.lifecycle import remaining
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
@@ -130,25 +129,26 @@ class Notifier:
 
     # -- from the decision engine ----------------------------------------------------------------
 
-    def notify(self, state: DecisionState, event: str) -> None:
+    def notify(self, state: DecisionState, event: Event) -> None:
         """A decision fired, changed, was acknowledged or resolved: tell every channel."""
         key = dedup_key(state)
         with self._lock:
             holders = self._holders.setdefault(key, {})
-            if state.state == "firing":
+            if state.state == State.FIRING:
                 holders[state.id] = state
             else:
                 holders.pop(state.id, None)
             if holders:
                 # One alert per target and decision: every policy's reasons and evidence on it.
-                notification = self.notification(combined(holders), "firing", self._firing.get(key))
+                firing = self._firing.get(key)
+                notification = self.notification(combined(holders), State.FIRING, firing)
                 self._firing[key] = notification
             else:
                 del self._holders[key]
                 if key not in self._firing:
                     return  # it never fired
-                notification = self.notification(state, "resolved", self._firing.pop(key))
-        if event in ("firing", "resolved", "resolve", "ack", "updated"):
+                notification = self.notification(state, State.RESOLVED, self._firing.pop(key))
+        if event != Event.PENDING:  # pending never notifies
             self._offer_all(notification)
 
     def notification(
@@ -180,7 +180,7 @@ class Notifier:
         if state.acked_by:
             annotations["acknowledged_by"] = state.acked_by
             annotations["acknowledgement"] = state.ack_note or ""
-        ends_at = state.resolved_at if status == "resolved" else None
+        ends_at = state.resolved_at if status == State.RESOLVED else None
         return Notification(
             dedup_key=dedup_key(state),
             decision_id=state.id,
@@ -189,7 +189,7 @@ class Notifier:
             annotations=annotations,
             # An alert keeps the start it was first sent with.
             starts_at=previous.starts_at if previous else iso(state.fired_at or state.active_at),
-            ends_at=iso(ends_at or self.now()) if status == "resolved" else None,
+            ends_at=iso(ends_at or self.now()) if status == State.RESOLVED else None,
             generator_url=f"{base}/api/v1/decisions/{state.id}",
         )
 
@@ -247,7 +247,7 @@ class Notifier:
         name = box.channel.name
         delay = self.config.backoff_seconds
         for attempt in range(1, self.config.max_attempts + 1):
-            if n.status == "firing" and n.dedup_key not in self._firing:
+            if n.status == State.FIRING and n.dedup_key not in self._firing:
                 return  # resolved while waiting: the resolved notification follows
             result = box.channel.deliver(n)
             if result.ok:
@@ -265,7 +265,7 @@ class Notifier:
                 break
             delay *= 2
         box.failing = True
-        if box.last_sent is not None and n.status == "firing":
+        if box.last_sent is not None and n.status == State.FIRING:
             box.last_sent[n.dedup_key] = self.now()  # try again at the next re-send
         self.metrics.dropped.labels(name, "undeliverable").inc()
         self._record(box, n, attempt, False, result.http_status, result.error)

@@ -6,7 +6,9 @@ from typing import Any
 
 import duckdb
 
+from collector.decisions.state import ACTIVE, State
 from collector.store.queries import jsonable, rows_as_dicts
+from evaluators.base import DECISION_PRECEDENCE
 
 DECISION_FILTERS = {
     "service": "service_name",
@@ -14,18 +16,22 @@ DECISION_FILTERS = {
     "version": "service_version",
     "decision": "decision",
 }
-STATES = ("pending", "firing", "resolved", "active")
+ACTIVE_FILTER = "active"  # `state=active`: pending or firing
+STATES = (*(s.value for s in State), ACTIVE_FILTER)
 
-# Strongest first, as the precedence says, then the newest.
+
+def strength_sql(column: str = "decision") -> str:
+    """A SQL expression ranking `column` by the decision precedence: 0 is the strongest."""
+    ranks = " ".join(f"WHEN '{d.value}' THEN {i}" for i, d in enumerate(DECISION_PRECEDENCE))
+    return f"CASE {column} {ranks} ELSE {len(DECISION_PRECEDENCE)} END"
+
+
 CURRENT = """
 SELECT * FROM decisions
 QUALIFY row_number() OVER (PARTITION BY decision_id ORDER BY seq DESC) = 1
 """
-ORDER = """
-ORDER BY CASE decision WHEN 'DISABLE' THEN 0 WHEN 'ROLLBACK' THEN 1 WHEN 'QUARANTINE' THEN 2
-    WHEN 'DOWNGRADE' THEN 3 WHEN 'FAIL' THEN 4 WHEN 'REVIEW' THEN 5 ELSE 6 END,
-    changed_at DESC
-"""
+# Strongest first, as the precedence says, then the newest.
+ORDER = f"\nORDER BY {strength_sql()}, changed_at DESC\n"
 
 
 def list_decisions(
@@ -35,8 +41,8 @@ def list_decisions(
     where, params = [], []
     for name, value in filters.items():
         if name == "state":
-            if value == "active":
-                where.append("state IN ('pending', 'firing')")
+            if value == ACTIVE_FILTER:
+                where.append(f"state IN {tuple(str(s) for s in ACTIVE)}")
             else:
                 where.append("state = ?")
                 params.append(value)

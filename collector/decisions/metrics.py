@@ -14,12 +14,17 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from collector.decisions.engine import EVERY_TARGET, Snapshot
-from collector.decisions.state import Target
-from evaluators.base import DECISION_STRENGTH, Decision
+from collector.decisions.engine import Snapshot
+from collector.decisions.state import EVERY_TARGET, State, Target
+from evaluators.base import DECISION_PRECEDENCE, DECISION_STRENGTH, Decision, strongest
 
 OVERFLOW = Target("_overflow", "_overflow", "_overflow")
 LABELS = ["service", "agent", "version", "decision"]
+# As a gauge, a stronger decision is a larger number: 0 PASS ... 6 DISABLE.
+GAUGE_STRENGTH = {d: len(DECISION_PRECEDENCE) - 1 - DECISION_STRENGTH[d] for d in Decision}
+STRENGTH_HELP = ", ".join(
+    f"{n} {d.value}" for d, n in sorted(GAUGE_STRENGTH.items(), key=lambda x: x[1])
+)
 
 
 class DecisionCollector(Collector):
@@ -39,7 +44,7 @@ class DecisionCollector(Collector):
         firing: dict[Target, set[Decision]] = {}
         pending: dict[Target, set[Decision]] = {}
         for s in snap.states:
-            into = firing if s.state == "firing" else pending
+            into = firing if s.state == State.FIRING else pending
             into.setdefault(s.key.target, set()).add(s.key.decision)
         everywhere = firing.get(EVERY_TARGET, set())
         # The most recently active targets keep their own labels.
@@ -58,8 +63,7 @@ class DecisionCollector(Collector):
         )
         effective = GaugeMetricFamily(
             "sextant_target_decision_strength",
-            "The strongest firing decision of the target as a number: 0 PASS, 1 REVIEW, 2 FAIL,"
-            " 3 DOWNGRADE, 4 QUARANTINE, 5 ROLLBACK, 6 DISABLE.",
+            f"The strongest firing decision of the target as a number: {STRENGTH_HELP}.",
             labels=["service", "agent", "version", "decision"],
         )
         values: dict[tuple[Target, Decision], float] = {}
@@ -79,9 +83,8 @@ class DecisionCollector(Collector):
             state.add_metric([*labels(target), decision.value], value)
         for target in {t for t, _ in values}:
             active = [d for (t, d), v in values.items() if t == target and v and d != "PASS"]
-            top = min(active, key=DECISION_STRENGTH.__getitem__, default=Decision.PASS)
-            strength = len(Decision) - 1 - DECISION_STRENGTH[top]
-            effective.add_metric([*labels(target), top.value], float(strength))
+            top = strongest(active)
+            effective.add_metric([*labels(target), top.value], float(GAUGE_STRENGTH[top]))
         shown = {t for t, _ in values}
         self._seen = {t: d for t, d in self._seen.items() if t in shown}
         return [state, waiting, effective]

@@ -11,10 +11,33 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from enum import StrEnum
 
-from evaluators.base import DECISION_STRENGTH, Decision
+from evaluators.base import DECISION_STRENGTH, Decision, strongest
 
 MAX_EVIDENCE = 20
+
+
+class State(StrEnum):
+    """Where a decision is in its life; stored as these strings in `decisions.state`."""
+
+    PENDING = "pending"  # the condition holds, waiting for `for`
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+ACTIVE = (State.PENDING, State.FIRING)
+
+
+class Event(StrEnum):
+    """What happened to a decision in one transition; stored in `decisions.event`."""
+
+    PENDING = "pending"  # it started, waiting for `for`
+    FIRING = "firing"  # it fired (or, after a restart, fires again)
+    UPDATED = "updated"  # new reasons or rules while it was active
+    RESOLVED = "resolved"  # its condition cleared
+    ACK = "ack"  # a person acknowledged it
+    RESOLVE = "resolve"  # a person resolved it by hand
 
 
 @dataclass(frozen=True)
@@ -27,6 +50,11 @@ class Target:
         return f"{self.service}/{self.agent}@{self.version}"
 
 
+# Coverage that is lost collector-wide (rejected spans, backlog, alert delivery) is about every
+# target at once: it is decided for this one, and no target shows PASS while it fires.
+EVERY_TARGET = Target("*", "*", "*")
+
+
 @dataclass(frozen=True)
 class Key:
     """One decision per target, decision and policy; deduplicated on this."""
@@ -37,7 +65,7 @@ class Key:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Condition:
     """What one evaluation saw for a key: the condition holds, with this evidence."""
 
     reasons: tuple[str, ...]
@@ -55,16 +83,16 @@ class Finding:
 class DecisionState:
     key: Key
     id: str
-    state: str  # pending | firing | resolved
+    state: State
     active_at: datetime
     last_seen_at: datetime
-    finding: Finding
+    finding: Condition
     fired_at: datetime | None = None
     resolved_at: datetime | None = None
     acked_by: str | None = None
     ack_note: str | None = None
     seq: int = 0
-    events: tuple[str, ...] = field(default=())
+    events: tuple[Event, ...] = field(default=())
 
     @property
     def strength(self) -> int:
@@ -75,7 +103,7 @@ def new_id() -> str:
     return "d-" + uuid.uuid4().hex[:16]
 
 
-def merge(old: Finding, new: Finding) -> Finding:
+def merge(old: Condition, new: Condition) -> Condition:
     """Reasons and rules accumulate over a decision's life; evidence keeps the newest first."""
     evidence = list(dict.fromkeys(new.evidence + old.evidence))[:MAX_EVIDENCE]
     return replace(
@@ -88,45 +116,57 @@ def merge(old: Finding, new: Finding) -> Finding:
 
 
 def step(
-    state: DecisionState | None, key: Key, found: Finding | None, now: datetime
+    state: DecisionState | None, key: Key, found: Condition | None, now: datetime
 ) -> DecisionState | None:
     """The state after one evaluation; `events` lists what happened in it (to record)."""
-    if state is None or state.state == "resolved":
+    if state is None or state.state == State.RESOLVED:
         if found is None:
             return None
         fresh = DecisionState(
             key,
             new_id(),
-            "pending",
+            State.PENDING,
             now,
             now,
             replace(found, evidence=found.evidence[:MAX_EVIDENCE]),
         )
         if found.for_seconds <= 0:
-            return replace(fresh, state="firing", fired_at=now, events=("firing",))
-        return replace(fresh, events=("pending",))
+            return replace(fresh, state=State.FIRING, fired_at=now, events=(Event.FIRING,))
+        return replace(fresh, events=(Event.PENDING,))
     if found is not None:
         merged = merge(state.finding, found)
         grew = merged.reasons != state.finding.reasons or merged.rules != state.finding.rules
         current = replace(state, finding=merged, last_seen_at=now, events=())
-        if state.state == "pending" and (now - state.active_at).total_seconds() >= (
+        if state.state == State.PENDING and (now - state.active_at).total_seconds() >= (
             found.for_seconds
         ):
-            return replace(current, state="firing", fired_at=now, events=("firing",))
-        return replace(current, events=("updated",) if grew else ())
-    if state.state == "pending":
+            return replace(current, state=State.FIRING, fired_at=now, events=(Event.FIRING,))
+        return replace(current, events=(Event.UPDATED,) if grew else ())
+    if state.state == State.PENDING:
         # The condition cleared before `for` elapsed: it never fired, so it just ends.
-        return replace(state, state="resolved", resolved_at=now, events=("resolved",))
+        return resolved(state, now, Event.RESOLVED)
     if (now - state.last_seen_at).total_seconds() >= state.finding.resolve_after:
-        return replace(state, state="resolved", resolved_at=now, events=("resolved",))
+        return resolved(state, now, Event.RESOLVED)
     return replace(state, events=())
 
 
+def resolved(state: DecisionState, now: datetime, event: Event) -> DecisionState:
+    """The decision ended now: its condition cleared, or a person resolved it."""
+    return replace(state, state=State.RESOLVED, resolved_at=now, events=(event,))
+
+
 def strongest_first(states: list[DecisionState]) -> list[DecisionState]:
-    """DISABLE > ROLLBACK > QUARANTINE > DOWNGRADE > FAIL > REVIEW > PASS, then oldest first."""
+    """By the precedence of `evaluators.base.DECISION_PRECEDENCE`, then oldest first."""
     return sorted(states, key=lambda s: (s.strength, s.active_at))
 
 
 def effective(states: list[DecisionState]) -> Decision:
-    firing = [s.key.decision for s in states if s.state == "firing"]
-    return min(firing, key=DECISION_STRENGTH.__getitem__, default=Decision.PASS)
+    """The strongest firing decision (PASS when none fires)."""
+    return strongest([s.key.decision for s in states if s.state == State.FIRING])
+
+
+def summary_of(state: DecisionState) -> str:
+    """One line for people: the decision, the target and why."""
+    f = state.finding
+    what = f.summary or ", ".join(f.reasons) or "condition holds"
+    return f"{state.key.decision.value} {state.key.target.label()}: {what}"

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from collector.decisions.state import (
     MAX_EVIDENCE,
-    Finding,
+    Condition,
     Key,
     Target,
     effective,
@@ -25,8 +25,8 @@ def at(seconds: float) -> datetime:
 
 def finding(
     *reasons: str, for_seconds: float = 0, resolve_after: float = 60, evidence=()
-) -> Finding:
-    return Finding(
+) -> Condition:
+    return Condition(
         reasons=reasons,
         rules=tuple(f"pack/{r}" for r in reasons),
         owner="oncall",

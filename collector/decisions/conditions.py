@@ -1,0 +1,272 @@
+"""From window aggregates and coverage counts to the conditions that hold now, one per key.
+
+A policy's condition holds when enough runs of a target failed its matching rules in its window;
+a failed rule outside every policy applies its `on_fail` on the first failure; lost coverage
+(incomplete traces, rejected spans, an evaluation backlog, failing alert delivery, a silent
+target) is a REVIEW. Every query of one round reads one snapshot of the store.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import duckdb
+
+from collector.config import DecisionsConfig
+from collector.decisions import queries
+from collector.decisions.state import EVERY_TARGET, Condition, Key, Target, merge
+from collector.evaluation.packs import PackText, compiled
+from collector.store.database import Database
+from evaluators.base import Decision, Verdict
+from evaluators.policies import DecisionPolicy
+from evaluators.rulepack import RulePack
+
+
+class PackSource(Protocol):
+    def snapshot(self) -> tuple[PackText, ...]: ...
+
+
+@dataclass
+class Coverage:
+    """Counts from the stages that know Sextant's own blind spots, read once a round."""
+
+    rejected_spans: Callable[[], float] = lambda: 0.0  # cumulative count of rejected spans
+    eval_backlog: Callable[[], int] = lambda: 0  # traces waiting to be evaluated
+
+
+@dataclass
+class Found:
+    """One round's conditions, and each target seen in the lookback with its last closed run."""
+
+    conditions: dict[Key, Condition] = field(default_factory=dict)
+    targets: dict[Target, datetime] = field(default_factory=dict)
+
+
+class RejectedWindow:
+    """Spans rejected within a sliding window, from a cumulative count sampled every round."""
+
+    def __init__(self, count: Callable[[], float]) -> None:
+        self.count = count
+        self._samples: deque[tuple[datetime, float]] = deque()
+        self._changed = datetime.min
+
+    def start(self, now: datetime) -> None:
+        """Counts from before the start are not this run's blind spot."""
+        self._samples.append((now, self.count()))
+
+    def within(self, now: datetime, window: timedelta) -> tuple[float, datetime]:
+        """The count's increase within the window, and when it last went up."""
+        total = self.count()
+        samples = self._samples
+        if not samples or total != samples[-1][1]:
+            self._changed = now
+        samples.append((now, total))
+        while len(samples) > 1 and samples[1][0] <= now - window:
+            samples.popleft()
+        return total - samples[0][1], self._changed
+
+
+class ConditionFinder:
+    def __init__(
+        self,
+        config: DecisionsConfig,
+        database: Database,
+        packs: PackSource,
+        coverage: Coverage,
+        failing: Callable[[], list[str]],
+        operator: str,
+    ) -> None:
+        self.config = config
+        self.database = database
+        self.packs = packs
+        self.coverage = coverage
+        self.failing = failing  # the alert channels that cannot deliver
+        self.operator = operator
+        self.rejected = RejectedWindow(coverage.rejected_spans)
+
+    def start(self, now: datetime) -> None:
+        self.rejected.start(now)
+
+    def timings(self) -> dict[str, tuple[float, float]]:
+        """Each policy's `for` and `resolve_after` in the packs in force, by policy name."""
+        return {
+            f"{pack.name}/{p.id}": (p.for_seconds, p.resolve_after)
+            for pack in (compiled(t) for t in self.packs.snapshot())
+            for p in pack.decisions
+        }
+
+    def find(self, now: datetime) -> Found:
+        """What holds at `now`. One read transaction: a policy's groups and its distinct-run
+        count must see the same results, or a run committed in between counts without its
+        evidence."""
+        cursor = self.database.cursor()
+        try:
+            cursor.begin()
+            try:
+                return self._find(cursor, now)
+            finally:
+                cursor.rollback()
+        finally:
+            cursor.close()
+
+    def _find(self, cursor: duckdb.DuckDBPyConnection, now: datetime) -> Found:
+        packs = [compiled(p) for p in self.packs.snapshot()]
+        windows = {self.config.window_seconds} | {p.window for r in packs for p in r.decisions}
+        groups = {w: queries.result_groups(cursor, now - timedelta(seconds=w)) for w in windows}
+        found = Found()
+        for pack in packs:
+            for policy in pack.decisions:
+                self._policy(cursor, now, pack, policy, groups[policy.window], found)
+            self._on_fail(pack, groups[self.config.window_seconds], found)
+        self._incomplete(cursor, now, found)
+        self._collector_wide(now, found)
+        self._targets(cursor, now, found)
+        return found
+
+    def _policy(
+        self,
+        cursor: duckdb.DuckDBPyConnection,
+        now: datetime,
+        pack: RulePack,
+        policy: DecisionPolicy,
+        groups: list[queries.Group],
+        found: Found,
+    ) -> None:
+        by_target: dict[Target, list[queries.Group]] = {}
+        for g in groups:
+            if g.pack == pack.name and matches(policy, g):
+                by_target.setdefault(g.target, []).append(g)
+        # One run can fail several matching rules: where that can matter, count runs once.
+        several = [h for hits in by_target.values() if len(hits) > 1 for h in hits]
+        distinct = {}
+        if several:
+            since = now - timedelta(seconds=policy.window)
+            distinct = queries.distinct_runs(cursor, since, pack.name, several)
+        for target, hits in by_target.items():
+            runs = distinct.get(target, sum(g.runs for g in hits))
+            if runs >= policy.count:
+                key = Key(target, policy.decision, f"{pack.name}/{policy.id}")
+                timing = (policy.for_seconds, policy.resolve_after)
+                add(found, key, from_groups(pack, hits, policy.summary, timing))
+
+    def _on_fail(self, pack: RulePack, groups: list[queries.Group], found: Found) -> None:
+        """Without a policy, a failed rule's on_fail applies on its first failure."""
+        timing = (0.0, self.config.resolve_after_seconds)
+        for g in groups:
+            if g.pack != pack.name or any(matches(p, g) for p in pack.decisions):
+                continue
+            if g.verdict == Verdict.REVIEW:
+                key = Key(g.target, Decision.REVIEW, f"{pack.name}/review")
+            elif g.requested_decision and g.requested_decision != Decision.PASS:
+                key = Key(g.target, Decision(g.requested_decision), f"{pack.name}/on_fail")
+            else:
+                continue
+            add(found, key, from_groups(pack, [g], "", timing))
+
+    # -- coverage --------------------------------------------------------------------------------
+
+    def _lost(
+        self,
+        found: Found,
+        target: Target,
+        policy: str,
+        reason: str,
+        summary: str,
+        latest: datetime,
+        evidence: tuple[str, ...] = (),
+    ) -> None:
+        condition = Condition(
+            reasons=(reason,),
+            owner=self.operator,
+            evidence=evidence,
+            summary=summary,
+            resolve_after=self.config.resolve_after_seconds,
+            latest=latest,
+        )
+        add(found, Key(target, Decision.REVIEW, f"coverage/{policy}"), condition)
+
+    def _incomplete(self, cursor: duckdb.DuckDBPyConnection, now: datetime, found: Found) -> None:
+        window = timedelta(seconds=self.config.window_seconds)
+        for row in queries.rows(cursor, queries.INCOMPLETE, now - window):
+            self._lost(
+                found,
+                queries.target_of(row),
+                "incomplete_traces",
+                "coverage_lost_incomplete_traces",
+                f"{row['runs']} trace(s) closed incomplete in the last {window}",
+                row["latest"],
+                tuple(row["traces"]),
+            )
+
+    def _collector_wide(self, now: datetime, found: Found) -> None:
+        """Coverage lost for every target at once: rejected spans, backlog, alert delivery."""
+        window = timedelta(seconds=self.config.window_seconds)
+        rejected, last_rejected = self.rejected.within(now, window)
+        if rejected > 0:
+            summary = f"{rejected:.0f} span(s) rejected in the last {window}"
+            reason = "coverage_lost_rejected_spans"
+            self._lost(found, EVERY_TARGET, "rejected_spans", reason, summary, last_rejected)
+        backlog, bound = self.coverage.eval_backlog(), self.config.max_eval_backlog
+        if backlog > bound:
+            summary = f"{backlog} traces wait to be evaluated (bound {bound})"
+            reason = "coverage_lost_eval_backlog"
+            self._lost(found, EVERY_TARGET, "eval_backlog", reason, summary, now)
+        failing = self.failing()
+        if failing:
+            summary = "alerts cannot be delivered to " + ", ".join(failing)
+            reason = "alert_delivery_failing"
+            self._lost(found, EVERY_TARGET, "alert_delivery", reason, summary, now)
+
+    def _targets(self, cursor: duckdb.DuckDBPyConnection, now: datetime, found: Found) -> None:
+        """The targets seen in the lookback, and a REVIEW for those that went silent."""
+        lookback = now - timedelta(seconds=self.config.lookback_seconds)
+        found.targets = {
+            queries.target_of(r): r["last_closed"]
+            for r in queries.rows(cursor, queries.TARGETS, lookback)
+        }
+        if self.config.no_data == "ignore":
+            return
+        silent_since = now - timedelta(seconds=self.config.no_data_after_seconds)
+        targets = found.targets
+        sending = {(t.service, t.agent) for t, last in targets.items() if last >= silent_since}
+        for target, last in targets.items():
+            # A version whose service and agent still send under another version was replaced.
+            if last < silent_since and (target.service, target.agent) not in sending:
+                summary = f"no trajectories since {last:%Y-%m-%d %H:%M}Z"
+                self._lost(found, target, "no_data", "no_data", summary, last)
+
+
+def matches(policy: DecisionPolicy, g: queries.Group) -> bool:
+    return policy.when.matches(g.rule_id, g.reason, g.severity, g.verdict)
+
+
+def from_groups(
+    pack: RulePack, hits: list[queries.Group], summary: str, timing: tuple[float, float]
+) -> Condition:
+    """The condition behind these groups: their reasons, rules, pack versions, newest evidence
+    first; `timing` is the policy's (`for`, `resolve_after`)."""
+    hits = sorted(hits, key=lambda g: g.latest, reverse=True)
+    return Condition(
+        reasons=tuple(sorted({g.reason for g in hits if g.reason})),
+        rules=tuple(sorted({f"{pack.name}/{g.rule_id}" for g in hits})),
+        packs=tuple(sorted({f"{pack.name}@{g.pack_version or pack.version}" for g in hits})),
+        owner=pack.owner,
+        evidence=tuple(dict.fromkeys(t for g in hits for t in g.traces)),
+        summary=summary,
+        for_seconds=timing[0],
+        resolve_after=timing[1],
+        latest=hits[0].latest,
+    )
+
+
+def add(found: Found, key: Key, condition: Condition) -> None:
+    """Conditions of one key from several sources merge; the newest result counts as latest."""
+    old = found.conditions.get(key)
+    if old is not None:
+        times = [t for t in (old.latest, condition.latest) if t is not None]
+        condition = replace(merge(old, condition), latest=max(times, default=None))
+    found.conditions[key] = condition

@@ -1,0 +1,370 @@
+"""The decision engine over a real DuckDB file, stepped by a fake clock: no sleeping, no server."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from prometheus_client import CollectorRegistry
+
+from collector.clock import FakeClock
+from collector.config import DecisionsConfig, WriterConfig
+from collector.decisions import queries
+from collector.decisions.conditions import Coverage
+from collector.decisions.engine import DecisionEngine
+from collector.decisions.state import EVERY_TARGET, DecisionState, Event, State, Target
+from collector.evaluation.packs import PackText
+from collector.lifecycle import deadline_in
+from collector.store.database import Database
+from collector.store.tables import ARROW_SCHEMAS
+from collector.store.writer import Writer
+from collector.telemetry import DecisionMetrics, StoreMetrics
+from evaluators.base import Decision
+
+PACK = """
+name: shop
+version: "1.0.0"
+owner: shop-oncall
+rules:
+  - id: approval-before-refund
+    type: precedes
+    before: {name: request_approval}
+    then: {kind: tool, name: "refund_*"}
+    reason: approval_boundary_violation
+    severity: critical
+    on_fail: QUARANTINE
+decisions:
+  - id: quarantine-unsafe-refunds
+    decision: QUARANTINE
+    when: {reason: approval_boundary_violation}
+    count: 2
+    window: 10m
+    for: 1m
+    resolve_after: 2m
+"""
+POLICY = "shop/quarantine-unsafe-refunds"
+CHECKOUT = Target("shop-api", "checkout-agent", "1.2.0")
+RETURNS = Target("shop-api", "returns-agent", "0.9.0")
+CONFIG = DecisionsConfig(
+    interval_seconds=3600,  # the ticker never fires on its own: the test calls evaluate()
+    window_seconds=600,
+    resolve_after_seconds=120,
+    max_eval_backlog=100,
+)
+
+
+class Packs:
+    def snapshot(self) -> tuple[PackText, ...]:
+        return (PackText("shop", hashlib.sha256(PACK.encode()).hexdigest(), PACK),)
+
+
+@dataclass
+class Notifier:
+    sent: list[tuple[str, State, Event]] = field(default_factory=list)
+    channels_failing: list[str] = field(default_factory=list)
+
+    def notify(self, state: DecisionState, event: Event) -> None:
+        self.sent.append((state.id, state.state, event))
+
+    def failing(self) -> list[str]:
+        return list(self.channels_failing)
+
+
+@dataclass
+class Counts:
+    rejected: float = 0.0
+    backlog: int = 0
+
+
+class Store:
+    """A DuckDB file and its writer, closed and opened again for a restart."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.open()
+
+    def open(self) -> None:
+        self.database = Database(self.path)
+        self.database.open()
+        self.writer = Writer(self.database, WriterConfig(), StoreMetrics(CollectorRegistry()))
+        self.writer.start()
+
+    def close(self) -> None:
+        self.writer.shutdown(deadline_in(5))
+        self.database.close()
+
+    def insert(self, table: str, **row: object) -> None:
+        data = pa.Table.from_pylist([row], schema=ARROW_SCHEMAS[table])
+        self.writer.submit_tables({table: data}).result(5)
+
+    def run(self, now: datetime, trace_id: str, target: Target, failed: bool = True) -> None:
+        """One closed agent run of the target and, when it failed, its approval result."""
+        where = {
+            "service_name": target.service,
+            "agent_name": target.agent,
+            "service_version": target.version,
+        }
+        self.insert(
+            "trajectories",
+            trace_id=trace_id,
+            revision=1,
+            is_current=True,
+            agent_run=True,
+            incomplete_reasons=[],
+            closed_at=now,
+            **where,
+        )
+        if failed:
+            self.insert(
+                "results",
+                trace_id=trace_id,
+                revision=1,
+                pack="shop",
+                pack_version="1.0.0",
+                rule_id="approval-before-refund",
+                rule_type="precedes",
+                verdict="fail",
+                severity="critical",
+                reason="approval_boundary_violation",
+                requested_decision="QUARANTINE",
+                evaluated_at=now,
+                scope="trajectory",
+                origin="live",
+                **where,
+            )
+
+    def history(self, decision_id: str) -> list[tuple[str, str, str | None]]:
+        cursor = self.database.cursor()
+        try:
+            sql = "SELECT event, state, actor FROM decisions WHERE decision_id = ? ORDER BY seq"
+            return cursor.execute(sql, [decision_id]).fetchall()
+        finally:
+            cursor.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store(tmp_path / "sextant.duckdb")
+    yield opened
+    opened.close()
+
+
+def engine_over(
+    store: Store, clock: FakeClock, notifier: Notifier, counts: Counts | None = None
+) -> DecisionEngine:
+    counts = counts or Counts()
+    engine = DecisionEngine(
+        CONFIG,
+        store.database,
+        store.writer,
+        Packs(),
+        DecisionMetrics(CollectorRegistry()),
+        clock,
+        Coverage(rejected_spans=lambda: counts.rejected, eval_backlog=lambda: counts.backlog),
+        notifier,
+    )
+    engine.start()
+    return engine
+
+
+def active(engine: DecisionEngine) -> dict[tuple[Target, Decision], DecisionState]:
+    return {(s.key.target, s.key.decision): s for s in engine.snapshot().states}
+
+
+def test_a_policy_goes_pending_then_fires_after_for_and_resolves_after_resolve_after(store):
+    clock, notifier = FakeClock(), Notifier()
+    engine = engine_over(store, clock, notifier)
+    try:
+        t0 = clock.now()
+        store.run(t0, "a" * 32, CHECKOUT)
+        assert engine.evaluate() == []  # one run of the two the policy counts
+
+        clock.advance(10)
+        store.run(clock.now(), "b" * 32, CHECKOUT)
+        [pending] = engine.evaluate()
+        assert (pending.state, pending.events) == (State.PENDING, (Event.PENDING,))
+        assert pending.key.policy == POLICY
+        assert pending.finding.evidence == ("b" * 32, "a" * 32)  # the newest first
+        assert notifier.sent == []  # pending never notifies
+
+        clock.advance(30)
+        assert engine.evaluate() == []  # still waiting for its `for` (1m)
+        clock.advance(30)
+        [fired] = engine.evaluate()
+        assert (fired.id, fired.state, fired.events) == (pending.id, State.FIRING, (Event.FIRING,))
+        assert notifier.sent == [(fired.id, State.FIRING, Event.FIRING)]
+        assert engine.snapshot().decision_of(CHECKOUT)[0] == Decision.QUARANTINE
+
+        # The first run leaves the 10m window at t0+10m: the condition clears, the decision
+        # keeps firing for `resolve_after` (2m) from the last round that saw it.
+        clock.advance(600 - 70)
+        assert engine.evaluate() == []  # t0+10m: both runs still in the window
+        clock.advance(10)
+        assert engine.evaluate() == []  # clear, but only for 10s
+        assert active(engine)[CHECKOUT, Decision.QUARANTINE].state == State.FIRING
+        clock.advance(110)
+        [resolved] = engine.evaluate()
+        assert (resolved.id, resolved.state) == (pending.id, State.RESOLVED)
+        assert resolved.resolved_at == clock.now()
+        assert notifier.sent[-1] == (pending.id, State.RESOLVED, Event.RESOLVED)
+        assert engine.snapshot().decision_of(CHECKOUT)[0] == Decision.PASS
+    finally:
+        engine.shutdown(deadline_in(1))
+    assert store.history(pending.id) == [
+        ("pending", "pending", "sextant"),
+        ("firing", "firing", "sextant"),
+        ("resolved", "resolved", "sextant"),
+    ]
+
+
+def test_a_restart_restores_pending_and_firing_decisions_with_their_ids_and_acks(store):
+    clock, notifier = FakeClock(), Notifier()
+    engine = engine_over(store, clock, notifier)
+    store.run(clock.now(), "a" * 32, CHECKOUT)
+    store.run(clock.now(), "b" * 32, CHECKOUT)
+    engine.evaluate()
+    clock.advance(60)
+    [fired] = engine.evaluate()
+    engine.acknowledge(fired.id, "ana", "looking at the refund prompt")
+    store.run(clock.now(), "c" * 32, RETURNS)
+    store.run(clock.now(), "d" * 32, RETURNS)
+    [waiting] = engine.evaluate()
+    assert waiting.state == State.PENDING
+    engine.shutdown(deadline_in(1))
+    store.close()
+
+    clock.advance(5)
+    store.open()
+    notifier = Notifier()
+    engine = engine_over(store, clock, notifier)
+    try:
+        restored = active(engine)
+        firing = restored[CHECKOUT, Decision.QUARANTINE]
+        assert (firing.id, firing.state) == (fired.id, State.FIRING)
+        assert (firing.acked_by, firing.ack_note) == ("ana", "looking at the refund prompt")
+        assert firing.finding.for_seconds == 60 and firing.finding.resolve_after == 120
+        pending = restored[RETURNS, Decision.QUARANTINE]
+        assert (pending.id, pending.state) == (waiting.id, State.PENDING)
+        # Alertmanager forgets alerts that are not re-sent: the firing one goes out again.
+        assert notifier.sent == [(fired.id, State.FIRING, Event.FIRING)]
+
+        # The pending one keeps its start: it fires a minute after it began, not after restart.
+        clock.advance(55)
+        [fired_later] = engine.evaluate()
+        assert (fired_later.id, fired_later.state) == (waiting.id, State.FIRING)
+    finally:
+        engine.shutdown(deadline_in(1))
+    assert [event for event, _, _ in store.history(fired.id)] == ["pending", "firing", "ack"]
+    assert store.history(fired.id)[-1][2] == "ana"
+
+
+def test_lost_coverage_is_a_review_for_every_target_with_its_reason(store):
+    clock, notifier, counts = FakeClock(), Notifier(), Counts(rejected=7)
+    engine = engine_over(store, clock, notifier, counts)
+    try:
+        store.run(clock.now(), "e" * 32, CHECKOUT, failed=False)
+        assert engine.evaluate() == []  # spans rejected before the start are not counted
+        assert engine.snapshot().decision_of(CHECKOUT) == (Decision.PASS, [])
+
+        clock.advance(5)
+        counts.rejected, counts.backlog = 10, 101
+        changed = {s.key.policy: s for s in engine.evaluate()}
+        assert set(changed) == {"coverage/rejected_spans", "coverage/eval_backlog"}
+        for state in changed.values():
+            assert (state.key.target, state.key.decision) == (EVERY_TARGET, Decision.REVIEW)
+            assert state.state == State.FIRING
+        assert changed["coverage/rejected_spans"].finding.reasons == (
+            "coverage_lost_rejected_spans",
+        )
+        assert "3 span(s) rejected" in changed["coverage/rejected_spans"].finding.summary
+        assert changed["coverage/eval_backlog"].finding.reasons == ("coverage_lost_eval_backlog",)
+        # No PASS for a target Sextant could not fully see.
+        assert engine.snapshot().decision_of(CHECKOUT) == (
+            Decision.REVIEW,
+            ["coverage_lost_eval_backlog", "coverage_lost_rejected_spans"],
+        )
+
+        # The backlog drains and no more spans are rejected: both clear after resolve_after, the
+        # rejections once they leave the window.
+        counts.backlog = 0
+        clock.advance(CONFIG.resolve_after_seconds)
+        [cleared] = engine.evaluate()
+        assert (cleared.key.policy, cleared.state) == ("coverage/eval_backlog", State.RESOLVED)
+        clock.advance(CONFIG.window_seconds + CONFIG.resolve_after_seconds)
+        engine.evaluate()
+        assert engine.snapshot().states == []
+    finally:
+        engine.shutdown(deadline_in(1))
+
+
+def test_failing_alert_delivery_and_incomplete_traces_lose_coverage(store):
+    clock, notifier = FakeClock(), Notifier(channels_failing=["pager"])
+    engine = engine_over(store, clock, notifier)
+    try:
+        now = clock.now()
+        store.insert(
+            "trajectories",
+            trace_id="f" * 32,
+            revision=1,
+            is_current=True,
+            agent_run=True,
+            incomplete_reasons=["missing_parent"],
+            closed_at=now,
+            service_name=RETURNS.service,
+            agent_name=RETURNS.agent,
+            service_version=RETURNS.version,
+        )
+        changed = {(s.key.target, s.key.policy): s for s in engine.evaluate()}
+        delivery = changed[EVERY_TARGET, "coverage/alert_delivery"]
+        assert delivery.finding.reasons == ("alert_delivery_failing",)
+        assert "pager" in delivery.finding.summary
+        incomplete = changed[RETURNS, "coverage/incomplete_traces"]
+        assert incomplete.finding.reasons == ("coverage_lost_incomplete_traces",)
+        assert incomplete.finding.evidence == ("f" * 32,)
+    finally:
+        engine.shutdown(deadline_in(1))
+
+
+def test_a_round_reads_one_snapshot_so_a_run_never_counts_without_its_evidence(store, monkeypatch):
+    clock, notifier = FakeClock(), Notifier()
+    engine = engine_over(store, clock, notifier)
+    now = clock.now()
+    # One run failing two result groups of the policy: its runs are counted distinct.
+    store.run(now, "a" * 32, CHECKOUT)
+    store.insert(
+        "results",
+        trace_id="a" * 32,
+        revision=1,
+        pack="shop",
+        pack_version="1.0.0",
+        rule_id="approval-before-refund",
+        rule_type="precedes",
+        verdict="fail",
+        severity="high",
+        reason="approval_boundary_violation",
+        evaluated_at=now,
+        scope="trajectory",
+        origin="live",
+        service_name=CHECKOUT.service,
+        agent_name=CHECKOUT.agent,
+        service_version=CHECKOUT.version,
+    )
+    real = queries.distinct_runs
+
+    def with_a_commit_in_between(*args, **kwargs):  # the second run lands mid-round
+        store.run(now, "b" * 32, CHECKOUT)
+        monkeypatch.setattr(queries, "distinct_runs", real)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(queries, "distinct_runs", with_a_commit_in_between)
+    try:
+        assert engine.evaluate() == []  # the round's snapshot holds one run
+        [pending] = engine.evaluate()  # the next one sees both, with both as evidence
+        assert set(pending.finding.evidence) == {"a" * 32, "b" * 32}
+    finally:
+        engine.shutdown(deadline_in(1))
