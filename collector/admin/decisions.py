@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from collector.admin.http import MAX_LIST, list_limit
+from collector.admin.http import MAX_LIST, authorize, error_reply, list_limit, reply
 from collector.admin.http import json_error as error
 from collector.alerts.notifier import Notifier
 from collector.auth import BearerAuth
@@ -52,11 +52,13 @@ class DecisionRoutes:
         if limit is None:
             return error(400, f"limit must be an integer from 1 to {MAX_LIST}")
         filters = {k: v for k, v in request.query.items() if k != "limit"}
-        found = await asyncio.to_thread(self._read, list_decisions, filters, limit)
+        found = await asyncio.to_thread(self.database.read, list_decisions, filters, limit)
         return reply({"decisions": found})
 
     async def _one(self, request: web.Request) -> web.Response:
-        history = await asyncio.to_thread(self._read, decision_history, request.match_info["id"])
+        history = await asyncio.to_thread(
+            self.database.read, decision_history, request.match_info["id"]
+        )
         if not history:
             return error(404, f"no decision {request.match_info['id']}")
         return reply({"decision": history[-1], "history": history})
@@ -69,9 +71,9 @@ class DecisionRoutes:
 
     async def _by_person(self, request: web.Request, action: Any) -> web.Response:
         try:
-            self.auth.check(request.headers.get("Authorization"))
+            authorize(self.auth, request)
         except Unauthenticated as exc:
-            return error(401, str(exc))
+            return error_reply(exc)
         try:
             body = orjson.loads(await request.read() or b"{}")
         except orjson.JSONDecodeError as exc:
@@ -107,19 +109,8 @@ class DecisionRoutes:
 
     async def _test(self, request: web.Request) -> web.Response:
         try:
-            self.auth.check(request.headers.get("Authorization"))
+            authorize(self.auth, request)
         except Unauthenticated as exc:
-            return error(401, str(exc))
+            return error_reply(exc)
         report = await asyncio.to_thread(self.notifier.test)
         return reply({"channels": report})
-
-    def _read(self, query, *args):  # type: ignore[no-untyped-def]
-        cursor = self.database.cursor()
-        try:
-            return query(cursor, *args)
-        finally:
-            cursor.close()
-
-
-def reply(doc: dict[str, Any]) -> web.Response:
-    return web.Response(body=orjson.dumps(doc), content_type="application/json")

@@ -81,12 +81,12 @@ class DecisionCollector(Collector):
                 waiting.add_metric([*labels(shown), decision.value], 1.0)
         for (target, decision), value in sorted(values.items(), key=str):
             state.add_metric([*labels(target), decision.value], value)
-        for target in {t for t, _ in values}:
-            active = [d for (t, d), v in values.items() if t == target and v and d != "PASS"]
-            top = strongest(active)
+        targets = {t for t, _ in values}
+        for target in targets:
+            lit = [d for (t, d), v in values.items() if t == target and v and d != "PASS"]
+            top = strongest(lit)
             effective.add_metric([*labels(target), top.value], float(GAUGE_STRENGTH[top]))
-        shown = {t for t, _ in values}
-        self._seen = {t: d for t, d in self._seen.items() if t in shown}
+        self._seen = {t: d for t, d in self._seen.items() if t in targets}
         return [state, waiting, effective]
 
 
