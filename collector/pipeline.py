@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from collector.admin.baselines import BaselineRoutes
 from collector.admin.decisions import DecisionRoutes
 from collector.admin.health import HealthRoutes
+from collector.admin.http import RouteGroup
 from collector.admin.replay import ReplayRoutes
 from collector.admin.server import AdminServer
 from collector.admin.sql import SqlRoutes
@@ -95,25 +96,7 @@ class Pipeline:
         self.ingest = Ingest(
             self.writer, self.workers, config.ingest, config.limits, receiver_metrics
         )
-        self.notifier = Notifier(
-            config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.clock.now
-        )
-        self.decisions = DecisionEngine(
-            config.decisions,
-            self.database,
-            self.writer,
-            self.packs,
-            DecisionMetrics(self.registry),
-            clock,
-            Coverage(
-                rejected_spans=lambda: self.ingest.rejected("traces"),
-                eval_backlog=lambda: self.assembler.backlog(config.decisions.max_eval_backlog + 1),
-            ),
-            self.notifier,
-        )
-        self.registry.register(
-            DecisionCollector(self.decisions.snapshot, config.decisions.max_targets)
-        )
+        self.notifier, self.decisions = self._decisions(config, receiver_metrics)
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         grace = config.shutdown_timeout_seconds
         self.grpc = OtlpGrpcReceiver(
@@ -123,20 +106,42 @@ class Pipeline:
             config.http, config.limits, auth, self.ingest, receiver_metrics, grace
         )
         self.exporter, self.retention = self._store_upkeep(config)
-        self.admin = AdminServer(
-            config.admin,
-            [
-                HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
-                TrajectoryRoutes(self.database),
-                DecisionRoutes(self.decisions, self.notifier, self.database, auth),
-                SqlRoutes(config.sql, self.database, auth),
-                ReplayRoutes(self.writer, auth),
-                BaselineRoutes(self.database, self.writer, auth, self.clock.now),
-            ],
-            grace,
-        )
+        self.admin = AdminServer(config.admin, self._routes(auth), grace)
         self._started = False
         self._stopped = False
+
+    def _decisions(
+        self, config: SextantConfig, receiver_metrics: ReceiverMetrics
+    ) -> tuple[Notifier, DecisionEngine]:
+        """The decision engine, fed coverage by the stages that count it, and its notifier."""
+        notifier = Notifier(
+            config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.clock.now
+        )
+        engine = DecisionEngine(
+            config.decisions,
+            self.database,
+            self.writer,
+            self.packs,
+            DecisionMetrics(self.registry),
+            self.clock,
+            Coverage(
+                rejected_spans=lambda: self.ingest.rejected("traces"),
+                eval_backlog=lambda: self.assembler.backlog(config.decisions.max_eval_backlog + 1),
+            ),
+            notifier,
+        )
+        self.registry.register(DecisionCollector(engine.snapshot, config.decisions.max_targets))
+        return notifier, engine
+
+    def _routes(self, auth: BearerAuth) -> list[RouteGroup]:
+        return [
+            HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
+            TrajectoryRoutes(self.database),
+            DecisionRoutes(self.decisions, self.notifier, self.database, auth),
+            SqlRoutes(self.config.sql, self.database, auth),
+            ReplayRoutes(self.writer, auth),
+            BaselineRoutes(self.database, self.writer, auth, self.clock.now),
+        ]
 
     def _store_upkeep(
         self, config: SextantConfig

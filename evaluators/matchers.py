@@ -15,6 +15,16 @@ DESCRIBE_LIMIT = 200
 MISSING = object()
 
 
+def checked_regex(value: str | None) -> str | None:
+    """A pack's regex, refused at load (with the reason) when it does not compile."""
+    if value is not None:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {value!r}: {exc}") from exc
+    return value
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -46,12 +56,7 @@ class Condition(Strict):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"invalid regex {value!r}: {exc}") from exc
-        return value
+        return checked_regex(value)
 
     @field_validator("json_schema")
     @classmethod
@@ -182,7 +187,7 @@ class StepMatcher(Strict):
     @field_validator("name_regex")
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
-        return Condition._compiles(value)
+        return checked_regex(value)
 
     def model_post_init(self, _: Any) -> None:
         if self.name_regex is not None:

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
-from collector.assembler.build import REMOTE_PARENT, SPAN_FIELDS
+from collector.assembler.spans import REMOTE_PARENT, SPAN_FIELDS
 from collector.assembler.work import Closing, Evaluates, build_batch
 from collector.clock import Clock, SystemClock
 from collector.config import AssemblerConfig

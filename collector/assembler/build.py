@@ -8,130 +8,11 @@ import orjson
 
 from collector.assembler import messages
 from collector.assembler.prices import PriceTable
+from collector.assembler.spans import SpanView, causal_order, remote_parent
 from collector.normalize.semconv import text as text_or_none
 from evaluators.model import Step, Trajectory
 
-# The columns of `spans` the builder reads; the query that feeds it selects exactly these.
-SPAN_FIELDS = (
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "flags",
-    "name",
-    "start_time_unix_nano",
-    "end_time_unix_nano",
-    "status_code",
-    "step_kind",
-    "tool_name",
-    "tool_call_id",
-    "tool_arguments",
-    "tool_result",
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "agent_name",
-    "conversation_id",
-    "user_id",
-    "error_type",
-    "service_name",
-    "service_version",
-    "attributes",
-    "events",
-)
-EXPLICIT_AGENT_KEYS = ("gen_ai.agent.name", "agent.name")
 APPROVAL_WORDS = ("approval", "approve")
-
-
-class SpanView:
-    """One stored span with its attribute JSON decoded only when something needs it."""
-
-    __slots__ = ("_attrs", "children", "row")
-
-    def __init__(self, row: dict[str, Any]) -> None:
-        self.row = row
-        self.children: list[SpanView] = []
-        self._attrs: dict[str, Any] | None = None
-
-    @property
-    def attrs(self) -> dict[str, Any]:
-        if self._attrs is None:
-            self._attrs = orjson.loads(self.row["attributes"] or "{}")
-        return self._attrs
-
-    def mentions(self, text: str) -> bool:
-        return text in (self.row["attributes"] or "") or text in (self.row["events"] or "")
-
-    def sextant_value(self, key: str) -> Any:
-        """A `sextant.*` attribute of the span, or of one of its events."""
-        if not self.mentions(key):
-            return None
-        if key in self.attrs:
-            return self.attrs[key]
-        for event in orjson.loads(self.row["events"] or "[]"):
-            if key in event.get("attributes", {}):
-                return event["attributes"][key]
-        return None
-
-    def is_graph_node(self) -> bool:
-        """LangGraph + OpenInference marks every node visit AGENT; those are not agents."""
-        return self.mentions("langgraph_node") and "langgraph_node" in str(
-            self.attrs.get("metadata", "")
-        )
-
-    def explicit_agent(self) -> bool:
-        name = self.row["name"] or ""
-        return (
-            any(self.attrs.get(k) for k in EXPLICIT_AGENT_KEYS)
-            or name.startswith(("invoke_agent ", "create_agent "))
-            or name.endswith(".agent")
-        )
-
-
-REMOTE_PARENT = 0x300  # OTLP span flags: has-is-remote | is-remote
-
-
-def remote_parent(row: dict[str, Any]) -> bool:
-    """The parent lives in another service's trace data: the span is a local root."""
-    return bool(row["parent_span_id"]) and (row.get("flags") or 0) & REMOTE_PARENT == REMOTE_PARENT
-
-
-def causal_order(spans: list[SpanView]) -> tuple[list[tuple[SpanView, int]], bool]:
-    """Depth-first over the span tree, siblings by start time; and whether a parent is missing.
-
-    Spans whose parent is absent hang at the top; a parent cycle (bad data) is broken where the
-    walk first meets it, so every span appears exactly once.
-    """
-    by_id = {s.row["span_id"]: s for s in spans}
-    roots: list[SpanView] = []
-    missing_parent = False
-    for span in spans:
-        parent = span.row["parent_span_id"]
-        if parent and parent in by_id and parent != span.row["span_id"]:
-            by_id[parent].children.append(span)
-        else:
-            missing_parent |= bool(parent) and not remote_parent(span.row)
-            roots.append(span)
-
-    def key(s: SpanView) -> tuple[int, int, str]:
-        return (s.row["start_time_unix_nano"], s.row["end_time_unix_nano"], s.row["span_id"])
-
-    ordered: list[tuple[SpanView, int]] = []
-    seen: set[str] = set()
-    root_ids = {s.row["span_id"] for s in roots}
-    for start in [*sorted(roots, key=key), *sorted(spans, key=key)]:
-        if start.row["span_id"] in seen:
-            continue
-        if start.row["span_id"] not in root_ids:
-            missing_parent = True  # reached only through a cycle
-        stack = [(start, 0)]
-        while stack:
-            span, depth = stack.pop()
-            if span.row["span_id"] in seen:
-                continue
-            seen.add(span.row["span_id"])
-            ordered.append((span, depth))
-            stack.extend((c, depth + 1) for c in sorted(span.children, key=key, reverse=True))
-    return ordered, missing_parent
 
 
 def refine_kind(span: SpanView, step: Step) -> None:
@@ -220,60 +101,16 @@ def build_trajectory(
     spans = [SpanView(r) for r in rows]
     ordered, missing_parent = causal_order(spans)
     by_id = {s.row["span_id"]: s for s in spans}
-
-    # Agent wrappers without a name of their own ("Agent workflow") yield to a named agent below.
-    agent_spans = {
-        s.row["span_id"]
-        for s, _ in ordered
-        if s.row["step_kind"] == "agent" and not s.is_graph_node()
-    }
-    explicit = {sid for sid in agent_spans if by_id[sid].explicit_agent()}
-    if explicit:
-        agent_spans = {
-            sid
-            for sid in agent_spans
-            if sid in explicit or not has_named_agent_below(by_id[sid], explicit)
-        }
-
+    agent_spans = real_agents(ordered, by_id)
     steps: list[Step] = []
     agent_of: dict[str, str | None] = {}
     llm_order: list[SpanView] = []
     for seq, (span, depth) in enumerate(ordered):
-        row = span.row
-        sid, parent = row["span_id"], row["parent_span_id"]
-        inherited = agent_of.get(parent) if parent else None
-        base = row["step_kind"]
-        if base == "agent" and sid not in agent_spans:
-            base = "other"
-        own_agent = (row["agent_name"] or row["name"]) if base == "agent" else None
-        agent_of[sid] = own_agent or inherited
-        arguments = orjson.loads(row["tool_arguments"]) if row["tool_arguments"] else None
-        step = Step(
-            seq=seq,
-            span_id=sid,
-            parent_span_id=parent,
-            depth=depth,
-            kind=base,
-            span_kind=base,
-            name=step_name(row, base, own_agent),
-            status="error" if row["status_code"] == "ERROR" else "ok",
-            start_time_unix_nano=row["start_time_unix_nano"],
-            end_time_unix_nano=row["end_time_unix_nano"],
-            agent_name=own_agent or inherited,
-            tool_name=row["tool_name"],
-            tool_call_id=row["tool_call_id"],
-            arguments=arguments,
-            result=row["tool_result"],
-            error_type=row["error_type"],
-            model=row["model"],
-            input_tokens=row["input_tokens"] if base == "llm" else None,
-            output_tokens=row["output_tokens"] if base == "llm" else None,
-            attributes_json=row["attributes"],
-        )
-        if base == "llm":
+        step = step_of(span, seq, depth, agent_spans, agent_of)
+        if step.kind == "llm":
             llm_order.append(span)
             step.cost_usd = cost_of(span, step, prices)
-        if span.mentions("sextant.") or (base == "tool" and "approv" in step.name.lower()):
+        if span.mentions("sextant.") or (step.kind == "tool" and "approv" in step.name.lower()):
             refine_kind(span, step)
         steps.append(step)
     join_tool_calls(steps, by_id, llm_order)
@@ -287,7 +124,64 @@ def build_trajectory(
         llm_order,
         missing_parent,
         agent_spans,
-        by_id,
+    )
+
+
+def real_agents(ordered: list[tuple[SpanView, int]], by_id: dict[str, SpanView]) -> set[str]:
+    """Span ids of the spans that are agents: graph node visits are not, and agent wrappers
+    without a name of their own ("Agent workflow") yield to a named agent below them."""
+    agent_spans = {
+        s.row["span_id"]
+        for s, _ in ordered
+        if s.row["step_kind"] == "agent" and not s.is_graph_node()
+    }
+    explicit = {sid for sid in agent_spans if by_id[sid].explicit_agent()}
+    if explicit:
+        agent_spans = {
+            sid
+            for sid in agent_spans
+            if sid in explicit or not has_named_agent_below(by_id[sid], explicit)
+        }
+    return agent_spans
+
+
+def step_of(
+    span: SpanView,
+    seq: int,
+    depth: int,
+    agent_spans: set[str],
+    agent_of: dict[str, str | None],
+) -> Step:
+    """One span as a step; records in `agent_of` which agent the span's children belong to."""
+    row = span.row
+    sid, parent = row["span_id"], row["parent_span_id"]
+    inherited = agent_of.get(parent) if parent else None
+    base = row["step_kind"]
+    if base == "agent" and sid not in agent_spans:
+        base = "other"
+    own_agent = (row["agent_name"] or row["name"]) if base == "agent" else None
+    agent_of[sid] = own_agent or inherited
+    return Step(
+        seq=seq,
+        span_id=sid,
+        parent_span_id=parent,
+        depth=depth,
+        kind=base,
+        span_kind=base,
+        name=step_name(row, base, own_agent),
+        status="error" if row["status_code"] == "ERROR" else "ok",
+        start_time_unix_nano=row["start_time_unix_nano"],
+        end_time_unix_nano=row["end_time_unix_nano"],
+        agent_name=own_agent or inherited,
+        tool_name=row["tool_name"],
+        tool_call_id=row["tool_call_id"],
+        arguments=orjson.loads(row["tool_arguments"]) if row["tool_arguments"] else None,
+        result=row["tool_result"],
+        error_type=row["error_type"],
+        model=row["model"],
+        input_tokens=row["input_tokens"] if base == "llm" else None,
+        output_tokens=row["output_tokens"] if base == "llm" else None,
+        attributes_json=row["attributes"],
     )
 
 
@@ -321,7 +215,6 @@ def summarize(
     llm_order: list[SpanView],
     missing_parent: bool,
     agent_spans: set[str],
-    by_id: dict[str, SpanView],
 ) -> Trajectory:
     roots = [s for s, depth in ordered if depth == 0]
     root = next((s for s in roots if not s.row["parent_span_id"] or remote_parent(s.row)), None)
@@ -330,16 +223,7 @@ def summarize(
         (s for s, _ in ordered if s.row["span_id"] in agent_spans and s.explicit_agent()),
         next((s for s, _ in ordered if s.row["span_id"] in agent_spans), None),
     )
-    if close_reason == "incomplete_timeout" and root is not None and revision > 1:
-        # Late spans of a trace whose root was stored with an earlier revision.
-        close_reason = "complete"
-    reasons = []
-    if root is None:
-        reasons.append("root_missing")
-    if missing_parent:
-        reasons.append("parent_missing")
-    if close_reason != "complete":
-        reasons.append(close_reason)
+    close_reason, reasons = completeness(close_reason, root, revision, missing_parent)
     # Some instrumentations emit a one-span `create_agent` trace per agent at start-up.
     agent_run = not all(is_create_agent(s) for s, _ in ordered)
     status = (
@@ -377,6 +261,23 @@ def summarize(
         messages.output_text(llm_order[-1].attrs) if llm_order else None
     )
     return trajectory
+
+
+def completeness(
+    close_reason: str, root: SpanView | None, revision: int, missing_parent: bool
+) -> tuple[str, list[str]]:
+    """The close reason as it stands, and why the trajectory is incomplete (if it is)."""
+    if close_reason == "incomplete_timeout" and root is not None and revision > 1:
+        # Late spans of a trace whose root was stored with an earlier revision.
+        close_reason = "complete"
+    reasons = []
+    if root is None:
+        reasons.append("root_missing")
+    if missing_parent:
+        reasons.append("parent_missing")
+    if close_reason != "complete":
+        reasons.append(close_reason)
+    return close_reason, reasons
 
 
 def is_create_agent(span: SpanView) -> bool:

@@ -103,16 +103,15 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
     for rs in request.resource_spans:
         reader.truncated = []
         res_attrs, res_json = resource_fields(rs.resource, reader)
-        service_name = text(res_attrs.get("service.name"))
-        service_version = text(res_attrs.get("service.version"))
+        service = (text(res_attrs.get("service.name")), text(res_attrs.get("service.version")))
         res_schema = rs.schema_url or None
         resource_truncated = reader.truncated
         for ss in rs.scope_spans:
             scope = ss.scope
             reader.truncated = list(resource_truncated)
             scope_json = dumps(read(scope.attributes)) if scope.attributes else None
-            scope_fields = (scope.name or None, scope.version or None, scope_json)
-            scope_schema = ss.schema_url or None
+            origin: tuple[Any, ...] = (res_json, res_schema, scope.name or None)
+            origin += (scope.version or None, scope_json, ss.schema_url or None)
             # Keys cut in the resource or scope are flagged on every span that carries them.
             shared_truncated = reader.truncated
             for span in ss.spans:
@@ -128,38 +127,7 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
                     continue
                 reader.truncated = truncated = list(shared_truncated)
                 try:
-                    attrs = read(span.attributes)
-                    events = events_of(span, reader) if span.events else []
-                    name = span.name
-                    status = span.status
-                    code = status.code
-                    row = (
-                        tid.hex(),
-                        sid.hex(),
-                        parent.hex() if parent and parent != ZERO_SPAN_ID else None,
-                        span.trace_state or None,
-                        span.flags,
-                        name,
-                        enum_name(SPAN_KINDS, span.kind),
-                        span.start_time_unix_nano,
-                        span.end_time_unix_nano,
-                        enum_name(STATUS_CODES, code),
-                        status.message or None,
-                        res_json,
-                        res_schema,
-                        *scope_fields,
-                        scope_schema,
-                        dumps(attrs),
-                        dumps(events) if events else "[]",
-                        dumps(links_of(span, reader)) if span.links else "[]",
-                        span.dropped_attributes_count,
-                        span.dropped_events_count,
-                        span.dropped_links_count,
-                        truncated or None,
-                        service_name,
-                        service_version,
-                        *normalized(attrs, name, events, code),
-                    )
+                    row = span_row(span, reader, origin, service)
                 except Exception:  # one unreadable span costs that span, not the request
                     rejected["unprocessable_span"] += 1
                     continue
@@ -167,6 +135,42 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
                     truncated_rows += 1
                 rows.append(row)
     return Batch(transpose(rows, SPAN_COLUMNS), len(rows), rejected, truncated_rows)
+
+
+def span_row(
+    span: Any, reader: AttributeReader, origin: tuple[Any, ...], service: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """One valid span as a row in SPAN_COLUMNS order; `origin` holds the resource and scope
+    columns, `service` its service name and version (shared by every span of the resource)."""
+    tid, sid, parent = span.trace_id, span.span_id, span.parent_span_id
+    attrs = reader.attributes(span.attributes)
+    events = events_of(span, reader) if span.events else []
+    name = span.name
+    status = span.status
+    code = status.code
+    return (
+        tid.hex(),
+        sid.hex(),
+        parent.hex() if parent and parent != ZERO_SPAN_ID else None,
+        span.trace_state or None,
+        span.flags,
+        name,
+        enum_name(SPAN_KINDS, span.kind),
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        enum_name(STATUS_CODES, code),
+        status.message or None,
+        *origin,
+        dumps(attrs),
+        dumps(events) if events else "[]",
+        dumps(links_of(span, reader)) if span.links else "[]",
+        span.dropped_attributes_count,
+        span.dropped_events_count,
+        span.dropped_links_count,
+        reader.truncated or None,
+        *service,
+        *normalized(attrs, name, events, code),
+    )
 
 
 def transpose(rows: list[tuple[Any, ...]], names: tuple[str, ...]) -> dict[str, list[Any]]:

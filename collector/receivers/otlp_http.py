@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Protocol
 
 from aiohttp import web
 from google.rpc import status_pb2
@@ -31,8 +31,25 @@ log = logging.getLogger(__name__)
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 PROTOBUF_TYPES = {PROTOBUF, "application/protobuf"}
+
+
 # Decompression is ours (aiohttp's is switched off) so the size limit applies to inflated bytes.
-DECODERS: dict[str, Callable[[], zlib._Decompress | None]] = {
+class Inflater(Protocol):
+    """What `zlib.decompressobj()` returns (its class is private to zlib)."""
+
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def unused_data(self) -> bytes: ...
+
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+
+    def decompress(self, data: bytes, max_length: int = 0, /) -> bytes: ...
+
+
+DECODERS: dict[str, Callable[[], Inflater | None]] = {
     "": lambda: None,
     "identity": lambda: None,
     "gzip": lambda: zlib.decompressobj(wbits=31),
@@ -84,8 +101,8 @@ async def read_body(request: web.Request, limit: int) -> bytes:
 
 
 def inflate(
-    data: bytes, inflater: Any, new_inflater: Callable[[], Any], budget: int
-) -> tuple[list[bytes], Any]:
+    data: bytes, inflater: Inflater, new_inflater: Callable[[], Inflater | None], budget: int
+) -> tuple[list[bytes], Inflater]:
     """Inflate one chunk, following gzip members that start inside it (a body may hold several).
 
     `budget` caps the output (max_length), so a small chunk cannot expand without bound.
@@ -97,9 +114,9 @@ def inflate(
         budget -= len(piece)
         if budget <= 0:
             break  # over the limit: the caller refuses the request
-        if inflater.eof and inflater.unused_data:
-            data = inflater.unused_data
-            inflater = new_inflater()
+        successor = new_inflater() if inflater.eof and inflater.unused_data else None
+        if successor is not None:  # a further gzip member
+            data, inflater = inflater.unused_data, successor
         else:
             data = inflater.unconsumed_tail
     return pieces, inflater

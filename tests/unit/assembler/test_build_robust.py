@@ -8,8 +8,9 @@ from datetime import datetime
 import pyarrow as pa
 
 from collector.assembler import work
-from collector.assembler.build import SPAN_FIELDS, build_trajectory
+from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
+from collector.assembler.spans import SPAN_FIELDS
 from collector.assembler.work import Closing, build_batch
 from collector.normalize.wire import decode_request
 from tests.otlp_builders import new_span_id, new_trace_id, trace_request
