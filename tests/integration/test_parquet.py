@@ -12,9 +12,10 @@ from prometheus_client import CollectorRegistry
 from collector import cli
 from collector.store.export import DATE_COLUMNS
 from collector.store.retention import Retention, RetentionMetrics
-from tests.conftest import RunningServer, start_server, wait_for
-from tests.integration.test_replay import refund_run
-from tests.integration.test_trajectories import FAST, trajectory
+from tests.support.admin import trajectory
+from tests.support.agents import refund_run
+from tests.support.server import FAST, RunningServer, start_server
+from tests.support.wait import wait_for
 
 ORDER = {
     "spans": "trace_id, span_id",

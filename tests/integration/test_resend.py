@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from collector import cli
-from tests.conftest import start_server, wait_for
-from tests.integration.test_replay import refund_run
-from tests.integration.test_trajectories import FAST, trajectory
+from tests.support.admin import trajectory
+from tests.support.agents import refund_run
+from tests.support.server import FAST, start_server
+from tests.support.wait import wait_for
 
 # Everything the agent sent; received_at is when each collector got it.
 COMPARED = "* EXCLUDE (received_at)"

@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from collector import cli
-from tests.conftest import RunningServer, start_server, wait_for
-from tests.integration.test_trajectories import FAST
-from tests.otlp_builders import TRACE_EXPORT, simple_spans, trace_request
+from tests.support.otlp import TRACE_EXPORT, simple_spans, trace_request
+from tests.support.server import FAST, RunningServer, start_server
+from tests.support.wait import wait_for
 
 TOKEN = "sql-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
