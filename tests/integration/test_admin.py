@@ -7,8 +7,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.lifecycle import deadline_in
-from tests.conftest import RunningServer
-from tests.otlp_builders import TRACE_EXPORT, simple_spans, trace_request
+from tests.support.otlp import TRACE_EXPORT, simple_spans, trace_request
+from tests.support.server import RunningServer
 
 DOCUMENTED = {
     "sextant_receiver_requests",

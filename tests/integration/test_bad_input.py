@@ -14,26 +14,18 @@ import requests
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from tests.conftest import RunningServer, start_server, wait_for
-from tests.otlp_builders import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
+from tests.support.otlp import (
+    bad_id_request,
+    grpc_error,
+    grpc_export,
+    new_trace_id,
+    simple_spans,
+    trace_request,
+)
+from tests.support.server import RunningServer, start_server, stored_spans
+from tests.support.wait import wait_for
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
-
-
-def grpc_export(server: RunningServer, body: bytes, metadata=()) -> ExportTraceServiceResponse:
-    with grpc.insecure_channel(server.grpc_endpoint) as channel:
-        reply = channel.unary_unary(TRACE_EXPORT)(body, timeout=10, metadata=metadata)
-    return ExportTraceServiceResponse.FromString(reply)
-
-
-def grpc_error(server: RunningServer, body: bytes, metadata=()) -> grpc.RpcError:
-    with pytest.raises(grpc.RpcError) as caught:
-        grpc_export(server, body, metadata)
-    return caught.value
-
-
-def stored(server: RunningServer, trace_id: bytes) -> int:
-    return server.query("SELECT count(*) FROM spans WHERE trace_id = ?", [trace_id.hex()])[0][0]
 
 
 def assert_still_serving(server: RunningServer) -> None:
@@ -48,7 +40,7 @@ def assert_still_serving(server: RunningServer) -> None:
         timeout=10,
     )
     assert reply.status_code == 200
-    assert stored(server, trace_id) == 3
+    assert stored_spans(server, trace_id) == 3
 
 
 def test_malformed_protobuf_over_grpc_is_invalid_argument(server: RunningServer) -> None:
@@ -96,18 +88,6 @@ def test_malformed_json_is_400_with_a_reason(server: RunningServer, body: bytes,
     assert_still_serving(server)
 
 
-def bad_id_request(trace_id: bytes):
-    spans = simple_spans(3, trace_id)
-    spans.append({"trace_id": b"\x01" * 15, "span_id": b"\x02" * 8, "name": "short trace id"})
-    spans.append({"trace_id": bytes(16), "span_id": b"\x02" * 8, "name": "zero trace id"})
-    spans.append({"trace_id": trace_id, "span_id": bytes(8), "name": "zero span id"})
-    spans.append({"trace_id": trace_id, "span_id": b"\x03" * 7, "name": "short span id"})
-    spans.append(
-        {"trace_id": trace_id, "span_id": b"\x04" * 8, "parent_span_id": b"\x05" * 3, "name": "p"}
-    )
-    return trace_request(spans)
-
-
 def test_invalid_ids_are_rejected_alone_over_grpc(server: RunningServer) -> None:
     trace_id = new_trace_id()
     reply = grpc_export(server, bad_id_request(trace_id).SerializeToString())
@@ -116,7 +96,7 @@ def test_invalid_ids_are_rejected_alone_over_grpc(server: RunningServer) -> None
     assert "2 invalid_trace_id" in message
     assert "2 invalid_span_id" in message
     assert "1 invalid_parent_span_id" in message
-    assert stored(server, trace_id) == 3
+    assert stored_spans(server, trace_id) == 3
     labels = {"protocol": "grpc", "signal": "traces", "reason": "invalid_trace_id"}
     assert server.metric("sextant_receiver_items_rejected_total", labels) == 2
 
@@ -145,7 +125,7 @@ def test_invalid_hex_ids_in_json_are_rejected_alone(server: RunningServer) -> No
     partial = reply.json()["partialSuccess"]
     assert partial["rejectedSpans"] == "3"  # int64 as a string, per the protobuf JSON mapping
     assert "invalid_trace_id" in partial["errorMessage"]
-    assert stored(server, bytes.fromhex(trace_id)) == 1
+    assert stored_spans(server, bytes.fromhex(trace_id)) == 1
 
 
 def test_oversized_requests_are_refused(tmp_path: Path) -> None:
@@ -195,7 +175,7 @@ def test_chunked_body_without_content_length_is_accepted(server: RunningServer) 
     assert response.status == 200
     assert response.getheader("Content-Type") == "application/x-protobuf"
     ExportTraceServiceResponse.FromString(response.read())
-    assert stored(server, trace_id) == 5
+    assert stored_spans(server, trace_id) == 5
 
 
 def test_wrong_content_type_is_415(server: RunningServer) -> None:
@@ -294,7 +274,7 @@ def test_duplicate_delivery_stores_each_span_once(server: RunningServer) -> None
     grpc_export(server, body)  # a client retry
     reply = requests.post(f"{server.http_url}/v1/traces", data=body, headers=PROTOBUF)
     assert reply.status_code == 200
-    assert stored(server, trace_id) == 4
+    assert stored_spans(server, trace_id) == 4
     assert server.metric("sextant_store_duplicate_spans_total") == 8
 
 
@@ -348,8 +328,8 @@ def test_full_write_queue_asks_clients_to_retry(tmp_path: Path) -> None:
             sender.join(20)
     try:
         assert sorted(answered) == sorted([first_id.hex(), second_id.hex()])
-        assert stored(server, first_id) == 6
-        assert stored(server, second_id) == 6
+        assert stored_spans(server, first_id) == 6
+        assert stored_spans(server, second_id) == 6
     finally:
         server.stop()
 
@@ -456,4 +436,4 @@ def test_a_body_of_several_gzip_members_is_read_whole(server: RunningServer) -> 
         headers={**PROTOBUF, "Content-Encoding": "gzip"},
     )
     assert reply.status_code == 200
-    assert stored(server, trace_id) == 6
+    assert stored_spans(server, trace_id) == 6

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from collector.bench.runner import BenchOptions, run_bench
-from tests.conftest import RunningServer
+from tests.support.server import RunningServer
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf", "http/json"])

@@ -15,8 +15,9 @@ import pytest
 import requests
 
 from collector.normalize.otlp_json import traces_from_json
-from tests.conftest import TESTDATA, RunningServer
-from tests.otlp_builders import TRACE_EXPORT
+from tests.support.otlp import TRACE_EXPORT
+from tests.support.paths import TESTDATA
+from tests.support.server import RunningServer
 
 CAPTURES = TESTDATA / "otlp-captures"
 FILES = sorted([*CAPTURES.glob("*.otlp.json"), *CAPTURES.glob("*.body.json")], key=lambda p: p.name)

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from collector.store.tables import ARROW_SCHEMAS
-from tests.conftest import sextant
-from tests.integration.test_replay import V1, V2, refund_store
+from tests.support.cli import sextant
+from tests.support.refunds import V1, V2, refund_store
 
 
 @pytest.fixture(scope="module")

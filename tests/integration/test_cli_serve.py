@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from collector.store.schema import SCHEMA_VERSION
-from tests.otlp_builders import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
+from tests.support.otlp import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
 
 LISTEN = re.compile(r"(OTLP/gRPC|OTLP/HTTP|admin) listening on ([\d.]+):(\d+)")
 
@@ -236,8 +236,8 @@ def test_sigkill_with_open_traces_loses_no_trajectory(tmp_path: Path) -> None:
     """Traces still open when the process is killed close, whole, after the next start."""
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-    from tests.agent_runs import booking_run, provider_for
-    from tests.conftest import wait_for
+    from tests.support.agents import booking_run, provider_for
+    from tests.support.wait import wait_for
 
     data = ["--data-dir", str(tmp_path / "d")]
     serve = Serve(

@@ -7,33 +7,17 @@ import zipfile
 from pathlib import Path
 
 import orjson
-import pytest
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
 from collector.config import BUILTIN_RULES
-from tests.agent_runs import AgentScript, provider_for, trace_id_of
-from tests.conftest import RunningServer, sextant, start_server, wait_for
-from tests.integration.test_evaluation import support_run
-from tests.integration.test_trajectories import FAST, trajectory
+from tests.support.admin import decisions, firing, trajectory
+from tests.support.agents import AgentScript, provider_for, support_run, trace_id_of
+from tests.support.cli import sextant
+from tests.support.server import DECIDE_FAST, RunningServer, serve_deciding
+from tests.support.wait import wait_for
 
-DECIDE_FAST = {"interval_seconds": 0.1, "window_seconds": 60, "resolve_after_seconds": 0.5}
 TARGET = {"service": "support-desk", "agent": "support-agent", "version": "2.3.1"}
-
-
-def serve(tmp_path: Path, **sections) -> RunningServer:
-    rules = tmp_path / "rules"
-    if not rules.exists():
-        shutil.copytree(BUILTIN_RULES, rules)
-    config = {
-        "assembler": FAST,
-        "rules": {"paths": [str(rules)], "reload_seconds": 0.1},
-        "decisions": DECIDE_FAST,
-        **sections,
-    }
-    running = start_server(tmp_path / "data", **config)
-    running.rules_dir = rules  # type: ignore[attr-defined]
-    return running
 
 
 def serve_with_policy(tmp_path: Path, policies: str) -> RunningServer:
@@ -42,38 +26,15 @@ def serve_with_policy(tmp_path: Path, policies: str) -> RunningServer:
     shutil.copytree(BUILTIN_RULES, rules)
     pack = rules / "support-agent.yaml"
     pack.write_text(pack.read_text() + "\ndecisions:" + policies)
-    return serve(tmp_path)
+    return serve_deciding(tmp_path)
 
 
-@pytest.fixture
-def server(tmp_path: Path):
-    running = serve(tmp_path)
-    yield running
-    running.stop()
-
-
-def decisions(server: RunningServer, **params) -> list[dict]:
-    reply = requests.get(f"{server.admin_url}/api/v1/decisions", params=params, timeout=5)
-    reply.raise_for_status()
-    return reply.json()["decisions"]
-
-
-def firing(server: RunningServer, decision: str, **where) -> dict:
-    def found():
-        for d in decisions(server, state="firing", decision=decision):
-            if all(d[k] == v for k, v in where.items()):
-                return d
-        return None
-
-    return wait_for(found, timeout=15)
-
-
-def test_an_unsafe_run_quarantines_its_target_with_owner_reasons_and_evidence(server):
-    good = support_run(server)
-    trajectory(server, good)
-    bad = support_run(server, approve=False)
-    trajectory(server, bad)
-    d = firing(server, "QUARANTINE", service_name="support-desk")
+def test_an_unsafe_run_quarantines_its_target_with_owner_reasons_and_evidence(deciding_server):
+    good = support_run(deciding_server)
+    trajectory(deciding_server, good)
+    bad = support_run(deciding_server, approve=False)
+    trajectory(deciding_server, bad)
+    d = firing(deciding_server, "QUARANTINE", service_name="support-desk")
     assert d["reasons"] == ["approval_boundary_violation"]
     assert d["owner"] == "support-platform-oncall"
     assert d["evidence_trace_ids"] == [bad]
@@ -81,24 +42,32 @@ def test_an_unsafe_run_quarantines_its_target_with_owner_reasons_and_evidence(se
     assert d["packs"] == ["support-agent@1.0.0"]
     assert (d["agent_name"], d["service_version"]) == ("support-agent", "2.3.1")
     quarantine = {**TARGET, "decision": "QUARANTINE"}
-    wait_for(lambda: server.metric("sextant_decision_state", quarantine) == 1)
-    assert server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 0
-    history = requests.get(f"{server.admin_url}/api/v1/decisions/{d['decision_id']}", timeout=5)
+    wait_for(lambda: deciding_server.metric("sextant_decision_state", quarantine) == 1)
+    assert deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 0
+    history = requests.get(
+        f"{deciding_server.admin_url}/api/v1/decisions/{d['decision_id']}", timeout=5
+    )
     assert [h["event"] for h in history.json()["history"]] == ["firing"]
-    targets = requests.get(f"{server.admin_url}/api/v1/targets", timeout=5).json()["targets"]
+    targets = requests.get(f"{deciding_server.admin_url}/api/v1/targets", timeout=5).json()[
+        "targets"
+    ]
     assert [(t["service"], t["decision"]) for t in targets] == [("support-desk", "QUARANTINE")]
 
 
-def test_a_clean_target_passes(server):
-    trajectory(server, support_run(server))
-    wait_for(lambda: server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 1)
-    assert decisions(server, state="active") == []
+def test_a_clean_target_passes(deciding_server):
+    trajectory(deciding_server, support_run(deciding_server))
+    wait_for(
+        lambda: (
+            deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 1
+        )
+    )
+    assert decisions(deciding_server, state="active") == []
 
 
-def test_people_acknowledge_and_resolve_and_the_history_keeps_who_did_what(server):
-    trajectory(server, support_run(server, approve=False))
-    d = firing(server, "QUARANTINE")
-    url = f"{server.admin_url}/api/v1/decisions/{d['decision_id']}"
+def test_people_acknowledge_and_resolve_and_the_history_keeps_who_did_what(deciding_server):
+    trajectory(deciding_server, support_run(deciding_server, approve=False))
+    d = firing(deciding_server, "QUARANTINE")
+    url = f"{deciding_server.admin_url}/api/v1/decisions/{d['decision_id']}"
     assert requests.post(f"{url}/ack", json={"note": "x"}, timeout=5).status_code == 400
     bad_note = requests.post(f"{url}/ack", json={"by": "ana", "note": 123}, timeout=5)
     assert (bad_note.status_code, bad_note.json()["error"]) == (400, "note must be text")
@@ -114,11 +83,11 @@ def test_people_acknowledge_and_resolve_and_the_history_keeps_who_did_what(serve
     ]
     assert [h["seq"] for h in history] == [1, 2, 3]
     # The failure that was dealt with does not reopen it; a new one opens a new decision.
-    server.pipeline.decisions.evaluate()
-    assert decisions(server, state="active") == []
-    again = support_run(server, approve=False)
-    trajectory(server, again)
-    new = firing(server, "QUARANTINE")
+    deciding_server.pipeline.decisions.evaluate()
+    assert decisions(deciding_server, state="active") == []
+    again = support_run(deciding_server, approve=False)
+    trajectory(deciding_server, again)
+    new = firing(deciding_server, "QUARANTINE")
     assert new["decision_id"] != d["decision_id"]
     assert new["evidence_trace_ids"][0] == again
     gone = requests.post(f"{url}/resolve", json={"by": "ana"}, timeout=5)
@@ -154,9 +123,10 @@ def test_a_pack_policy_needs_its_count_and_waits_for_its_for(tmp_path):
         server.stop()
 
 
-def test_an_incomplete_trace_is_lost_coverage_not_a_pass(server):
+def test_an_incomplete_trace_is_lost_coverage_not_a_pass(deciding_server):
     provider = provider_for(
-        OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True), service="support-desk"
+        OTLPSpanExporter(endpoint=deciding_server.grpc_endpoint, insecure=True),
+        service="support-desk",
     )
     script = AgentScript(provider.get_tracer("support"))
     tracer = provider.get_tracer("support")
@@ -167,30 +137,38 @@ def test_an_incomplete_trace_is_lost_coverage_not_a_pass(server):
         script.tool("lookup_customer", {"customer": "C-1"})
     provider.force_flush()
     trace_id = trace_id_of(root)
-    d = firing(server, "REVIEW", policy="coverage/incomplete_traces")
+    d = firing(deciding_server, "REVIEW", policy="coverage/incomplete_traces")
     assert d["reasons"] == ["coverage_lost_incomplete_traces"]
     assert d["evidence_trace_ids"] == [trace_id]
     provider.shutdown()
 
 
-def test_rejected_spans_take_every_target_out_of_pass(server):
-    trajectory(server, support_run(server))
-    wait_for(lambda: server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 1)
+def test_rejected_spans_take_every_target_out_of_pass(deciding_server):
+    trajectory(deciding_server, support_run(deciding_server))
+    wait_for(
+        lambda: (
+            deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 1
+        )
+    )
     bad = {
         "resourceSpans": [
             {"scopeSpans": [{"spans": [{"traceId": "00" * 16, "spanId": "ab" * 8, "name": "x"}]}]}
         ]
     }
-    reply = requests.post(f"{server.http_url}/v1/traces", json=bad, timeout=5)
+    reply = requests.post(f"{deciding_server.http_url}/v1/traces", json=bad, timeout=5)
     assert reply.json()["partialSuccess"]["rejectedSpans"] == "1"
-    d = firing(server, "REVIEW", policy="coverage/rejected_spans")
+    d = firing(deciding_server, "REVIEW", policy="coverage/rejected_spans")
     assert (d["service_name"], d["reasons"]) == ("*", ["coverage_lost_rejected_spans"])
-    wait_for(lambda: server.metric("sextant_decision_state", {**TARGET, "decision": "REVIEW"}) == 1)
-    assert server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 0
+    wait_for(
+        lambda: (
+            deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "REVIEW"}) == 1
+        )
+    )
+    assert deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 0
 
 
 def test_a_target_that_goes_silent_gets_no_data(tmp_path):
-    server = serve(tmp_path, decisions={**DECIDE_FAST, "no_data_after_seconds": 1.0})
+    server = serve_deciding(tmp_path, decisions={**DECIDE_FAST, "no_data_after_seconds": 1.0})
     try:
         trajectory(server, support_run(server))
         d = firing(server, "REVIEW", policy="coverage/no_data")
@@ -201,11 +179,11 @@ def test_a_target_that_goes_silent_gets_no_data(tmp_path):
 
 
 def test_firing_decisions_survive_a_restart_with_their_ids(tmp_path):
-    server = serve(tmp_path)
+    server = serve_deciding(tmp_path)
     trajectory(server, support_run(server, approve=False))
     before = firing(server, "QUARANTINE")
     server.stop()
-    server = serve(tmp_path)
+    server = serve_deciding(tmp_path)
     try:
         active = {d["decision_id"] for d in decisions(server, state="firing")}
         assert before["decision_id"] in active
@@ -215,11 +193,11 @@ def test_firing_decisions_survive_a_restart_with_their_ids(tmp_path):
         server.stop()
 
 
-def test_the_decisions_command_lists_acknowledges_and_resolves(server, capsys):
-    bad = support_run(server, approve=False)
-    trajectory(server, bad)
-    d = firing(server, "QUARANTINE")
-    url = ("--url", server.admin_url)
+def test_the_decisions_command_lists_acknowledges_and_resolves(deciding_server, capsys):
+    bad = support_run(deciding_server, approve=False)
+    trajectory(deciding_server, bad)
+    d = firing(deciding_server, "QUARANTINE")
+    url = ("--url", deciding_server.admin_url)
     code, out = sextant(capsys, "decisions", *url)
     assert code == 0
     header, line = out.splitlines()[:2]
@@ -246,27 +224,33 @@ def test_the_decisions_command_lists_acknowledges_and_resolves(server, capsys):
     assert out.strip() == "no decisions"
 
 
-def test_an_evidence_bundle_of_a_real_quarantine(server, capsys, tmp_path):
-    bad = support_run(server, approve=False)
-    trajectory(server, bad)
-    d = firing(server, "QUARANTINE")
+def test_an_evidence_bundle_of_a_real_quarantine(deciding_server, capsys, tmp_path):
+    bad = support_run(deciding_server, approve=False)
+    trajectory(deciding_server, bad)
+    d = firing(deciding_server, "QUARANTINE")
     bundle = tmp_path / "evidence.zip"
     code, out = sextant(
-        capsys, "evidence", d["decision_id"], "--out", str(bundle), "--url", server.admin_url
+        capsys,
+        "evidence",
+        d["decision_id"],
+        "--out",
+        str(bundle),
+        "--url",
+        deciding_server.admin_url,
     )
     assert code == 0, out
     with zipfile.ZipFile(bundle) as archive:
         names = set(archive.namelist())
         assert {"decision.json", f"trajectories/{bad}.json", f"spans/{bad}.jsonl"} <= names
         assert "packs/support-agent@1.0.0.yaml" in names
-        pack_text = (server.rules_dir / "support-agent.yaml").read_text()
+        pack_text = (deciding_server.rules_dir / "support-agent.yaml").read_text()
         assert archive.read("packs/support-agent@1.0.0.yaml").decode() == pack_text
         decision = orjson.loads(archive.read("decision.json"))
         assert (decision["decision"], decision["evidence_trace_ids"]) == ("QUARANTINE", [bad])
 
 
 def test_writes_through_the_admin_api_need_the_token_when_one_is_set(tmp_path, capsys):
-    server = serve(tmp_path, auth={"tokens": ["t0ken"]})
+    server = serve_deciding(tmp_path, auth={"tokens": ["t0ken"]})
     try:
         trajectory(server, support_run_with_token(server))
         d = firing(server, "QUARANTINE")

@@ -11,9 +11,16 @@ import grpc
 import pytest
 import requests
 
-from tests.conftest import start_server, wait_for
-from tests.integration.test_bad_input import bad_id_request, grpc_error, grpc_export, stored
-from tests.otlp_builders import new_trace_id, simple_spans, trace_request
+from tests.support.otlp import (
+    bad_id_request,
+    grpc_error,
+    grpc_export,
+    new_trace_id,
+    simple_spans,
+    trace_request,
+)
+from tests.support.server import start_server, stored_spans
+from tests.support.wait import wait_for
 
 
 @pytest.fixture
@@ -31,12 +38,12 @@ def pooled(tmp_path: Path):
 def test_worker_decoding_accepts_rejects_and_reports(pooled) -> None:
     trace_id = new_trace_id()
     grpc_export(pooled, trace_request(simple_spans(4, trace_id)).SerializeToString())
-    assert stored(pooled, trace_id) == 4
+    assert stored_spans(pooled, trace_id) == 4
 
     other = new_trace_id()
     reply = grpc_export(pooled, bad_id_request(other).SerializeToString())
     assert reply.partial_success.rejected_spans == 5
-    assert stored(pooled, other) == 3
+    assert stored_spans(pooled, other) == 3
 
     error = grpc_error(pooled, b"\x0a\xff\xff garbage")
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -58,11 +65,11 @@ def test_a_dead_worker_costs_one_retry_not_the_service(pooled) -> None:
         assert exc.code() == grpc.StatusCode.UNAVAILABLE  # ...and ask for a retry
     trace_id = new_trace_id()
     grpc_export(pooled, trace_request(simple_spans(3, trace_id)).SerializeToString())
-    assert stored(pooled, trace_id) == 3
+    assert stored_spans(pooled, trace_id) == 3
 
 
 def test_trajectories_are_built_in_the_workers(pooled) -> None:
-    from tests.integration.test_trajectories import trajectory
+    from tests.support.admin import trajectory
 
     trace_id = new_trace_id()
     grpc_export(pooled, trace_request(simple_spans(4, trace_id)).SerializeToString())

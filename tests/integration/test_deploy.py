@@ -11,7 +11,7 @@ import yaml
 
 from collector.config import load_config
 from collector.pipeline import Pipeline
-from tests.integration.test_prometheus_alertmanager import binary
+from tests.support.binaries import binary
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 METRIC = re.compile(r"\b(sextant_[a-z0-9_]+)")

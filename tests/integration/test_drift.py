@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunningServer, wait_for
-from tests.integration.drift_runs import send_runs, serve_pack
+from tests.support.drift import send_runs, serve_pack
+from tests.support.server import RunningServer
+from tests.support.wait import wait_for
 
 PACK = """
 name: travel-canary
@@ -37,7 +38,7 @@ RUNS = 20
 
 
 @pytest.fixture
-def server(tmp_path: Path):
+def canary_server(tmp_path: Path):
     running = serve_pack(tmp_path, "canary", PACK)
     yield running
     running.stop()
@@ -53,9 +54,9 @@ def window_results(server: RunningServer, after: datetime) -> list[dict]:
 
 
 def test_canary_fails_on_the_changed_version_with_its_runs_as_evidence(
-    server: RunningServer,
+    canary_server: RunningServer,
 ) -> None:
-    endpoint = server.grpc_endpoint
+    endpoint = canary_server.grpc_endpoint
     send_runs(endpoint, "travel-desk", "1.4.0", [A] * RUNS)
     b_runs = set(send_runs(endpoint, "travel-desk", "1.5.0", [B] * RUNS))
     # a twin service whose candidate behaves exactly like its baseline: no drift
@@ -65,11 +66,11 @@ def test_canary_fails_on_the_changed_version_with_its_runs_as_evidence(
     send_runs(endpoint, "travel-desk-small", "1.4.0", [A] * 5)
     send_runs(endpoint, "travel-desk-small", "1.5.0", [B] * 5)
     wait_for(
-        lambda: server.query("SELECT count(*) FROM trajectories")[0][0] == 4 * RUNS + 10,
+        lambda: canary_server.query("SELECT count(*) FROM trajectories")[0][0] == 4 * RUNS + 10,
         timeout=60,
     )
     stored = datetime.now(UTC).replace(tzinfo=None)
-    found = wait_for(lambda: window_results(server, stored), timeout=30)
+    found = wait_for(lambda: window_results(canary_server, stored), timeout=30)
     assert len(found) == 9  # 3 targets x 3 metrics
     by_key = {(r["service_name"], r["metric"]): r for r in found}
 
@@ -106,22 +107,29 @@ def test_canary_fails_on_the_changed_version_with_its_runs_as_evidence(
         "version": "1.5.0",
         "metric": "tool_choice",
     }
-    assert server.metric("sextant_drift_effect_size", labels) > 0.3
-    assert server.metric("sextant_drift_p_value", labels) < 0.01
+    assert canary_server.metric("sextant_drift_effect_size", labels) > 0.3
+    assert canary_server.metric("sextant_drift_p_value", labels) < 0.01
     counts = {"pack": "travel-canary", "rule": "canary-tool-mix"}
-    assert server.metric("sextant_drift_evaluations_total", {**counts, "verdict": "fail"}) >= 1
-    assert server.metric("sextant_drift_evaluations_total", {**counts, "verdict": "review"}) >= 1
+    assert (
+        canary_server.metric("sextant_drift_evaluations_total", {**counts, "verdict": "fail"}) >= 1
+    )
+    assert (
+        canary_server.metric("sextant_drift_evaluations_total", {**counts, "verdict": "review"})
+        >= 1
+    )
 
 
-def test_baseline_version_alone_gives_no_window_results(server: RunningServer) -> None:
-    send_runs(server.grpc_endpoint, "travel-desk", "1.4.0", [A] * RUNS)
-    wait_for(lambda: server.query("SELECT count(*) FROM trajectories")[0][0] == RUNS, timeout=60)
-    ran = server.metric("sextant_drift_evaluation_duration_seconds_count")
+def test_baseline_version_alone_gives_no_window_results(canary_server: RunningServer) -> None:
+    send_runs(canary_server.grpc_endpoint, "travel-desk", "1.4.0", [A] * RUNS)
     wait_for(
-        lambda: server.metric("sextant_drift_evaluation_duration_seconds_count") >= ran + 2,
+        lambda: canary_server.query("SELECT count(*) FROM trajectories")[0][0] == RUNS, timeout=60
+    )
+    ran = canary_server.metric("sextant_drift_evaluation_duration_seconds_count")
+    wait_for(
+        lambda: canary_server.metric("sextant_drift_evaluation_duration_seconds_count") >= ran + 2,
         timeout=30,
     )
-    assert server.query("SELECT count(*) FROM results WHERE scope = 'window'")[0][0] == 0
+    assert canary_server.query("SELECT count(*) FROM results WHERE scope = 'window'")[0][0] == 0
 
 
 SNAPSHOT_PACK = """

@@ -2,61 +2,24 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
-import pytest
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from collector.config import BUILTIN_RULES
-from tests.agent_runs import AgentScript, provider_for, trace_id_of
-from tests.conftest import RunningServer, start_server, wait_for
-from tests.integration.test_trajectories import FAST, trajectory
-
-
-@pytest.fixture
-def server(tmp_path: Path):
-    rules = tmp_path / "rules"
-    shutil.copytree(BUILTIN_RULES, rules)
-    running = start_server(
-        tmp_path / "data", assembler=FAST, rules={"paths": [str(rules)], "reload_seconds": 0.1}
-    )
-    running.rules_dir = rules  # type: ignore[attr-defined]
-    yield running
-    running.stop()
-
-
-def support_run(server: RunningServer, approve: bool = True, user: str = "mira") -> str:
-    provider = provider_for(
-        OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True), service="support-desk"
-    )
-    script = AgentScript(provider.get_tracer("support"))
-    with script.agent(
-        "support-agent", "Change my e-mail", "Done.", **{"enduser.id": "mira"}
-    ) as root:
-        script.chat([("lookup_customer", {"email": "x"})])
-        script.tool("lookup_customer", {"customer": "C-1"}, **{"enduser.id": user})
-        if approve:
-            script.tool(
-                "request_approval",
-                {"change": "email"},
-                "approved",
-                **{"sextant.approval.status": "approved", "enduser.id": user},
-            )
-        script.tool("update_account", {"customer": "C-1", "email": "new"}, **{"enduser.id": user})
-        script.chat()
-    provider.shutdown()
-    return trace_id_of(root)
+from tests.support.admin import trajectory
+from tests.support.agents import AgentScript, provider_for, support_run, trace_id_of
+from tests.support.server import RunningServer
+from tests.support.wait import wait_for
 
 
 def results_of(t: dict) -> dict[str, dict]:
     return {f"{r['pack']}/{r['rule_id']}": r for r in t["results"]}
 
 
-def test_the_correct_support_run_passes(server: RunningServer) -> None:
-    t = trajectory(server, support_run(server))
+def test_the_correct_support_run_passes(evaluating_server: RunningServer) -> None:
+    t = trajectory(evaluating_server, support_run(evaluating_server))
     assert t["verdict"] == "pass"
     results = results_of(t)
     assert results["support-agent/approval-before-account-change"]["verdict"] == "pass"
@@ -66,8 +29,8 @@ def test_the_correct_support_run_passes(server: RunningServer) -> None:
     assert all(len(r["pack_sha256"]) == 64 for r in t["results"])
 
 
-def test_a_write_without_approval_fails_with_evidence(server: RunningServer) -> None:
-    t = trajectory(server, support_run(server, approve=False))
+def test_a_write_without_approval_fails_with_evidence(evaluating_server: RunningServer) -> None:
+    t = trajectory(evaluating_server, support_run(evaluating_server, approve=False))
     update = next(s for s in t["steps_detail"] if s["name"] == "update_account")
     result = results_of(t)["support-agent/approval-before-account-change"]
     assert (result["verdict"], result["reason"]) == ("fail", "approval_boundary_violation")
@@ -81,44 +44,52 @@ def test_a_write_without_approval_fails_with_evidence(server: RunningServer) -> 
         "verdict": "fail",
         "reason": "approval_boundary_violation",
     }
-    assert server.metric("sextant_evaluator_results_total", labels) == 1
+    assert evaluating_server.metric("sextant_evaluator_results_total", labels) == 1
 
 
-def test_acting_as_another_user_fails_the_authorization_check(server: RunningServer) -> None:
-    t = trajectory(server, support_run(server, user="admin"))
+def test_acting_as_another_user_fails_the_authorization_check(
+    evaluating_server: RunningServer,
+) -> None:
+    t = trajectory(evaluating_server, support_run(evaluating_server, user="admin"))
     result = results_of(t)["support-agent/acts-as-the-requesting-user"]
     assert (result["verdict"], result["reason"]) == ("fail", "wrong_authorization_context")
 
 
-def test_research_run_without_literature_search_fails(server: RunningServer) -> None:
-    provider = provider_for(OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True))
+def test_research_run_without_literature_search_fails(evaluating_server: RunningServer) -> None:
+    provider = provider_for(
+        OTLPSpanExporter(endpoint=evaluating_server.grpc_endpoint, insecure=True)
+    )
     script = AgentScript(provider.get_tracer("research"))
     with script.agent("paper-agent", "Summarise agent evaluation", "From memory.") as root:
         script.chat()
     provider.shutdown()
-    t = trajectory(server, trace_id_of(root))
+    t = trajectory(evaluating_server, trace_id_of(root))
     result = results_of(t)["research-agent/literature-search-required"]
     assert (result["verdict"], result["reason"]) == ("fail", "literature_search_missing")
     assert t["verdict"] == "fail"
 
 
-def test_a_tool_loop_fails_the_loop_budget(server: RunningServer) -> None:
-    provider = provider_for(OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True))
+def test_a_tool_loop_fails_the_loop_budget(evaluating_server: RunningServer) -> None:
+    provider = provider_for(
+        OTLPSpanExporter(endpoint=evaluating_server.grpc_endpoint, insecure=True)
+    )
     script = AgentScript(provider.get_tracer("loop"))
     with script.agent("travel-agent", "Find a flight", "Still looking.") as root:
         for _ in range(6):
             script.chat([("search_flights", {"origin": "LIS"})])
             script.tool("search_flights", {"origin": "LIS"}, "[]")
     provider.shutdown()
-    t = trajectory(server, trace_id_of(root))
+    t = trajectory(evaluating_server, trace_id_of(root))
     result = results_of(t)["default/no-tool-loops"]
     assert (result["verdict"], result["reason"]) == ("fail", "tool_loop")
     assert len(result["evidence_span_ids"]) == 6
     assert t["verdict"] == "review"  # the default pack asks for a review, not a failure
 
 
-def test_an_error_then_a_retry_passes_recovery(server: RunningServer) -> None:
-    provider = provider_for(OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True))
+def test_an_error_then_a_retry_passes_recovery(evaluating_server: RunningServer) -> None:
+    provider = provider_for(
+        OTLPSpanExporter(endpoint=evaluating_server.grpc_endpoint, insecure=True)
+    )
     script = AgentScript(provider.get_tracer("travel"))
     with script.agent("travel-agent", "Hold a seat", "Held.") as root:
         script.chat([("hold_seat", {"seat": "14C"})])
@@ -126,14 +97,14 @@ def test_an_error_then_a_retry_passes_recovery(server: RunningServer) -> None:
         script.tool("hold_seat", {"seat": "14C"}, "HLD-1")
         script.chat()
     provider.shutdown()
-    t = trajectory(server, trace_id_of(root))
+    t = trajectory(evaluating_server, trace_id_of(root))
     assert results_of(t)["default/errors-are-recovered"]["verdict"] == "pass"
     assert t["verdict"] == "pass"
 
 
-def test_hot_reload_takes_edits_and_refuses_broken_ones(server: RunningServer) -> None:
-    pack = server.rules_dir / "support-agent.yaml"  # type: ignore[attr-defined]
-    status = f"{server.admin_url}/api/v1/rules"
+def test_hot_reload_takes_edits_and_refuses_broken_ones(evaluating_server: RunningServer) -> None:
+    pack = evaluating_server.rules_dir / "support-agent.yaml"
+    status = f"{evaluating_server.admin_url}/api/v1/rules"
 
     def support_version() -> str | None:
         packs = requests.get(status, timeout=5).json()["packs"]
@@ -142,7 +113,7 @@ def test_hot_reload_takes_edits_and_refuses_broken_ones(server: RunningServer) -
     text = pack.read_text()
     pack.write_text(text.replace('version: "1.0.0"', 'version: "1.1.0"'))
     wait_for(lambda: support_version() == "1.1.0")
-    t = trajectory(server, support_run(server))
+    t = trajectory(evaluating_server, support_run(evaluating_server))
     versions = {r["pack_version"] for r in t["results"] if r["pack"] == "support-agent"}
     assert versions == {"1.1.0"}
 
@@ -159,27 +130,27 @@ def test_hot_reload_takes_edits_and_refuses_broken_ones(server: RunningServer) -
     )
     assert refused["version"] == "1.1.0"  # the last good version keeps evaluating
     assert "unknown rule type" in refused["refused"][0]
-    t = trajectory(server, support_run(server, approve=False))
+    t = trajectory(evaluating_server, support_run(evaluating_server, approve=False))
     result = results_of(t)["support-agent/approval-before-account-change"]
     assert (result["verdict"], result["pack_version"]) == ("fail", "1.1.0")
 
-    recorded = server.query(
+    recorded = evaluating_server.query(
         "SELECT version FROM rule_packs WHERE name = 'support-agent' ORDER BY loaded_at, version"
     )
     assert [r[0] for r in recorded] == ["1.0.0", "1.1.0"]
     rules = requests.get(status, timeout=5).json()["rules"]
     health = next(r for r in rules if r["rule"] == "approval-before-account-change")
     assert (health["status"], health["evaluated"], health["failed"]) == ("active", 2, 1)
-    assert server.metric("sextant_rules_reloads_total", {"result": "refused"}) == 1
+    assert evaluating_server.metric("sextant_rules_reloads_total", {"result": "refused"}) == 1
 
 
-def test_rules_test_and_status_commands(server: RunningServer, tmp_path: Path) -> None:
+def test_rules_test_and_status_commands(evaluating_server: RunningServer, tmp_path: Path) -> None:
     import json
     import subprocess
     import sys
 
-    good = trajectory(server, support_run(server))
-    bad = trajectory(server, support_run(server, approve=False))
+    good = trajectory(evaluating_server, support_run(evaluating_server))
+    bad = trajectory(evaluating_server, support_run(evaluating_server, approve=False))
     cases = tmp_path / "cases.jsonl"
     rule = "approval-before-account-change"
     cases.write_text(
@@ -188,7 +159,7 @@ def test_rules_test_and_status_commands(server: RunningServer, tmp_path: Path) -
         + json.dumps({**good, "expect": {"verdict": "pass", "rules": {rule: "pass"}}})
         + "\n"
     )
-    pack = str(server.rules_dir / "support-agent.yaml")  # type: ignore[attr-defined]
+    pack = str(evaluating_server.rules_dir / "support-agent.yaml")
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -208,18 +179,20 @@ def test_rules_test_and_status_commands(server: RunningServer, tmp_path: Path) -
     assert "verdict fail, expected pass" in failed.stdout
     assert "approval_boundary_violation" in failed.stdout
 
-    status = cli("rules", "status", "--url", server.admin_url)
+    status = cli("rules", "status", "--url", evaluating_server.admin_url)
     assert status.returncode == 0, status.stderr
     assert "support-agent 1.0.0" in status.stdout
     line = next(x for x in status.stdout.splitlines() if rule in x)
     assert line.split()[2:6] == ["active", "2", "1", "1"]
 
 
-def test_results_and_verdict_counters_carry_trace_exemplars(server: RunningServer) -> None:
-    bad = support_run(server, approve=False)
-    trajectory(server, bad)
+def test_results_and_verdict_counters_carry_trace_exemplars(
+    evaluating_server: RunningServer,
+) -> None:
+    bad = support_run(evaluating_server, approve=False)
+    trajectory(evaluating_server, bad)
     reply = requests.get(
-        f"{server.admin_url}/metrics",
+        f"{evaluating_server.admin_url}/metrics",
         headers={"Accept": "application/openmetrics-text; version=1.0.0"},
         timeout=5,
     )

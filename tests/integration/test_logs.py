@@ -15,8 +15,8 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from tests.conftest import RunningServer
-from tests.otlp_builders import LOGS_EXPORT, logs_request, new_span_id, new_trace_id
+from tests.support.otlp import LOGS_EXPORT, logs_request, new_span_id, new_trace_id
+from tests.support.server import RunningServer
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])

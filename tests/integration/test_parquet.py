@@ -9,13 +9,14 @@ import duckdb
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector import cli
 from collector.clock import FakeClock
 from collector.store.export import DATE_COLUMNS
 from collector.store.retention import Retention, RetentionMetrics
-from tests.conftest import RunningServer, start_server, wait_for
-from tests.integration.test_replay import refund_run
-from tests.integration.test_trajectories import FAST, trajectory
+from tests.support.admin import trajectory
+from tests.support.agents import refund_run
+from tests.support.cli import sextant, sextant_streams
+from tests.support.server import FAST, RunningServer, start_server
+from tests.support.wait import wait_for
 
 ORDER = {
     "spans": "trace_id, span_id",
@@ -51,9 +52,10 @@ def runs(tmp_path: Path) -> RunningServer:
 
 def test_duckdb_reads_back_the_same_rows(runs: RunningServer, tmp_path: Path, capsys) -> None:
     out = tmp_path / "export"
-    with pytest.raises(SystemExit) as exited:
-        cli.main(["export", "parquet", "--out", str(out), "--url", runs.admin_url])
-    assert exited.value.code == 0
+    code, printed, _ = sextant_streams(
+        capsys, "export", "parquet", "--out", str(out), "--url", runs.admin_url
+    )
+    assert code == 0
     con = runs.pipeline.database.cursor()
     for table in ORDER:
         rows = stored(con, table)
@@ -64,15 +66,13 @@ def test_duckdb_reads_back_the_same_rows(runs: RunningServer, tmp_path: Path, ca
             assert dict(enumerate(got)) == dict(enumerate(want)), table
     today = datetime.now().strftime("%Y-%m-%d")
     assert (out / "table=results" / f"date={today}").is_dir()
-    printed = capsys.readouterr().out
     assert f"spans: {len(stored(con, 'spans'))} rows" in printed
 
     # The same export from the file of the stopped collector, and queried in place with DuckDB.
     runs.stop()
     again = tmp_path / "again"
     db = str(tmp_path / "data" / "sextant.duckdb")
-    with pytest.raises(SystemExit):
-        cli.main(["export", "parquet", "--out", str(again), "--db", db, "--since", "1d"])
+    sextant(capsys, "export", "parquet", "--out", str(again), "--db", db, "--since", "1d")
     for table in ORDER:
         assert exported(again, table) == exported(out, table)
 

@@ -7,7 +7,6 @@ scripts/test installs; a missing binary fails these tests instead of skipping th
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import time
@@ -17,19 +16,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import wait_for
-from tests.integration.test_decisions import firing, serve
-from tests.integration.test_evaluation import support_run
-from tests.integration.test_trajectories import trajectory
-from tests.integration.test_webhook import Receiver
-
-
-def binary(*names: str) -> str:
-    for name in names:
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.fail(f"{' or '.join(names)} not found: run scripts/test, which installs it")
+from tests.support.admin import firing, trajectory
+from tests.support.agents import support_run
+from tests.support.binaries import binary
+from tests.support.server import serve_deciding
+from tests.support.wait import wait_for
+from tests.support.webhook import Receiver
 
 
 def free_port() -> int:
@@ -106,7 +98,7 @@ def alertmanager(tmp_path: Path, hook: Receiver) -> Iterator[str]:
 
 
 def test_prometheus_sees_a_decision_fire(tmp_path: Path) -> None:
-    server = serve(tmp_path)
+    server = serve_deciding(tmp_path)
     port = free_port()
     config = tmp_path / "prometheus.yml"
     admin = server.admin_url.removeprefix("http://")
@@ -161,7 +153,9 @@ def test_prometheus_sees_a_decision_fire(tmp_path: Path) -> None:
 def test_alertmanager_gets_the_quarantine_with_labels_and_evidence_then_its_resolution(
     tmp_path: Path, alertmanager: str, hook: Receiver
 ) -> None:
-    server = serve(tmp_path, alerts={"alertmanager": [{"url": alertmanager, "resend_seconds": 1}]})
+    server = serve_deciding(
+        tmp_path, alerts={"alertmanager": [{"url": alertmanager, "resend_seconds": 1}]}
+    )
     try:
         bad = support_run(server, approve=False)
         trajectory(server, bad)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_for
-from tests.integration.drift_runs import send_runs, serve_pack
+from tests.support.drift import send_runs, serve_pack
+from tests.support.wait import wait_for
 
 PACK = """
 name: booking

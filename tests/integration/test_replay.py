@@ -2,39 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from tests.agent_runs import AgentScript, provider_for, trace_id_of
-from tests.conftest import RunningServer, sextant, start_server
-from tests.integration.test_trajectories import FAST, trajectory
-
-TESTDATA = Path(__file__).parent.parent / "testdata" / "replay"
-V1, V2 = TESTDATA / "refunds-v1.yaml", TESTDATA / "refunds-v2.yaml"
-
-
-def refund_run(server: RunningServer, approve: bool) -> str:
-    provider = provider_for(
-        OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True), service="support-desk"
-    )
-    script = AgentScript(provider.get_tracer("support"))
-    with script.agent("support-agent", "Refund order 42", "Refunded.") as root:
-        script.chat([("lookup_customer", {"order": 42})])
-        script.tool("lookup_customer", {"order": 42}, "C-1")
-        if approve:
-            script.tool(
-                "request_approval",
-                {"refund": 42},
-                "approved",
-                **{"sextant.approval.status": "approved"},
-            )
-        script.tool("issue_refund", {"order": 42, "amount": 120})
-        script.chat()
-    provider.shutdown()
-    return trace_id_of(root)
+from tests.support.admin import trajectory
+from tests.support.agents import refund_run
+from tests.support.cli import sextant
+from tests.support.refunds import V1, V2, refund_store
+from tests.support.server import FAST, serve
 
 
 @pytest.fixture(scope="module")
@@ -45,19 +21,6 @@ def incident(tmp_path_factory: pytest.TempPathFactory):
     server, bad, good = refund_store(tmp)
     yield server, bad, good, tmp
     server.stop()
-
-
-def refund_store(tmp: Path) -> tuple[RunningServer, str, str]:
-    """A collector under refunds v1 with an incident run and a known-good run (both pass)."""
-    rules = tmp / "rules"
-    rules.mkdir()
-    shutil.copy(V1, rules / "refunds.yaml")
-    server = start_server(tmp / "data", assembler=FAST, rules={"paths": [str(rules)]})
-    bad = refund_run(server, approve=False)
-    good = refund_run(server, approve=True)
-    for trace_id in (bad, good):
-        assert trajectory(server, trace_id)["verdict"] == "pass"
-    return server, bad, good
 
 
 def diff_rows(output: str) -> list[list[str]]:
@@ -183,10 +146,7 @@ def test_write_adds_a_replay_revision_and_keeps_the_original(incident, capsys) -
 
 
 def test_replay_from_a_stopped_collectors_file(tmp_path: Path, capsys) -> None:
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    shutil.copy(V1, rules / "refunds.yaml")
-    server = start_server(tmp_path / "data", assembler=FAST, rules={"paths": [str(rules)]})
+    server = serve(tmp_path, {"refunds": V1}, assembler=FAST)
     bad = refund_run(server, approve=False)
     trajectory(server, bad)
     server.stop()
@@ -221,10 +181,7 @@ def test_replay_from_a_stopped_collectors_file(tmp_path: Path, capsys) -> None:
 def test_worker_processes_give_the_same_report(tmp_path: Path, capsys, monkeypatch) -> None:
     from collector.replay import run
 
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    shutil.copy(V1, rules / "refunds.yaml")
-    server = start_server(tmp_path / "data", assembler=FAST, rules={"paths": [str(rules)]})
+    server = serve(tmp_path, {"refunds": V1}, assembler=FAST)
     runs = [refund_run(server, approve=i % 2 == 0) for i in range(4)]
     for trace_id in runs:
         trajectory(server, trace_id)

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from collector import cli
-from tests.conftest import start_server, wait_for
-from tests.integration.test_replay import refund_run
-from tests.integration.test_trajectories import FAST, trajectory
+from tests.support.admin import trajectory
+from tests.support.agents import refund_run
+from tests.support.cli import sextant, sextant_streams
+from tests.support.server import FAST, start_server
+from tests.support.wait import wait_for
 
 # Everything the agent sent; received_at is when each collector got it.
 COMPARED = "* EXCLUDE (received_at)"
@@ -26,24 +27,22 @@ def test_spans_arrive_identical(tmp_path: Path, protocol: str, capsys) -> None:
         trajectory(first, incident)
         trajectory(first, other)
         endpoint = second.grpc_endpoint if protocol == "grpc" else second.http_url
-        with pytest.raises(SystemExit) as exited:
-            cli.main(
-                [
-                    "replay",
-                    "--url",
-                    first.admin_url,
-                    "--trace-id",
-                    incident,
-                    "--to-otlp",
-                    endpoint,
-                    "--protocol",
-                    protocol,
-                ]
-            )
-        assert exited.value.code == 0
+        code, printed, _ = sextant_streams(
+            capsys,
+            "replay",
+            "--url",
+            first.admin_url,
+            "--trace-id",
+            incident,
+            "--to-otlp",
+            endpoint,
+            "--protocol",
+            protocol,
+        )
+        assert code == 0
         sql = f"SELECT {COMPARED} FROM spans WHERE trace_id = ? ORDER BY span_id"
         original = first.query(sql, [incident])
-        assert f"sent {len(original)} spans of 1 traces" in capsys.readouterr().out
+        assert f"sent {len(original)} spans of 1 traces" in printed
         wait_for(lambda: len(second.query(sql, [incident])) == len(original))
         assert second.query(sql, [incident]) == original
         assert second.query("SELECT DISTINCT trace_id FROM spans") == [(incident,)]
@@ -61,9 +60,8 @@ def test_shift_to_now_moves_every_span_by_the_same_amount(tmp_path: Path, capsys
         incident = refund_run(first, approve=False)
         trajectory(first, incident)
         time.sleep(0.2)  # let the wall clock move past the original spans
-        with pytest.raises(SystemExit):
-            args = ["--url", first.admin_url, "--trace-id", incident, "--shift-to-now"]
-            cli.main(["replay", *args, "--to-otlp", second.grpc_endpoint])
+        args = ["--url", first.admin_url, "--trace-id", incident, "--shift-to-now"]
+        sextant(capsys, "replay", *args, "--to-otlp", second.grpc_endpoint)
         sql = "SELECT span_id, start_time_unix_nano, end_time_unix_nano FROM spans ORDER BY 1"
         before = first.query(sql)
         after = wait_for(lambda: (rows := second.query(sql)) and len(rows) == len(before) and rows)

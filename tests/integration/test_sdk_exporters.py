@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from tests.conftest import RunningServer
+from tests.support.server import RunningServer
 
 
 def exporter_for(server: RunningServer, protocol: str, compression: str | None):

@@ -10,9 +10,9 @@ from pathlib import Path
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from tests.agent_runs import booking_run, provider_for
-from tests.conftest import start_server
-from tests.integration.test_trajectories import FAST, trajectory
+from tests.support.admin import trajectory
+from tests.support.agents import booking_run, provider_for
+from tests.support.server import FAST, start_server
 
 
 def show(*args: str) -> subprocess.CompletedProcess:

@@ -10,10 +10,10 @@ import grpc
 import pytest
 import requests
 
-from collector import cli
-from tests.conftest import RunningServer, start_server, wait_for
-from tests.integration.test_trajectories import FAST
-from tests.otlp_builders import TRACE_EXPORT, simple_spans, trace_request
+from tests.support.cli import sextant, sextant_streams
+from tests.support.otlp import TRACE_EXPORT, simple_spans, trace_request
+from tests.support.server import FAST, RunningServer, start_server
+from tests.support.wait import wait_for
 
 TOKEN = "sql-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -196,10 +196,7 @@ def test_row_limit_params_and_auth(live: RunningServer) -> None:
 
 def test_sextant_sql_command(live: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
     def run(*args: str) -> tuple[int, str, str]:
-        with pytest.raises(SystemExit) as exited:
-            cli.main(["sql", *args, "--url", live.admin_url, "--token", TOKEN])
-        out = capsys.readouterr()
-        return exited.value.code, out.out, out.err
+        return sextant_streams(capsys, "sql", *args, "--url", live.admin_url, "--token", TOKEN)
 
     code, out, _ = run("SELECT 41 + 1 AS answer, 'x' AS s", "--format", "csv")
     assert (code, out.splitlines()) == (0, ["answer,s", "42,x"])
@@ -224,8 +221,6 @@ def test_sextant_sql_on_a_stopped_collectors_file(
         ("SELECT * FROM read_csv('/etc/passwd')", "Cannot access file", 1),
         ("DELETE FROM spans", "DELETE statements are not allowed", 1),
     ):
-        with pytest.raises(SystemExit) as exited:
-            cli.main(["sql", query, "--db", db, "--format", "csv"])
-        out = capsys.readouterr()
-        assert exited.value.code == code
-        assert expected in out.out + out.err
+        exit_code, printed = sextant(capsys, "sql", query, "--db", db, "--format", "csv")
+        assert exit_code == code
+        assert expected in printed

@@ -10,10 +10,9 @@ import pytest
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from tests.agent_runs import AgentScript, booking_run, provider_for, trace_id_of
-from tests.conftest import RunningServer, start_server, wait_for
-
-FAST = {"quiet_period_seconds": 0.3, "max_trace_age_seconds": 3, "tick_seconds": 0.05}
+from tests.support.admin import trajectory
+from tests.support.agents import AgentScript, booking_run, provider_for, trace_id_of
+from tests.support.server import FAST, RunningServer, start_server
 
 
 @pytest.fixture
@@ -25,16 +24,6 @@ def fast(tmp_path: Path):
 
 def provider(server: RunningServer):
     return provider_for(OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True))
-
-
-def trajectory(server: RunningServer, trace_id: str, revision: int = 1) -> dict:
-    def fetch():
-        reply = requests.get(f"{server.admin_url}/api/v1/trajectories/{trace_id}", timeout=5)
-        if reply.status_code == 200 and reply.json()["revision"] >= revision:
-            return reply.json()
-        return None
-
-    return wait_for(fetch, timeout=15)
 
 
 def calls(t: dict) -> list[tuple]:

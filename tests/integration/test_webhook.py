@@ -4,59 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.conftest import RunningServer, wait_for
-from tests.integration.test_decisions import firing, serve
-from tests.integration.test_evaluation import support_run
-from tests.integration.test_trajectories import trajectory
+from tests.support.admin import firing, trajectory
+from tests.support.agents import support_run
+from tests.support.server import RunningServer, serve_deciding
+from tests.support.wait import wait_for
+from tests.support.webhook import Receiver
 
 SECRET = "s3cret-signing-key"
-
-
-class Receiver:
-    """An HTTP endpoint that answers with the next status of a script, then 200."""
-
-    def __init__(self, statuses: list[int]) -> None:
-        self.statuses = list(statuses)
-        self.received: list[dict] = []
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                with outer.lock:
-                    status = outer.statuses.pop(0) if outer.statuses else 200
-                    outer.received.append(
-                        {"status": status, "headers": dict(self.headers), "body": body}
-                    )
-                self.send_response(status)
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def delivered(self) -> list[dict]:
-        with self.lock:
-            return [json.loads(r["body"]) for r in self.received if r["status"] == 200]
-
-    def close(self) -> None:
-        self.server.shutdown()
 
 
 def webhook_server(tmp_path: Path, receiver: Receiver, **extra) -> RunningServer:
@@ -66,7 +25,7 @@ def webhook_server(tmp_path: Path, receiver: Receiver, **extra) -> RunningServer
         "max_attempts": 3,
         **extra,
     }
-    return serve(tmp_path, alerts=alerts)
+    return serve_deciding(tmp_path, alerts=alerts)
 
 
 @pytest.fixture
@@ -134,7 +93,7 @@ def test_a_dead_channel_is_counted_and_becomes_a_review_decision(tmp_path):
 
 def test_alerts_test_reports_each_channel(tmp_path, receiver):
     unreachable = "http://127.0.0.1:9/nothing-listens-here"
-    server = serve(
+    server = serve_deciding(
         tmp_path,
         alerts={
             "webhooks": [

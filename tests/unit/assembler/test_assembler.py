@@ -16,7 +16,7 @@ from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics, StoreMetrics
 from collector.workers import WorkerPool
-from tests.otlp_builders import new_span_id, new_trace_id, trace_request
+from tests.support.otlp import new_span_id, new_trace_id, trace_request
 
 
 @pytest.fixture

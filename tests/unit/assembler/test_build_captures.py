@@ -13,7 +13,7 @@ from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
 from collector.normalize.wire import decode_request
 from evaluators.model import Trajectory
-from tests.conftest import TESTDATA
+from tests.support.paths import TESTDATA
 
 CAPTURES = TESTDATA / "otlp-captures"
 FILES = sorted([*CAPTURES.glob("*.otlp.json"), *CAPTURES.glob("*.body.json")])

@@ -13,7 +13,7 @@ from collector.assembler.prices import PriceTable
 from collector.assembler.spans import SPAN_FIELDS
 from collector.assembler.work import Closing, build_batch
 from collector.normalize.wire import decode_request
-from tests.otlp_builders import new_span_id, new_trace_id, trace_request
+from tests.support.otlp import new_span_id, new_trace_id, trace_request
 
 NOW = datetime(2026, 11, 29, 12, 0, 0)
 

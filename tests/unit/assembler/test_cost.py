@@ -8,7 +8,7 @@ from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
 from collector.config import load_config
 from collector.normalize.wire import decode_request
-from tests.otlp_builders import new_span_id, new_trace_id, trace_request
+from tests.support.otlp import new_span_id, new_trace_id, trace_request
 
 
 def llm_run(*llm_attrs: dict):

@@ -10,8 +10,8 @@ from evaluators.base import Verdict
 from evaluators.engine import evaluate_pack
 from evaluators.rulepack import RulePack, RulePackError, load_text
 from evaluators.secrets import DETECTORS, found
-from tests.unit.evaluators.runs import llm, run, tool
-from tests.unit.evaluators.test_rule_types import APPROVAL, approval, pack, verdict
+from tests.support.rules import APPROVAL, approval, pack, verdict
+from tests.support.trajectories import llm, run, tool
 
 
 def test_a_when_condition_that_raises_gives_review_not_silence() -> None:

@@ -7,19 +7,8 @@ import pytest
 from evaluators.base import Verdict
 from evaluators.engine import evaluate_pack
 from evaluators.rulepack import RulePack
-from tests.unit.evaluators.runs import llm, run, tool
-
-
-def pack(*rules: dict) -> RulePack:
-    return RulePack.model_validate(
-        {"name": "p", "version": "1", "owner": "o", "rules": list(rules)}
-    )
-
-
-def verdict(rule: dict, trajectory):  # type: ignore[no-untyped-def]
-    (result,) = evaluate_pack(trajectory, pack(rule))
-    return result
-
+from tests.support.rules import APPROVAL, approval, pack, verdict
+from tests.support.trajectories import llm, run, tool
 
 PRESENCE = {
     "id": "r",
@@ -129,20 +118,6 @@ def test_tool_args() -> None:
         "args": {"amount": {"schema": {"type": "number", "maximum": 500}}},
     }
     assert verdict(schema, run(tool(1, "pay", {"amount": 900}))).verdict == Verdict.FAIL
-
-
-APPROVAL = {
-    "id": "r",
-    "type": "precedes",
-    "reason": "approval_boundary_violation",
-    "before": {"name": "request_approval", "attributes": {"sextant.approval.status": "approved"}},
-    "then": {"kind": "tool", "name": "update_*"},
-    "require_ok": True,
-}
-
-
-def approval(seq: int, status: str = "approved", **kw):  # type: ignore[no-untyped-def]
-    return tool(seq, "request_approval", {}, attrs={"sextant.approval.status": status}, **kw)
 
 
 def test_precedes_approval_before_write() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from collector.config import BUILTIN_RULES
 from evaluators.rulepack import RulePackError, load_pack, load_text
-from tests.conftest import TESTDATA
+from tests.support.paths import TESTDATA
 
 BAD = TESTDATA / "rules" / "bad"
 

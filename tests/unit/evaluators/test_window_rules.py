@@ -6,8 +6,8 @@ import pytest
 
 from evaluators.engine import evaluate_pack
 from evaluators.rulepack import RulePackError, load_text
-from tests.unit.evaluators.runs import llm
-from tests.unit.evaluators.runs import run as make_run
+from tests.support.trajectories import llm
+from tests.support.trajectories import run as make_run
 
 HEAD = "name: p\nversion: '1'\nowner: me\n"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collector.normalize.anyvalue import AttributeReader
-from tests.otlp_builders import any_value, kv
+from tests.support.otlp import any_value, kv
 
 
 def test_every_value_type_converts() -> None:

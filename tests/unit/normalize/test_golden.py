@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from collector.normalize.wire import decode_request
-from tests.conftest import TESTDATA
+from tests.support.paths import TESTDATA
 
 FIXTURES = sorted((TESTDATA / "otlp").glob("*.json"))
 

@@ -12,7 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.errors import MalformedRequest
 from collector.normalize.otlp_json import logs_from_json, traces_from_json
-from tests.conftest import TESTDATA
+from tests.support.paths import TESTDATA
 
 FILES = sorted(
     [

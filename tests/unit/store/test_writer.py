@@ -17,7 +17,7 @@ from collector.normalize.wire import decode_request
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import StoreMetrics
-from tests.otlp_builders import new_trace_id, simple_spans, trace_request
+from tests.support.otlp import new_trace_id, simple_spans, trace_request
 
 
 def batch(count: int, trace_id: bytes | None = None):

@@ -1,4 +1,4 @@
-"""Hand-built trajectories for evaluator tests."""
+"""Hand-built trajectories for evaluator tests: a run of steps, tool and LLM steps."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Agent runs for drift and reliability tests, sent through the real OTel SDK in batches."""
+"""Agent runs for drift and reliability tests, sent through the real OTel SDK in batches, and a
+server that evaluates one pack's window rules."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -10,22 +10,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from tests.agent_runs import AgentScript, trace_id_of
-from tests.conftest import RunningServer, start_server
-from tests.integration.test_trajectories import FAST
+from tests.support.agents import AgentScript, trace_id_of
+from tests.support.server import FAST, RunningServer, serve
 
 
 def serve_pack(tmp_path: Path, name: str, pack: str) -> RunningServer:
     """A server evaluating only this pack, with window rules checked every 0.1 s."""
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / f"{name}.yaml").write_text(textwrap.dedent(pack))
-    return start_server(
-        tmp_path / "data",
-        assembler=FAST,
-        rules={"paths": [str(rules)]},
-        drift={"tick_seconds": 0.1},
-    )
+    return serve(tmp_path, {name: pack}, assembler=FAST, drift={"tick_seconds": 0.1})
 
 
 def batch_provider(endpoint: str, service: str, version: str) -> TracerProvider:

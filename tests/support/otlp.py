@@ -1,15 +1,23 @@
-"""Small builders of OTLP requests for tests (protobuf and OTLP/JSON)."""
+"""Small builders of OTLP requests for tests (protobuf and OTLP/JSON), and a raw gRPC export."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import grpc
+import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from collector.replay.resend import any_value
+
+if TYPE_CHECKING:
+    from tests.support.server import RunningServer
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
@@ -74,3 +82,30 @@ def logs_request(records: list[dict[str, Any]]) -> ExportLogsServiceRequest:
             record.body.CopyFrom(any_value(spec["body"]))
         record.attributes.extend(kv(k, v) for k, v in spec.get("attributes", {}).items())
     return request
+
+
+def bad_id_request(trace_id: bytes) -> ExportTraceServiceRequest:
+    """Three good spans of `trace_id` and five with ids of the wrong length or all zeros."""
+    spans = simple_spans(3, trace_id)
+    spans.append({"trace_id": b"\x01" * 15, "span_id": b"\x02" * 8, "name": "short trace id"})
+    spans.append({"trace_id": bytes(16), "span_id": b"\x02" * 8, "name": "zero trace id"})
+    spans.append({"trace_id": trace_id, "span_id": bytes(8), "name": "zero span id"})
+    spans.append({"trace_id": trace_id, "span_id": b"\x03" * 7, "name": "short span id"})
+    spans.append(
+        {"trace_id": trace_id, "span_id": b"\x04" * 8, "parent_span_id": b"\x05" * 3, "name": "p"}
+    )
+    return trace_request(spans)
+
+
+def grpc_export(server: RunningServer, body: bytes, metadata=()) -> ExportTraceServiceResponse:
+    """Send raw bytes to the trace Export method, as a client with no schema checks would."""
+    with grpc.insecure_channel(server.grpc_endpoint) as channel:
+        reply = channel.unary_unary(TRACE_EXPORT)(body, timeout=10, metadata=metadata)
+    return ExportTraceServiceResponse.FromString(reply)
+
+
+def grpc_error(server: RunningServer, body: bytes, metadata=()) -> grpc.RpcError:
+    """The error the trace Export method answers `body` with (fails if it accepts it)."""
+    with pytest.raises(grpc.RpcError) as caught:
+        grpc_export(server, body, metadata)
+    return caught.value

@@ -1,0 +1,7 @@
+"""Where the test fixtures live on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTDATA = Path(__file__).parent.parent / "testdata"

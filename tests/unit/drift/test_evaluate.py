@@ -1,0 +1,116 @@
+"""Drift rules over a store: a shifted tool mix fails with a low p-value and its runs as
+evidence; the same mix passes; too few runs is a review; the baseline is never its own target."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from collector.drift.evaluate import evaluate_drift, find_targets, sides
+from evaluators.base import Verdict
+from evaluators.rulepack import Selector
+from evaluators.window import DriftRule
+from tests.support.store import NOW, RunStore
+
+A = ["search_flights", "hold_seat", "confirm_booking"]
+B = ["search_flights", "reserve_seat_v2", "confirm_booking"]  # hold_seat gone, a new tool
+RUNS = 20
+TRAVEL = Selector(service="travel-desk*", agent="travel-agent")
+
+
+def canary(**overrides: Any) -> DriftRule:
+    return DriftRule.model_validate(
+        {
+            "id": "canary-tool-mix",
+            "type": "drift",
+            "reason": "canary_behaviour_changed",
+            "compare": {
+                "baseline": {"service.version": "1.4.*"},
+                "candidate": {"service.version": "1.5.*"},
+            },
+            "metrics": ["tool_choice"],
+            "alpha": 0.01,
+            "min_samples": 15,
+            **overrides,
+        }
+    )
+
+
+def send(store: RunStore, version: str, tools: list[str], runs: int = RUNS) -> set[str]:
+    return {store.run(tools, version=version, ago=timedelta(minutes=1 + i)) for i in range(runs)}
+
+
+def test_a_shifted_tool_mix_fails_with_a_low_p_value_and_the_new_runs_as_evidence(
+    store: RunStore,
+) -> None:
+    send(store, "1.4.0", A)
+    b_runs = send(store, "1.5.0", B)
+    [outcome] = evaluate_drift(store.cursor, TRAVEL, canary(), NOW)
+    assert outcome.target == ("travel-desk", "travel-agent", "1.5.0")
+    assert (outcome.metric, outcome.verdict) == ("tool_choice", Verdict.FAIL)
+    assert outcome.p_value is not None and outcome.p_value < 0.01
+    assert (outcome.baseline_n, outcome.current_n) == (RUNS, RUNS)
+    assert outcome.evidence and set(outcome.evidence) <= b_runs
+    assert "new: reserve_seat_v2" in outcome.message
+    assert "no longer always: hold_seat" in outcome.message
+
+
+def test_the_same_tool_mix_passes(store: RunStore) -> None:
+    send(store, "1.4.0", A)
+    send(store, "1.5.0", A)
+    [outcome] = evaluate_drift(store.cursor, TRAVEL, canary(), NOW)
+    assert outcome.verdict == Verdict.PASS
+    assert outcome.p_value is not None and outcome.p_value >= 0.01
+    assert outcome.evidence == ()
+
+
+def test_too_few_runs_on_a_side_is_a_review_not_a_pass(store: RunStore) -> None:
+    send(store, "1.4.0", A, runs=5)
+    send(store, "1.5.0", B, runs=5)
+    [outcome] = evaluate_drift(store.cursor, TRAVEL, canary(), NOW)
+    assert outcome.verdict == Verdict.REVIEW
+    assert outcome.message.startswith("fewer than 15 samples on a side")
+
+
+def test_longer_runs_fail_the_steps_metric(store: RunStore) -> None:
+    for i in range(RUNS):
+        store.run(A, version="1.4.0", steps=4 + i % 2)
+        store.run(A, version="1.5.0", steps=12 + i % 3)
+    [outcome] = evaluate_drift(store.cursor, TRAVEL, canary(metrics=["steps"]), NOW)
+    assert (outcome.metric, outcome.verdict) == ("steps", Verdict.FAIL)
+    assert outcome.effect_size == 1.0  # KS D: every candidate run is longer than every baseline
+
+
+def test_only_candidates_inside_the_window_are_targets(store: RunStore) -> None:
+    store.run(version="1.4.0")
+    store.run(version="1.5.0")
+    store.run(version="1.5.1", ago=timedelta(hours=2))  # before the current window
+    store.run(version="1.5.2", service="other-desk")  # outside the selector
+    start, end = NOW - timedelta(hours=1), NOW
+    assert find_targets(store.cursor, TRAVEL, start, end, "1.5.*") == [
+        ("travel-desk", "travel-agent", "1.5.0")
+    ]
+    assert len(find_targets(store.cursor, TRAVEL, start, end)) == 2
+
+
+def test_the_baseline_version_is_not_compared_with_itself() -> None:
+    assert sides(canary(), ("travel-desk", "travel-agent", "1.4.2"), NOW) is None
+    baseline, current = sides(canary(), ("travel-desk", "travel-agent", "1.5.0"), NOW)
+    assert baseline.description == "service.version 1.4.* over the same window"
+    assert (baseline.start, baseline.end) == (current.start, current.end)
+
+
+def test_a_previous_window_baseline_ends_where_the_current_one_starts() -> None:
+    rule = DriftRule.model_validate(
+        {
+            "id": "r",
+            "type": "drift",
+            "reason": "drifted",
+            "baseline": {"last": "1d"},
+            "current": {"last": "1h"},
+        }
+    )
+    baseline, current = sides(rule, ("travel-desk", "travel-agent", "1.5.0"), NOW)
+    assert current.start == NOW - timedelta(hours=1) == baseline.end
+    assert baseline.start == NOW - timedelta(hours=25)
+    assert baseline.description == "the 86400 s before the current window"
