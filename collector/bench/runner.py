@@ -45,6 +45,7 @@ class BenchReport:
     latencies: list[float] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     request_bytes: int = 0
+    spans_per_request: int = 0  # as sent: whole traces only
 
     def percentile(self, q: float) -> float:
         if not self.latencies:
@@ -53,13 +54,33 @@ class BenchReport:
             return self.latencies[0]
         return statistics.quantiles(self.latencies, n=1000, method="inclusive")[int(q * 10) - 1]
 
+    def summary(self) -> dict[str, float | int | str]:
+        """The figures of `render` as one flat record (for JSON and CSV)."""
+        o = self.options
+        return {
+            "endpoint": o.endpoint,
+            "protocol": o.protocol,
+            "concurrency": o.concurrency,
+            "spans_per_request": self.spans_per_request or o.spans_per_request,
+            "request_bytes": self.request_bytes,
+            "duration_s": round(self.elapsed, 3),
+            "requests_ok": self.requests_ok,
+            "requests_failed": sum(self.errors.values()),
+            "spans_sent": self.spans_sent,
+            "spans_accepted": self.spans_accepted,
+            "spans_per_s": round(self.spans_accepted / self.elapsed, 1) if self.elapsed else 0.0,
+            "latency_p50_ms": round(self.percentile(50) * 1000, 3),
+            "latency_p99_ms": round(self.percentile(99) * 1000, 3),
+        }
+
     def render(self) -> str:
         o = self.options
+        spans = self.spans_per_request or o.spans_per_request
         rate = self.spans_accepted / self.elapsed if self.elapsed else 0.0
         lines = [
             f"endpoint          {o.endpoint} ({o.protocol}), concurrency {o.concurrency}",
-            f"request size      {o.spans_per_request} spans, {self.request_bytes} bytes"
-            f" ({self.request_bytes / max(o.spans_per_request, 1):.0f} bytes/span)",
+            f"request size      {spans} spans, {self.request_bytes} bytes"
+            f" ({self.request_bytes / max(spans, 1):.0f} bytes/span)",
             f"duration          {self.elapsed:.1f} s",
             f"requests          {self.requests_ok} ok, {sum(self.errors.values())} failed",
             f"spans accepted    {self.spans_accepted} of {self.spans_sent} sent",
@@ -132,7 +153,7 @@ def payload_template(options: BenchOptions) -> tuple[bytes, bytes, int]:
 
 def run_bench(options: BenchOptions) -> BenchReport:
     template, salt, spans = payload_template(options)
-    report = BenchReport(options, request_bytes=len(template))
+    report = BenchReport(options, request_bytes=len(template), spans_per_request=spans)
     traces_per_request = max(1, spans // options.spans_per_trace)
     lock = threading.Lock()
     started_at = time.monotonic()
