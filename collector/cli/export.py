@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
     case.add_argument("--out", type=Path, required=True, help="JSONL file to write")
     case.add_argument(
         "--pack",
-        help="the pack whose verdicts the cases expect (default: the one pack that judged it)",
+        help="only this pack's verdicts (default: every pack's; `rules test PACK` takes its own)",
     )
     add_source(case)
     case.set_defaults(func=run_case)

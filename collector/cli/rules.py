@@ -106,9 +106,15 @@ def read_cases(path: Path) -> list[dict[str, Any]]:
     return cases
 
 
-def problems_of(doc: dict[str, Any], results: list[Any], verdict: str) -> list[str]:
-    """How the pack's results differ from what the case expects."""
-    expect = doc.get("expect", {})
+def problems_of(doc: dict[str, Any], pack: str, results: list[Any], verdict: str) -> list[str]:
+    """How the pack's results differ from what the case expects of that pack."""
+    from collector.errors import SextantError
+    from collector.replay.cases import expected_of
+
+    try:
+        expect = expected_of(doc, pack)
+    except SextantError as exc:
+        return [str(exc)]
     got = {r.rule_id: r.verdict.value for r in results}
     found = []
     if "verdict" in expect and expect["verdict"] != verdict:
@@ -134,7 +140,7 @@ def run_test(args: argparse.Namespace) -> int:
     for doc in cases:
         results = evaluate_pack(trajectory_from_json(doc), pack)
         verdict = overall_verdict(results).value if results else "none"
-        problems = problems_of(doc, results, verdict)
+        problems = problems_of(doc, pack.name, results, verdict)
         label = f"{args.cases}:{doc['line']} ({doc.get('trace_id', '?')})"
         if not problems:
             print(f"ok   {label}: {verdict}")

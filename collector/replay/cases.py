@@ -32,42 +32,46 @@ def pack_verdict(results: list[dict[str, Any]]) -> str:
     return "pass"
 
 
-def case_pack(doc: dict[str, Any], by_pack: dict[str, list[dict[str, Any]]]) -> str | None:
-    """The one pack that judged this run: the only pack with results, or the only one whose
-    rules applied (a catch-all pack that found nothing to check does not count)."""
-    if len(by_pack) <= 1:
-        return next(iter(by_pack), None)
-    applied = [
-        name
-        for name, results in by_pack.items()
-        if any(r["verdict"] != "not_applicable" for r in results)
-    ]
-    if len(applied) == 1:
-        return applied[0]
-    raise SextantError(
-        f"trace {doc['trace_id']} was judged by several packs"
-        f" ({', '.join(sorted(applied or by_pack))}); say which one the cases are for:"
-        " --pack NAME"
-    )
+def expectation(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """What one pack decided: its verdict and each rule's."""
+    return {
+        "verdict": pack_verdict(results) if results else "none",
+        "rules": {r["rule_id"]: r["verdict"] for r in results},
+    }
 
 
 def as_case(doc: dict[str, Any], pack: str | None) -> dict[str, Any]:
-    """The trajectory plus `expect`: what the pack decided when it was stored."""
+    """The trajectory plus `expect`: what the pack decided when it was stored.
+
+    Without `pack`, a run judged by several packs keeps each one's expectation under
+    `expect.packs`, and `sextant rules test PACK` takes the one of the pack it tests: the pack
+    is known there, so the export need not guess it."""
     by_pack: dict[str, list[dict[str, Any]]] = {}
     for r in doc.get("results", []):
         by_pack.setdefault(r["pack"], []).append(r)
-    name = pack or case_pack(doc, by_pack)
     if pack is not None and by_pack and pack not in by_pack:
         raise SextantError(
             f"trace {doc['trace_id']} has no results of pack {pack!r}"
             f" (it has {', '.join(sorted(by_pack))})"
         )
-    results = by_pack.get(name, []) if name else []
-    expect = {
-        "verdict": pack_verdict(results) if results else "none",
-        "rules": {r["rule_id"]: r["verdict"] for r in results},
-    }
-    return {**doc, "expect": expect}
+    if pack is None and len(by_pack) > 1:
+        packs = {name: expectation(results) for name, results in sorted(by_pack.items())}
+        return {**doc, "expect": {"packs": packs}}
+    name = pack or next(iter(by_pack), None)
+    return {**doc, "expect": expectation(by_pack.get(name, []) if name else [])}
+
+
+def expected_of(case: dict[str, Any], pack: str) -> dict[str, Any]:
+    """The expectation a case holds for `pack` (see as_case); an error naming the packs it has."""
+    expect = case.get("expect", {})
+    if "packs" not in expect:
+        return expect
+    if pack not in expect["packs"]:
+        raise SextantError(
+            f"no expectation for pack {pack!r}; the case has {', '.join(expect['packs'])}"
+            " (export it with --pack NAME)"
+        )
+    return expect["packs"][pack]
 
 
 def export_cases(source: Source, trace_ids: list[str], out: Path, pack: str | None) -> int:
