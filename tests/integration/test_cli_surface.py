@@ -119,8 +119,18 @@ def test_trajectories_from_a_stopped_collectors_file(tmp_path: Path, capsys) -> 
         assert code == 0
     finally:
         server.stop()
-    code, from_file = sextant(capsys, "trajectories", "--db", str(tmp_path / "data/sextant.duckdb"))
+    db = str(tmp_path / "data/sextant.duckdb")
+    code, from_file = sextant(capsys, "trajectories", "--db", db)
     assert code == 0 and from_file == live and bad in from_file
+    parquet = str(tmp_path / "parquet")
+    code, _ = sextant(capsys, "export", "parquet", "--out", parquet, "--db", db)
+    assert code == 0
+    code, from_parquet = sextant(capsys, "trajectories", "--parquet", parquet)
+    assert code == 0 and from_parquet == live
+    # Every file source is locked down: SQL reads the store's tables and nothing else.
+    for source in (("--db", db), ("--parquet", parquet)):
+        code, out = sextant(capsys, "sql", "SELECT * FROM read_csv('/etc/passwd')", *source)
+        assert code == 1 and "Cannot access file" in out, source
 
 
 def test_exit_codes(tmp_path: Path, capsys) -> None:
