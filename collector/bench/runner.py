@@ -151,67 +151,88 @@ def payload_template(options: BenchOptions) -> tuple[bytes, bytes, int]:
     return orjson.dumps(doc), salt.hex().encode(), spans
 
 
+class Schedule:
+    """Which request goes next, shared by the sending threads: a budget of requests when
+    --traces is given, and with --rate the moment each request may leave (open loop)."""
+
+    def __init__(self, options: BenchOptions, spans: int, traces_per_request: int) -> None:
+        self.lock = threading.Lock()
+        self.started_at = time.monotonic()
+        self.deadline = self.started_at + options.duration
+        self.budget = -(-options.traces // traces_per_request) if options.traces else None
+        self.slot = 0
+        self.interval = spans / options.rate if options.rate else 0.0
+
+    def next(self) -> bool:
+        """Wait for the next request's turn; False when the run is over."""
+        if time.monotonic() >= self.deadline:
+            return False
+        with self.lock:
+            if self.budget is not None:
+                if self.budget <= 0:
+                    return False
+                self.budget -= 1
+            slot = self.slot
+            self.slot += 1
+        if self.interval:  # open loop: request n leaves at start + n * interval
+            pause = self.started_at + slot * self.interval - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            return time.monotonic() < self.deadline
+        return True
+
+
+def fresh_salt(salt: bytes) -> bytes:
+    """New random bytes in the salt's encoding (hex text in JSON, raw bytes in protobuf)."""
+    return os.urandom(len(salt) // 2).hex().encode() if len(salt) == 16 else os.urandom(8)
+
+
+def send_until_done(
+    options: BenchOptions, schedule: Schedule, report: BenchReport, payload: tuple[bytes, bytes]
+) -> None:
+    """One thread's loop: send fresh copies of the template, count what came back."""
+    template, salt = payload
+    spans = report.spans_per_request
+    sender = Sender(options)
+    latencies: list[float] = []
+    try:
+        while schedule.next():
+            started = time.perf_counter()
+            try:
+                rejected = sender.send(template.replace(salt, fresh_salt(salt)))
+            except grpc.RpcError as exc:
+                with schedule.lock:
+                    report.errors[f"gRPC {exc.code().name}"] += 1
+                    report.spans_sent += spans
+                continue
+            except (OSError, RuntimeError, http.client.HTTPException) as exc:
+                with schedule.lock:
+                    report.errors[str(exc) or type(exc).__name__] += 1
+                    report.spans_sent += spans
+                sender.close()
+                sender = Sender(options)
+                continue
+            latencies.append(time.perf_counter() - started)
+            with schedule.lock:
+                report.requests_ok += 1
+                report.spans_sent += spans
+                report.spans_accepted += spans - rejected
+    finally:
+        sender.close()
+        with schedule.lock:
+            report.latencies.extend(latencies)
+
+
 def run_bench(options: BenchOptions) -> BenchReport:
     template, salt, spans = payload_template(options)
     report = BenchReport(options, request_bytes=len(template), spans_per_request=spans)
-    traces_per_request = max(1, spans // options.spans_per_trace)
-    lock = threading.Lock()
-    started_at = time.monotonic()
-    deadline = started_at + options.duration
-    budget = {"requests": -(-options.traces // traces_per_request) if options.traces else None}
-    schedule = {"next": 0}
-    interval = spans / options.rate if options.rate else 0.0
-
-    def worker() -> None:
-        sender = Sender(options)
-        latencies: list[float] = []
-        try:
-            while time.monotonic() < deadline:
-                with lock:
-                    if budget["requests"] is not None:
-                        if budget["requests"] <= 0:
-                            break
-                        budget["requests"] -= 1
-                    slot = schedule["next"]
-                    schedule["next"] += 1
-                if interval:  # open loop: request n leaves at start + n * interval
-                    pause = started_at + slot * interval - time.monotonic()
-                    if pause > 0:
-                        time.sleep(pause)
-                    if time.monotonic() >= deadline:
-                        break
-                fresh = (
-                    os.urandom(len(salt) // 2).hex().encode()
-                    if len(salt) == 16
-                    else (os.urandom(8))
-                )
-                payload = template.replace(salt, fresh)
-                started = time.perf_counter()
-                try:
-                    rejected = sender.send(payload)
-                except grpc.RpcError as exc:
-                    with lock:
-                        report.errors[f"gRPC {exc.code().name}"] += 1
-                        report.spans_sent += spans
-                    continue
-                except (OSError, RuntimeError, http.client.HTTPException) as exc:
-                    with lock:
-                        report.errors[str(exc) or type(exc).__name__] += 1
-                        report.spans_sent += spans
-                    sender.close()
-                    sender = Sender(options)
-                    continue
-                latencies.append(time.perf_counter() - started)
-                with lock:
-                    report.requests_ok += 1
-                    report.spans_sent += spans
-                    report.spans_accepted += spans - rejected
-        finally:
-            sender.close()
-            with lock:
-                report.latencies.extend(latencies)
-
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(options.concurrency)]
+    schedule = Schedule(options, spans, max(1, spans // options.spans_per_trace))
+    threads = [
+        threading.Thread(
+            target=send_until_done, args=(options, schedule, report, (template, salt)), daemon=True
+        )
+        for _ in range(options.concurrency)
+    ]
     started = time.monotonic()
     for t in threads:
         t.start()

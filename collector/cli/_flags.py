@@ -37,12 +37,11 @@ def add_command(
 
 def add_url_token(parser: argparse.ArgumentParser) -> None:
     """--url and --token: the admin API of a running collector."""
-    parser.add_argument(
-        "--url", default=DEFAULT_URL, help="admin API of a running collector (HOST:PORT URL)"
-    )
+    parser.add_argument("--url", default=DEFAULT_URL, help="the admin API of a running collector")
     parser.add_argument(
         "--token",
         default=None,
+        metavar="TOKEN",
         help=f"bearer token for the admin API (default: ${TOKEN_ENV} when set)",
     )
 
@@ -53,6 +52,7 @@ def add_db(parser: argparse.ArgumentParser, verb: str = "read") -> None:
         "--db",
         type=Path,
         default=None,
+        metavar="FILE",
         help=f"{verb} a DuckDB file instead of --url (a stopped collector's sextant.duckdb)",
     )
 
@@ -63,7 +63,11 @@ def add_source(parser: argparse.ArgumentParser, parquet: bool = False) -> None:
     add_db(parser)
     if parquet:
         parser.add_argument(
-            "--parquet", type=Path, default=None, help="read a `sextant export parquet` directory"
+            "--parquet",
+            type=Path,
+            default=None,
+            metavar="DIR",
+            help="read a `sextant export parquet` directory instead of --url",
         )
 
 
@@ -103,10 +107,14 @@ def moment(text: str) -> datetime:
 def add_window(parser: argparse.ArgumentParser, what: str = "runs that started") -> None:
     """--since / --until in the one time grammar."""
     parser.add_argument(
-        "--since", type=moment, default=None, help=f"{what} at or after: ISO time or age (6h, 7d)"
+        "--since",
+        type=moment,
+        default=None,
+        metavar="TIME",
+        help=f"{what} at or after: ISO 8601 time or age (6h, 7d)",
     )
     parser.add_argument(
-        "--until", type=moment, default=None, help=f"{what} before: ISO time or age"
+        "--until", type=moment, default=None, metavar="TIME", help=f"{what} before: ISO or age"
     )
 
 

@@ -16,7 +16,12 @@ def register(sub: Any) -> None:
         "sextant bench --endpoint localhost:4317 --duration 30s --concurrency 8",
     )
     bench.add_argument("--endpoint", default="localhost:4317", help="HOST:PORT or http(s) URL")
-    bench.add_argument("--protocol", choices=("grpc", "http/protobuf", "http/json"), default="grpc")
+    bench.add_argument(
+        "--protocol",
+        choices=("grpc", "http/protobuf", "http/json"),
+        default="grpc",
+        help="OTLP encoding",
+    )
     bench.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight")
     bench.add_argument("--duration", type=duration, default=10.0, help="how long to run (10s, 2m)")
     bench.add_argument("--traces", type=int, default=0, help="stop after this many traces (0: no)")
@@ -26,7 +31,9 @@ def register(sub: Any) -> None:
         default=512,
         help="spans in one export, rounded down to whole traces",
     )
-    bench.add_argument("--spans-per-trace", type=positive_int, default=10)
+    bench.add_argument(
+        "--spans-per-trace", type=positive_int, default=10, help="spans in one agent run"
+    )
     bench.add_argument(
         "--rate", type=float, default=0.0, help="offer this many spans/s (0: all it takes)"
     )

@@ -66,7 +66,11 @@ def register(sub: Any) -> None:
     p.add_argument("--reason", help="a reason code the live verdict gave")
     p.add_argument("--decision", help="the evidence traces of this decision id")
     p.add_argument(
-        "--rules", type=Path, action="append", help="pack file or directory (default: in force)"
+        "--rules",
+        type=Path,
+        action="append",
+        metavar="PATH",
+        help="pack file or directory, repeatable (default: the packs in force)",
     )
     add_source(p, parquet=True)
     p.add_argument("--write", action="store_true", help="store the results as a replay revision")
@@ -74,15 +78,20 @@ def register(sub: Any) -> None:
         "--expect",
         action="append",
         default=[],
-        help="fail:TRACE_ID:REASON or pass:TRACE_ID; exit 1 when not met",
+        metavar="SPEC",
+        help="fail:TRACE_ID:REASON or pass:TRACE_ID, repeatable; exit 1 when not met",
     )
     p.add_argument("--max-diff", type=int, default=200, help="changes to print at most")
     p.add_argument(
         "--jobs", type=positive_int, default=os.cpu_count() or 1, help="processes evaluating"
     )
     add_format(p)
-    p.add_argument("--to-otlp", help="re-send the selected traces' spans to this OTLP endpoint")
-    p.add_argument("--protocol", choices=("grpc", "http/protobuf"), default="grpc")
+    p.add_argument(
+        "--to-otlp", metavar="ENDPOINT", help="re-send the selected traces' spans there (OTLP)"
+    )
+    p.add_argument(
+        "--protocol", choices=("grpc", "http/protobuf"), default="grpc", help="with --to-otlp"
+    )
     p.add_argument(
         "--otlp-header", action="append", default=[], help="KEY=VALUE sent with each export"
     )
