@@ -188,12 +188,18 @@ class DemoRun:
         if self.server is not None:
             self.server.stop()
 
+    @property
+    def running(self) -> Embedded:
+        """The collector `start` started; asking before is a programming error."""
+        if self.server is None:
+            raise RuntimeError("the demo's collector is not started")
+        return self.server
+
     def send_round(self, i: int) -> None:
         """Run `i` of every agent that has that many runs, exported as an SDK would."""
-        assert self.server is not None
         for a in (a for a in AGENTS if i < a.runs(self.runs)):
             provider = provider_for(
-                OTLPSpanExporter(endpoint=self.server.grpc_endpoint, insecure=True),
+                OTLPSpanExporter(endpoint=self.running.grpc_endpoint, insecure=True),
                 service=a.service,
                 version=a.version,
             )
@@ -201,8 +207,7 @@ class DemoRun:
             provider.shutdown()
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        assert self.server is not None
-        cursor = self.server.pipeline.database.cursor()
+        cursor = self.running.pipeline.database.cursor()
         try:
             return cursor.execute(sql).fetchall()
         finally:
@@ -221,8 +226,7 @@ class DemoRun:
         return fresh
 
     def targets(self) -> dict[tuple[str, str, str], dict[str, Any]]:
-        assert self.server is not None
-        snap = self.server.pipeline.decisions.snapshot()
+        snap = self.running.pipeline.decisions.snapshot()
         found = {}
         for target in snap.targets:
             decision, reasons = snap.decision_of(target)
