@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,14 @@ def register(sub: Any) -> None:
     demo.set_defaults(func=run)
 
 
-def say(text: str = "") -> None:
-    print(text, flush=True)
+class Say:
+    """Where the demo's story goes: stdout, or stderr when stdout carries --format json/csv."""
+
+    def __init__(self, fmt: str) -> None:
+        self.out = sys.stdout if fmt == "table" else sys.stderr
+
+    def __call__(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,13 +46,14 @@ def run(args: argparse.Namespace) -> int:
 
     logging.getLogger().setLevel(logging.WARNING)
     demo = DemoRun(args.runs, args.data_dir)
+    say = Say(args.format)
     say("Sextant demo: a collector on loopback ports with a temporary store")
     server = demo.start()
     try:
         say(f"  OTLP/gRPC {server.grpc_endpoint}   admin {server.admin_url}")
         say(f"  store     {server.pipeline.database.path}")
         say()
-        ok = drive(demo, args.timeout, args.format)
+        ok = drive(demo, args.timeout, args.format, say)
     finally:
         demo.stop()
         say()
@@ -54,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def drive(demo: Any, timeout: float, fmt: str) -> bool:
+def drive(demo: Any, timeout: float, fmt: str, say: Say) -> bool:
     """Send the rounds, print what closes and is decided until the demo is done or times out."""
     from collector.demo.run import AGENTS
 
@@ -64,18 +72,18 @@ def drive(demo: Any, timeout: float, fmt: str) -> bool:
     say()
     for i in range(demo.rounds):
         demo.send_round(i)
-        progress(demo)
+        progress(demo, say)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        progress(demo)
+        progress(demo, say)
         if demo.done():
             break
         time.sleep(POLL_SECONDS)
-    progress(demo)
-    return summary(demo.summary(), fmt)
+    progress(demo, say)
+    return summary(demo.summary(), fmt, say)
 
 
-def progress(demo: Any) -> None:
+def progress(demo: Any, say: Say) -> None:
     for trace_id, service, agent, version, steps, verdict, reasons, _ in demo.new_trajectories():
         why = f"  ({', '.join(reasons)})" if reasons else ""
         target = f"{service}/{agent}@{version}"
@@ -91,7 +99,7 @@ def progress(demo: Any) -> None:
         )
 
 
-def summary(rows: list[dict[str, Any]], fmt: str) -> bool:
+def summary(rows: list[dict[str, Any]], fmt: str, say: Say) -> bool:
     """The per-target table; whether every target reached the decision expected of it."""
     from collector.cli._output import Table, emit
 
