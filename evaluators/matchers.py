@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 from typing import Any
 
@@ -11,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from evaluators.model import Step
 
 GLOB_CHARS = set("*?[")
-DESCRIBE_LIMIT = 200
 MISSING = object()
 
 
@@ -215,6 +215,13 @@ class StepMatcher(Strict):
         return True
 
     def describe(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.model_dump(exclude_defaults=True).items()]
-        text = "step(" + ", ".join(parts) + ")"
-        return text if len(text) <= DESCRIBE_LIMIT else text[: DESCRIBE_LIMIT - 2] + "…)"
+        """The matcher as a reader wrote it, in YAML flow style (`step(kind: tool, args:
+        {"$.amount": {"gt": 100}})`): whole, because a cut matcher cannot be found in the pack."""
+        fields = self.model_dump(exclude_defaults=True, by_alias=True)
+        parts = [f"{k}: {v if isinstance(v, str) else flow(v)}" for k, v in fields.items()]
+        return "step(" + ", ".join(parts) + ")"
+
+
+def flow(value: Any) -> str:
+    """A value as compact JSON, which is also YAML flow style; never a Python repr."""
+    return json.dumps(value, default=str, ensure_ascii=False, separators=(", ", ": "))

@@ -7,28 +7,13 @@ applies on its first failure.
 
 from __future__ import annotations
 
-import re
-
 from pydantic import Field, field_validator, model_validator
 
 from evaluators.base import Decision, Severity, Verdict
+from evaluators.durations import parse_duration
 from evaluators.matchers import Strict, text_matches
 
-DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
-UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 SEVERITY_RANK = {s: i for i, s in enumerate(Severity)}
-
-
-def parse_duration(value: str | float | int) -> float:
-    """`30s`, `5m`, `1h`, `7d` (or a bare number of seconds) → seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError("a duration is not negative")
-        return float(value)
-    match = DURATION.match(str(value).strip())
-    if not match:
-        raise ValueError(f"expected a duration such as 30s, 5m, 1h or 7d, got {value!r}")
-    return float(match.group(1)) * UNIT_SECONDS[match.group(2)]
 
 
 class PolicyMatch(Strict):
@@ -81,7 +66,7 @@ class DecisionPolicy(Strict):
     @field_validator("window", "for_seconds", "resolve_after", mode="before")
     @classmethod
     def _duration(cls, value: object) -> float:
-        return parse_duration(value)  # type: ignore[arg-type]
+        return parse_duration(value)
 
     @model_validator(mode="after")
     def _not_pass(self) -> DecisionPolicy:

@@ -6,29 +6,13 @@ collector evaluates them on a schedule (`interval`) over the store.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal, get_args
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from evaluators.durations import parse_duration
 from evaluators.matchers import Strict
 from evaluators.rules import RuleBase
-
-UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
-
-
-def parse_duration(value: object) -> object:
-    """`90s`, `15m`, `1h`, `7d`, `2w` or a number of seconds, as seconds."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as 60s, 1h or 7d")
-    if isinstance(value, int | float):
-        return value
-    match = DURATION.match(str(value))
-    if not match:
-        raise ValueError(f"expected a duration such as 60s, 1h or 7d, got {value!r}")
-    return float(match.group(1)) * UNITS[match.group(2) or "s"]
-
 
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from aiohttp import web
 
 from collector.admin.http import MAX_BODY_BYTES, RouteGroup
-from collector.config import AdminConfig
+from collector.config.sections import AdminConfig
 from collector.httpserver import HttpServer
 
 

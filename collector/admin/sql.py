@@ -12,7 +12,7 @@ from aiohttp import web
 
 from collector.admin.http import authorize, error_reply
 from collector.auth import BearerAuth
-from collector.config import SqlConfig
+from collector.config.sections import SqlConfig
 from collector.errors import SextantError
 from collector.store.database import Database
 from collector.store.readonly import QueryRefused, QueryResult, run_read_only

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from collector.config import AlertmanagerChannel, WebhookChannel
+from collector.config.sections import AlertmanagerChannel, WebhookChannel
 
 SIGNATURE_HEADER = "X-Sextant-Signature"
 TIMESTAMP_HEADER = "X-Sextant-Timestamp"

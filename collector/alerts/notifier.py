@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from collector.alerts.channels import Alertmanager, Channel, Notification, Webhook
-from collector.config import AlertsConfig
+from collector.config.sections import AlertsConfig
 from collector.decisions.state import DecisionState, Event, State, merge, summary_of
 from collector.lifecycle import remaining
 from collector.store.tables import ARROW_SCHEMAS

@@ -15,7 +15,7 @@ from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.spans import REMOTE_PARENT, SPAN_FIELDS
 from collector.assembler.work import Closing, Evaluates, build_batch
 from collector.clock import Clock, SystemClock
-from collector.config import AssemblerConfig
+from collector.config.sections import AssemblerConfig
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics

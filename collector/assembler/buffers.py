@@ -6,7 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
-from collector.config import AssemblerConfig
+from collector.config.sections import AssemblerConfig
 
 
 @dataclass(slots=True)

@@ -45,6 +45,7 @@ class BenchReport:
     latencies: list[float] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     request_bytes: int = 0
+    spans_per_request: int = 0  # as sent: whole traces only
 
     def percentile(self, q: float) -> float:
         if not self.latencies:
@@ -53,13 +54,33 @@ class BenchReport:
             return self.latencies[0]
         return statistics.quantiles(self.latencies, n=1000, method="inclusive")[int(q * 10) - 1]
 
+    def summary(self) -> dict[str, float | int | str]:
+        """The figures of `render` as one flat record (for JSON and CSV)."""
+        o = self.options
+        return {
+            "endpoint": o.endpoint,
+            "protocol": o.protocol,
+            "concurrency": o.concurrency,
+            "spans_per_request": self.spans_per_request or o.spans_per_request,
+            "request_bytes": self.request_bytes,
+            "duration_s": round(self.elapsed, 3),
+            "requests_ok": self.requests_ok,
+            "requests_failed": sum(self.errors.values()),
+            "spans_sent": self.spans_sent,
+            "spans_accepted": self.spans_accepted,
+            "spans_per_s": round(self.spans_accepted / self.elapsed, 1) if self.elapsed else 0.0,
+            "latency_p50_ms": round(self.percentile(50) * 1000, 3),
+            "latency_p99_ms": round(self.percentile(99) * 1000, 3),
+        }
+
     def render(self) -> str:
         o = self.options
+        spans = self.spans_per_request or o.spans_per_request
         rate = self.spans_accepted / self.elapsed if self.elapsed else 0.0
         lines = [
             f"endpoint          {o.endpoint} ({o.protocol}), concurrency {o.concurrency}",
-            f"request size      {o.spans_per_request} spans, {self.request_bytes} bytes"
-            f" ({self.request_bytes / max(o.spans_per_request, 1):.0f} bytes/span)",
+            f"request size      {spans} spans, {self.request_bytes} bytes"
+            f" ({self.request_bytes / max(spans, 1):.0f} bytes/span)",
             f"duration          {self.elapsed:.1f} s",
             f"requests          {self.requests_ok} ok, {sum(self.errors.values())} failed",
             f"spans accepted    {self.spans_accepted} of {self.spans_sent} sent",
@@ -130,67 +151,88 @@ def payload_template(options: BenchOptions) -> tuple[bytes, bytes, int]:
     return orjson.dumps(doc), salt.hex().encode(), spans
 
 
+class Schedule:
+    """Which request goes next, shared by the sending threads: a budget of requests when
+    --traces is given, and with --rate the moment each request may leave (open loop)."""
+
+    def __init__(self, options: BenchOptions, spans: int, traces_per_request: int) -> None:
+        self.lock = threading.Lock()
+        self.started_at = time.monotonic()
+        self.deadline = self.started_at + options.duration
+        self.budget = -(-options.traces // traces_per_request) if options.traces else None
+        self.slot = 0
+        self.interval = spans / options.rate if options.rate else 0.0
+
+    def next(self) -> bool:
+        """Wait for the next request's turn; False when the run is over."""
+        if time.monotonic() >= self.deadline:
+            return False
+        with self.lock:
+            if self.budget is not None:
+                if self.budget <= 0:
+                    return False
+                self.budget -= 1
+            slot = self.slot
+            self.slot += 1
+        if self.interval:  # open loop: request n leaves at start + n * interval
+            pause = self.started_at + slot * self.interval - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            return time.monotonic() < self.deadline
+        return True
+
+
+def fresh_salt(salt: bytes) -> bytes:
+    """New random bytes in the salt's encoding (hex text in JSON, raw bytes in protobuf)."""
+    return os.urandom(len(salt) // 2).hex().encode() if len(salt) == 16 else os.urandom(8)
+
+
+def send_until_done(
+    options: BenchOptions, schedule: Schedule, report: BenchReport, payload: tuple[bytes, bytes]
+) -> None:
+    """One thread's loop: send fresh copies of the template, count what came back."""
+    template, salt = payload
+    spans = report.spans_per_request
+    sender = Sender(options)
+    latencies: list[float] = []
+    try:
+        while schedule.next():
+            started = time.perf_counter()
+            try:
+                rejected = sender.send(template.replace(salt, fresh_salt(salt)))
+            except grpc.RpcError as exc:
+                with schedule.lock:
+                    report.errors[f"gRPC {exc.code().name}"] += 1
+                    report.spans_sent += spans
+                continue
+            except (OSError, RuntimeError, http.client.HTTPException) as exc:
+                with schedule.lock:
+                    report.errors[str(exc) or type(exc).__name__] += 1
+                    report.spans_sent += spans
+                sender.close()
+                sender = Sender(options)
+                continue
+            latencies.append(time.perf_counter() - started)
+            with schedule.lock:
+                report.requests_ok += 1
+                report.spans_sent += spans
+                report.spans_accepted += spans - rejected
+    finally:
+        sender.close()
+        with schedule.lock:
+            report.latencies.extend(latencies)
+
+
 def run_bench(options: BenchOptions) -> BenchReport:
     template, salt, spans = payload_template(options)
-    report = BenchReport(options, request_bytes=len(template))
-    traces_per_request = max(1, spans // options.spans_per_trace)
-    lock = threading.Lock()
-    started_at = time.monotonic()
-    deadline = started_at + options.duration
-    budget = {"requests": -(-options.traces // traces_per_request) if options.traces else None}
-    schedule = {"next": 0}
-    interval = spans / options.rate if options.rate else 0.0
-
-    def worker() -> None:
-        sender = Sender(options)
-        latencies: list[float] = []
-        try:
-            while time.monotonic() < deadline:
-                with lock:
-                    if budget["requests"] is not None:
-                        if budget["requests"] <= 0:
-                            break
-                        budget["requests"] -= 1
-                    slot = schedule["next"]
-                    schedule["next"] += 1
-                if interval:  # open loop: request n leaves at start + n * interval
-                    pause = started_at + slot * interval - time.monotonic()
-                    if pause > 0:
-                        time.sleep(pause)
-                    if time.monotonic() >= deadline:
-                        break
-                fresh = (
-                    os.urandom(len(salt) // 2).hex().encode()
-                    if len(salt) == 16
-                    else (os.urandom(8))
-                )
-                payload = template.replace(salt, fresh)
-                started = time.perf_counter()
-                try:
-                    rejected = sender.send(payload)
-                except grpc.RpcError as exc:
-                    with lock:
-                        report.errors[f"gRPC {exc.code().name}"] += 1
-                        report.spans_sent += spans
-                    continue
-                except (OSError, RuntimeError, http.client.HTTPException) as exc:
-                    with lock:
-                        report.errors[str(exc) or type(exc).__name__] += 1
-                        report.spans_sent += spans
-                    sender.close()
-                    sender = Sender(options)
-                    continue
-                latencies.append(time.perf_counter() - started)
-                with lock:
-                    report.requests_ok += 1
-                    report.spans_sent += spans
-                    report.spans_accepted += spans - rejected
-        finally:
-            sender.close()
-            with lock:
-                report.latencies.extend(latencies)
-
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(options.concurrency)]
+    report = BenchReport(options, request_bytes=len(template), spans_per_request=spans)
+    schedule = Schedule(options, spans, max(1, spans // options.spans_per_trace))
+    threads = [
+        threading.Thread(
+            target=send_until_done, args=(options, schedule, report, (template, salt)), daemon=True
+        )
+        for _ in range(options.concurrency)
+    ]
     started = time.monotonic()
     for t in threads:
         t.start()

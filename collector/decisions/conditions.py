@@ -16,7 +16,7 @@ from typing import Protocol
 
 import duckdb
 
-from collector.config import DecisionsConfig
+from collector.config.sections import DecisionsConfig
 from collector.decisions import queries
 from collector.decisions.state import EVERY_TARGET, Condition, Key, Target, merge
 from collector.evaluation.packs import PackText, compiled

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from collector.clock import Clock, SystemClock
-from collector.config import DecisionsConfig
+from collector.config.sections import DecisionsConfig
 from collector.decisions.conditions import ConditionFinder, Coverage, PackSource
 from collector.decisions.persistence import DecisionLog, row
 from collector.decisions.state import (

@@ -1,5 +1,5 @@
-"""`sextant demo`: a collector on loopback, simulated agents exporting real OTLP, live verdicts
-and decisions in the terminal, then a summary and where the DuckDB file is.
+"""The demo's scenario: a collector on loopback, simulated agents exporting real OTLP, and what
+the store says about them; `collector/cli/demo.py` prints it.
 
 The agents are ordinary OpenTelemetry SDK programs; nothing here reaches inside the collector
 except to read its store the way `sextant sql` would.
@@ -8,15 +8,14 @@ except to read its store the way `sextant sql` would.
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from collector.config import BUILTIN_RULES
+from collector.config.sections import BUILTIN_RULES
 from collector.demo.agents import AgentScript, provider_for
 from collector.embedded import Embedded, loopback_config, start
 
@@ -138,24 +137,42 @@ FROM trajectories WHERE is_current ORDER BY closed_at, trace_id
 """
 
 
+DECISION_EVENTS = """
+SELECT decision_id, seq, event, decision, service_name, agent_name, service_version, reasons,
+       evidence_trace_ids
+FROM decisions ORDER BY changed_at, seq
+"""
+
 VERDICT_COUNTS = """
 SELECT service_name, agent_name, service_version, coalesce(verdict, 'none'), count(*)
 FROM trajectories WHERE is_current GROUP BY ALL
 """
 
 
-class Demo:
-    def __init__(self, out: TextIO, runs: int, data_dir: Path | None) -> None:
-        self.out = out
+class DemoRun:
+    """One demo: start the collector, send the agents' runs a round at a time, and read back
+    what closed and what was decided since the last look."""
+
+    def __init__(self, runs: int, data_dir: Path | None) -> None:
         self.runs = runs
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="sextant-demo-"))
         self.seen_trajectories: set[str] = set()
         self.seen_decisions: set[tuple[str, int]] = set()
+        self.server: Embedded | None = None
 
-    def say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "sextant.duckdb"
 
-    def run(self, timeout: float = 90.0) -> int:
+    @property
+    def expected_runs(self) -> int:
+        return sum(a.runs(self.runs) for a in AGENTS)
+
+    @property
+    def rounds(self) -> int:
+        return max(a.runs(self.runs) for a in AGENTS)
+
+    def start(self) -> Embedded:
         config = loopback_config(
             storage={"data_dir": str(self.data_dir)},
             workers={"processes": 0},
@@ -164,77 +181,52 @@ class Demo:
             decisions={"interval_seconds": 0.5, "window_seconds": 600},
             log_level="WARNING",
         )
-        self.say("Sextant demo: a collector on loopback ports with a temporary store")
-        server = start(config)
-        try:
-            self.say(f"  OTLP/gRPC {server.grpc_endpoint}   admin {server.admin_url}")
-            self.say(f"  store     {server.pipeline.database.path}")
-            self.say()
-            return self._drive(server, timeout)
-        finally:
-            server.stop()
-            self.say()
-            self.say(f"DuckDB file: {self.data_dir / 'sextant.duckdb'}")
-            self.say(f"  sextant show --db {self.data_dir / 'sextant.duckdb'} --latest")
+        self.server = start(config)
+        return self.server
 
-    def _drive(self, server: Embedded, timeout: float) -> int:
-        expected_runs = sum(a.runs(self.runs) for a in AGENTS)
-        self.say(f"Simulated agents export {expected_runs} runs over OTLP/gRPC:")
-        for a in AGENTS:
-            self.say(f"  - {a.title:<36} {a.service}/{a.agent}@{a.version}  x{a.runs(self.runs)}")
-        self.say()
-        for i in range(max(a.runs(self.runs) for a in AGENTS)):
-            for a in (a for a in AGENTS if i < a.runs(self.runs)):
-                provider = provider_for(
-                    OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True),
-                    service=a.service,
-                    version=a.version,
-                )
-                a.run(AgentScript(provider.get_tracer(a.agent)), i)
-                provider.shutdown()
-            self._show_progress(server)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self._show_progress(server)
-            if len(self.seen_trajectories) >= expected_runs and self._as_expected(server):
-                break
-            time.sleep(0.3)
-        self._show_progress(server)
-        return self._summary(server)
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
 
-    def _show_progress(self, server: Embedded) -> None:
-        cursor = server.pipeline.database.cursor()
+    @property
+    def running(self) -> Embedded:
+        """The collector `start` started; asking before is a programming error."""
+        if self.server is None:
+            raise RuntimeError("the demo's collector is not started")
+        return self.server
+
+    def send_round(self, i: int) -> None:
+        """Run `i` of every agent that has that many runs, exported as an SDK would."""
+        for a in (a for a in AGENTS if i < a.runs(self.runs)):
+            provider = provider_for(
+                OTLPSpanExporter(endpoint=self.running.grpc_endpoint, insecure=True),
+                service=a.service,
+                version=a.version,
+            )
+            a.run(AgentScript(provider.get_tracer(a.agent)), i)
+            provider.shutdown()
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        cursor = self.running.pipeline.database.cursor()
         try:
-            for row in cursor.execute(TRAJECTORIES).fetchall():
-                trace_id, service, agent, version, steps, verdict, reasons, _ = row
-                if trace_id in self.seen_trajectories:
-                    continue
-                self.seen_trajectories.add(trace_id)
-                why = f"  ({', '.join(reasons)})" if reasons else ""
-                target = f"{service}/{agent}@{version}"
-                self.say(
-                    f"  closed  {trace_id[:12]}  {target:<38} {steps:>2} steps"
-                    f"  {(verdict or 'none').upper()}{why}"
-                )
-            rows = cursor.execute(
-                "SELECT decision_id, seq, event, decision, service_name, agent_name,"
-                " service_version, reasons, evidence_trace_ids FROM decisions"
-                " ORDER BY changed_at, seq"
-            ).fetchall()
-            for decision_id, seq, event, decision, service, agent, version, reasons, ev in rows:
-                if (decision_id, seq) in self.seen_decisions:
-                    continue
-                self.seen_decisions.add((decision_id, seq))
-                evidence = f"  evidence {ev[0][:12]}" if ev else ""
-                self.say(
-                    f"  {event.upper():<7} {decision:<10} {service}/{agent}@{version}"
-                    f"  {', '.join(reasons or [])}{evidence}"
-                )
+            return cursor.execute(sql).fetchall()
         finally:
             cursor.close()
 
-    def targets(self, server: Embedded) -> dict[tuple[str, str, str], dict[str, Any]]:
-        snap = server.pipeline.decisions.snapshot()
+    def new_trajectories(self) -> list[tuple[Any, ...]]:
+        """Trajectories closed since the last call."""
+        fresh = [r for r in self.rows(TRAJECTORIES) if r[0] not in self.seen_trajectories]
+        self.seen_trajectories.update(r[0] for r in fresh)
+        return fresh
+
+    def new_decision_events(self) -> list[tuple[Any, ...]]:
+        """Decision events recorded since the last call."""
+        fresh = [r for r in self.rows(DECISION_EVENTS) if (r[0], r[1]) not in self.seen_decisions]
+        self.seen_decisions.update((r[0], r[1]) for r in fresh)
+        return fresh
+
+    def targets(self) -> dict[tuple[str, str, str], dict[str, Any]]:
+        snap = self.running.pipeline.decisions.snapshot()
         found = {}
         for target in snap.targets:
             decision, reasons = snap.decision_of(target)
@@ -242,39 +234,33 @@ class Demo:
             found[key] = {"decision": decision.value, "reasons": reasons}
         return found
 
-    def _as_expected(self, server: Embedded) -> bool:
-        targets = self.targets(server)
+    def done(self) -> bool:
+        """Every run closed and every target at the decision the demo expects."""
+        if len(self.seen_trajectories) < self.expected_runs:
+            return False
+        targets = self.targets()
         return all(
             targets.get((a.service, a.agent, a.version), {}).get("decision") == a.expect
             for a in AGENTS
         )
 
-    def _summary(self, server: Embedded) -> int:
-        targets = self.targets(server)
-        cursor = server.pipeline.database.cursor()
-        try:
-            rows = cursor.execute(VERDICT_COUNTS).fetchall()
-        finally:
-            cursor.close()
-        counts = {(s, a, v, verdict): n for s, a, v, verdict, n in rows}
-        self.say()
-        header = f"{'TARGET':<40} {'RUNS':>4} {'PASS':>4} {'FAIL':>4} {'REVIEW':>6}  DECISION"
-        self.say(header)
-        ok = True
+    def summary(self) -> list[dict[str, Any]]:
+        """Per target: runs by verdict, the decision reached and the one expected."""
+        targets = self.targets()
+        counts = {(s, a, v, verdict): n for s, a, v, verdict, n in self.rows(VERDICT_COUNTS)}
+        rows = []
         for a in AGENTS:
             key = (a.service, a.agent, a.version)
             got = targets.get(key, {"decision": "-", "reasons": []})
             n = {v: counts.get((*key, v), 0) for v in ("pass", "fail", "review", "none")}
-            why = f" ({', '.join(got['reasons'])})" if got["reasons"] else ""
-            self.say(
-                f"{a.service + '/' + a.agent + '@' + a.version:<40} {sum(n.values()):>4}"
-                f" {n['pass']:>4} {n['fail']:>4} {n['review']:>6}  {got['decision']}{why}"
+            rows.append(
+                {
+                    "target": f"{a.service}/{a.agent}@{a.version}",
+                    "runs": sum(n.values()),
+                    **{v: n[v] for v in ("pass", "fail", "review")},
+                    "decision": got["decision"],
+                    "reasons": got["reasons"],
+                    "expected": a.expect,
+                }
             )
-            ok &= got["decision"] == a.expect
-        if not ok:
-            self.say("\nsome targets did not reach the decision the demo expects (see above)")
-        return 0 if ok else 1
-
-
-def run_demo(out: TextIO, runs: int = 3, data_dir: Path | None = None) -> int:
-    return Demo(out, runs, data_dir).run()
+        return rows

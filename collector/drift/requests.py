@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
@@ -13,26 +13,19 @@ from collector.drift.baselines import NAME_PATTERN, BaselineSpec, parse_target
 from collector.drift.reliability import case_runs, report
 from collector.drift.sides import Side, matching
 from collector.errors import SextantError
-from evaluators.window import parse_duration
+from evaluators import durations
 
 RULE_PATTERN = r"^[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
 def parse_time(text: str | None, now: datetime) -> datetime | None:
-    """ISO 8601 (UTC when no offset), or a duration back from now: `7d`, `90m`."""
+    """`since`/`until` of the API and the CLI, in the one grammar of evaluators.durations."""
     if not text:
         return None
     try:
-        return now - timedelta(seconds=float(parse_duration(text)))  # type: ignore[arg-type]
-    except ValueError:
-        pass
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return durations.parse_time(text, now)
     except ValueError as exc:
-        raise SextantError(f"{text!r}: expected an ISO 8601 time or a duration like 7d") from exc
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC).replace(tzinfo=None)
-    return when
+        raise SextantError(str(exc)) from exc
 
 
 def parse_ks(text: str | None) -> list[int]:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import duckdb
 
 from collector.clock import Clock, SystemClock, naive_utc
-from collector.config import DriftConfig
+from collector.config.sections import DriftConfig
 from collector.drift.evaluate import evaluate_drift
 from collector.drift.outcome import WindowOutcome
 from collector.drift.reliability import evaluate_reliability

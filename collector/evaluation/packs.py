@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.clock import Clock, SystemClock
-from collector.config import RulesConfig
+from collector.config.sections import RulesConfig
 from collector.evaluation.metrics import RulesMetrics
 from collector.store.database import Database
 from collector.store.tables import rows_table

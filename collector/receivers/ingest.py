@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from collector.config import IngestConfig, LimitsConfig
+from collector.config.sections import IngestConfig, LimitsConfig
 from collector.normalize.wire import Decoded, decode_request
 from collector.store.tables import SIGNAL_TABLES
 from collector.store.writer import Writer

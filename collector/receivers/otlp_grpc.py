@@ -10,7 +10,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from collector.auth import BearerAuth
-from collector.config import GrpcConfig, LimitsConfig
+from collector.config.sections import GrpcConfig, LimitsConfig
 from collector.errors import SextantError, StartupError, TransientError, status_label
 from collector.lifecycle import remaining
 from collector.receivers.ingest import Ingest, metered

@@ -11,7 +11,7 @@ from aiohttp import web
 from google.rpc import status_pb2
 
 from collector.auth import BearerAuth
-from collector.config import HttpConfig, LimitsConfig
+from collector.config.sections import HttpConfig, LimitsConfig
 from collector.errors import (
     MalformedRequest,
     PermanentError,

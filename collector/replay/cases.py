@@ -9,18 +9,13 @@ import orjson
 
 from collector.errors import SextantError
 from collector.replay.selection import check_trace_id
-from collector.replay.sources import DuckDBSource, LiveSource, Source, SourceSpec
-from collector.store.queries import load_trajectory
+from collector.replay.sources import Source
 
 
 def trajectory_doc(source: Source, trace_id: str) -> dict[str, Any]:
     """The document `GET /api/v1/trajectories/{id}` returns (what `rules test` reads)."""
     trace_id = check_trace_id(trace_id)
-    if isinstance(source, LiveSource):
-        doc = orjson.loads(source.client.get(f"/api/v1/trajectories/{trace_id}"))
-    else:
-        assert isinstance(source, DuckDBSource)
-        doc = load_trajectory(source.con.cursor(), trace_id)
+    doc = source.trajectory(trace_id)
     if doc is None:
         raise SextantError(f"no trajectory for trace {trace_id} in {source.name}")
     return doc
@@ -37,32 +32,51 @@ def pack_verdict(results: list[dict[str, Any]]) -> str:
     return "pass"
 
 
-def as_case(doc: dict[str, Any], pack: str | None) -> dict[str, Any]:
-    """The trajectory plus `expect`: what the pack decided when it was stored."""
-    by_pack: dict[str, list[dict[str, Any]]] = {}
-    for r in doc.get("results", []):
-        by_pack.setdefault(r["pack"], []).append(r)
-    if pack is None and len(by_pack) > 1:
-        raise SextantError(
-            f"trace {doc['trace_id']} was evaluated by several packs"
-            f" ({', '.join(sorted(by_pack))}); choose the one the cases are for with --pack"
-        )
-    name = pack or next(iter(by_pack), None)
-    results = by_pack.get(name, []) if name else []
-    expect = {
+def expectation(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """What one pack decided: its verdict and each rule's."""
+    return {
         "verdict": pack_verdict(results) if results else "none",
         "rules": {r["rule_id"]: r["verdict"] for r in results},
     }
-    return {**doc, "expect": expect}
 
 
-def export_cases(spec: SourceSpec, trace_ids: list[str], out: Path, pack: str | None) -> int:
-    source = spec.open()
-    try:
-        cases = [as_case(trajectory_doc(source, t), pack) for t in trace_ids]
-    finally:
-        source.close()
+def as_case(doc: dict[str, Any], pack: str | None) -> dict[str, Any]:
+    """The trajectory plus `expect`: what the pack decided when it was stored.
+
+    Without `pack`, a run judged by several packs keeps each one's expectation under
+    `expect.packs`, and `sextant rules test PACK` takes the one of the pack it tests: the pack
+    is known there, so the export need not guess it."""
+    by_pack: dict[str, list[dict[str, Any]]] = {}
+    for r in doc.get("results", []):
+        by_pack.setdefault(r["pack"], []).append(r)
+    if pack is not None and by_pack and pack not in by_pack:
+        raise SextantError(
+            f"trace {doc['trace_id']} has no results of pack {pack!r}"
+            f" (it has {', '.join(sorted(by_pack))})"
+        )
+    if pack is None and len(by_pack) > 1:
+        packs = {name: expectation(results) for name, results in sorted(by_pack.items())}
+        return {**doc, "expect": {"packs": packs}}
+    name = pack or next(iter(by_pack), None)
+    return {**doc, "expect": expectation(by_pack.get(name, []) if name else [])}
+
+
+def expected_of(case: dict[str, Any], pack: str) -> dict[str, Any]:
+    """The expectation a case holds for `pack` (see as_case); an error naming the packs it has."""
+    expect = case.get("expect", {})
+    if "packs" not in expect:
+        return expect
+    if pack not in expect["packs"]:
+        raise SextantError(
+            f"no expectation for pack {pack!r}; the case has {', '.join(expect['packs'])}"
+            " (export it with --pack NAME)"
+        )
+    return expect["packs"][pack]
+
+
+def export_cases(source: Source, trace_ids: list[str], out: Path, pack: str | None) -> int:
+    """Write the cases as JSONL; how many were written."""
+    cases = [as_case(trajectory_doc(source, t), pack) for t in trace_ids]
     option = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
     out.write_bytes(b"".join(orjson.dumps(c, option=option) + b"\n" for c in cases))
-    print(f"wrote {len(cases)} cases to {out}")
-    return 0
+    return len(cases)

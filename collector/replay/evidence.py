@@ -13,7 +13,7 @@ import orjson
 
 from collector.errors import SextantError
 from collector.replay.cases import trajectory_doc
-from collector.replay.sources import Source, SourceSpec
+from collector.replay.sources import Source
 
 IDS = "(SELECT unnest(?::VARCHAR[]))"
 OPTION = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z | orjson.OPT_INDENT_2
@@ -71,12 +71,9 @@ def bundle(source: Source, decision_id: str) -> dict[str, bytes]:
     return files
 
 
-def write_evidence(spec: SourceSpec, decision_id: str, out: Path) -> int:
-    source = spec.open()
-    try:
-        files = bundle(source, decision_id)
-    finally:
-        source.close()
+def write_evidence(source: Source, decision_id: str, out: Path) -> int:
+    """Write the bundle as a zip with a manifest of SHA-256; how many files it holds."""
+    files = bundle(source, decision_id)
     manifest = {
         "decision_id": decision_id,
         "created_at": datetime.now(UTC).isoformat(),
@@ -87,5 +84,4 @@ def write_evidence(spec: SourceSpec, decision_id: str, out: Path) -> int:
         for name, data in sorted(files.items()):
             archive.writestr(name, data)
         archive.writestr("manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-    print(f"wrote {out}: {len(files)} files for decision {decision_id}, manifest.json with SHA-256")
-    return 0
+    return len(files)

@@ -68,7 +68,8 @@ def load_results(
         [trace_ids],
     )
     table = source.query(
-        "SELECT r.trace_id, r.pack, r.rule_id, r.verdict, r.reason, r.message FROM results r"
+        "SELECT r.trace_id, r.pack, r.rule_id, r.verdict, r.reason, r.message,"
+        " r.requested_decision FROM results r"
         " JOIN trajectories t ON t.trace_id = r.trace_id AND t.revision = r.revision"
         " AND r.evaluated_at = t.closed_at"
         f" WHERE t.is_current AND r.origin = 'live' AND r.scope = 'trajectory'"

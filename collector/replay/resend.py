@@ -169,7 +169,8 @@ def resend(
     protocol: str,
     shift_to_now: bool,
     headers: dict[str, str] | None = None,
-) -> int:
+) -> tuple[int, int]:
+    """Send the selected traces' spans; (spans sent, traces selected)."""
     trace_ids = selection.keys(source)
     tables = [
         source.query(
@@ -192,5 +193,4 @@ def resend(
             sent += sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
     finally:
         sender.close()
-    print(f"sent {sent} spans of {len(trace_ids)} traces to {endpoint} ({protocol})")
-    return 0
+    return sent, len(trace_ids)

@@ -19,8 +19,9 @@ import pyarrow as pa
 from collector.errors import SextantError
 from collector.evaluation.packs import pack_files
 from collector.evaluation.results import trajectory_result_rows
+from collector.replay.cases import pack_verdict
 from collector.replay.load import load_results, load_trajectories
-from collector.replay.sources import LiveSource, Source, SourceSpec
+from collector.replay.sources import Opener, Source
 from collector.store.tables import rows_table
 from evaluators.base import Result, overall_verdict
 from evaluators.engine import evaluate_pack
@@ -76,10 +77,8 @@ def packs_from_paths(paths: list[Path]) -> list[LoadedPack]:
 def current_packs(source: Source) -> list[LoadedPack]:
     """The packs in force: a running collector says which versions; a stored copy has each
     pack's most recently loaded version."""
-    if isinstance(source, LiveSource):
-        import orjson
-
-        status = orjson.loads(source.client.get("/api/v1/rules"))
+    status = source.rules_status()
+    if status is not None:
         shas = [p["sha256"] for p in status["packs"] if p["sha256"]]
         table = source.query(
             "SELECT name, text, sha256 FROM rule_packs"
@@ -129,6 +128,22 @@ def compare(trace_id: str, old: list[dict], new: list[Result]) -> list[Change]:
     return changes
 
 
+def only_packs(
+    old: dict[str, list[dict]], verdicts: dict[str, str], names: set[str]
+) -> tuple[dict[str, list[dict]], dict[str, str]]:
+    """The live results of the replayed packs only, and the verdict they gave together.
+
+    A replay under one pack must not report another pack's failures as fixed: the stored
+    verdict counts every pack, so where other packs had results it is taken from ours alone."""
+    kept: dict[str, list[dict]] = {}
+    verdicts = dict(verdicts)
+    for trace_id, results in old.items():
+        kept[trace_id] = [r for r in results if r["pack"] in names]
+        if len(kept[trace_id]) != len(results):
+            verdicts[trace_id] = pack_verdict(kept[trace_id]) if kept[trace_id] else "none"
+    return kept, verdicts
+
+
 class Progress:
     """A one-line bar on stderr, drawn only for a person watching (a TTY)."""
 
@@ -171,6 +186,7 @@ def replay_batch(
     """One batch: two bulk reads, then evaluation; `replay_id` set means keep result rows."""
     shas = {p.pack.name: p.sha256 for p in packs}
     old, verdicts = load_results(source, ids)
+    old, verdicts = only_packs(old, verdicts, set(shas))
     batch = Batch([], {}, 0, None)
     rows: list[dict] = []
     for t in load_trajectories(source, ids):
@@ -193,7 +209,7 @@ def replay_batch(
 _worker: dict = {}
 
 
-def _start_worker(spec: SourceSpec, texts: list[tuple[str, str]]) -> None:
+def _start_worker(spec: Opener, texts: list[tuple[str, str]]) -> None:
     _worker["source"] = spec.open()
     _worker["packs"] = [load_text(text, name) for text, name in texts]
 
@@ -203,7 +219,7 @@ def _run_batch(ids: list[str], replay_id: str | None, now: datetime) -> Batch:
 
 
 def replay(
-    spec: SourceSpec,
+    spec: Opener,
     source: Source,
     trace_ids: list[str],
     packs: list[LoadedPack],

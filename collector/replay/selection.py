@@ -4,32 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from collector.errors import SextantError
 from collector.replay.sources import Source
 
-RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
-
-
-def parse_time(value: str, flag: str, now: datetime | None = None) -> datetime:
-    """An ISO time (UTC unless it says otherwise) or an age such as 30m, 6h, 7d."""
-    now = now or datetime.now(UTC)
-    match = RELATIVE.match(value.strip())
-    if match:
-        moment = now - timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
-    else:
-        try:
-            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise SextantError(
-                f"{flag} {value!r}: expected an ISO time (2025-06-01T12:00) or an age (30m, 6h, 7d)"
-            ) from exc
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).replace(tzinfo=None)
 
 
 def check_trace_id(value: str) -> str:

@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from collector.clock import Clock, SystemClock
-from collector.config import WriterConfig
+from collector.config.sections import WriterConfig
 from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
 from collector.lifecycle import remaining
 from collector.store.database import Database

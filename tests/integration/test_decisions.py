@@ -10,7 +10,7 @@ import orjson
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from collector.config import BUILTIN_RULES
+from collector.config.sections import BUILTIN_RULES
 from tests.support.admin import decisions, firing, trajectory
 from tests.support.agents import AgentScript, provider_for, support_run, trace_id_of
 from tests.support.cli import sextant

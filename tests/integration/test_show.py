@@ -68,4 +68,4 @@ def test_show_from_the_api_and_from_a_file(tmp_path: Path) -> None:
     latest_file = show("--latest", "--db", str(tmp_path / "data" / "sextant.duckdb"))
     assert latest_file.stdout == result.stdout
     down = show(trace_id, "--url", "http://127.0.0.1:1")
-    assert down.returncode == 1 and "cannot reach" in down.stderr
+    assert down.returncode == 3 and "cannot reach" in down.stderr  # exit 3: unreachable

@@ -140,7 +140,7 @@ def test_a_waiting_alert_is_queued_once_however_often_it_is_re_sent():
 
     from collector.alerts.channels import Notification
     from collector.alerts.notifier import Notifier
-    from collector.config import AlertsConfig
+    from collector.config.sections import AlertsConfig
     from collector.telemetry import AlertMetrics
 
     config = AlertsConfig(webhooks=[{"url": "http://127.0.0.1:9/x"}], queue_size=3)

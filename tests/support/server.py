@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collector.config import BUILTIN_RULES
+from collector.config.sections import BUILTIN_RULES
 from collector.embedded import Embedded, loopback_config, start
 
 # Trajectories close 0.3 s after their last span, so a test sees its run evaluated quickly.

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.assembler.assembler import Assembler
 from collector.clock import FakeClock
-from collector.config import AssemblerConfig, WriterConfig
+from collector.config.sections import AssemblerConfig, WriterConfig
 from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
 from collector.store.database import Database

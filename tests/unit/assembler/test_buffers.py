@@ -6,7 +6,7 @@ from datetime import datetime
 
 from collector.assembler.buffers import TraceBuffers
 from collector.clock import FakeClock
-from collector.config import AssemblerConfig
+from collector.config.sections import AssemblerConfig
 
 T0 = datetime(2026, 11, 29, 12, 0, 0)
 

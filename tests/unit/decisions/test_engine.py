@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collector.clock import FakeClock
-from collector.config import DecisionsConfig, WriterConfig
+from collector.config.sections import DecisionsConfig, WriterConfig
 from collector.decisions import queries
 from collector.decisions.conditions import Coverage
 from collector.decisions.engine import DecisionEngine

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.config import BUILTIN_RULES
+from collector.config.sections import BUILTIN_RULES
 from evaluators.rulepack import RulePackError, load_pack, load_text
 from tests.support.paths import TESTDATA
 

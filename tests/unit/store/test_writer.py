@@ -10,7 +10,7 @@ import duckdb
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.config import WriterConfig
+from collector.config.sections import WriterConfig
 from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
 from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request

@@ -1,0 +1,87 @@
+"""`sextant`: builds the one command-line parser from each command group, runs the command and
+turns its outcome into the exit code; the only place that exits the process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+
+from collector import __version__
+from collector.cli import (
+    bench,
+    decisions,
+    demo,
+    drift,
+    export,
+    replay,
+    rules,
+    serve,
+    show,
+    sql,
+    trajectories,
+)
+from collector.cli._flags import HelpFormatter
+
+OK, CHECK_FAILED, USAGE, UNREACHABLE, INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_CODES = f"""exit codes:
+  {OK}    ok
+  {CHECK_FAILED}    the command ran and its check failed (a rule test, an --expect, the demo's
+       expectations), or the collector refused the request (HTTP 4xx/5xx, not found)
+  {USAGE}    usage or configuration error (a bad flag, an unreadable pack, cases or config file)
+  {UNREACHABLE}    cannot reach the collector (--url) or open the store (--db, --parquet)
+
+example:
+  sextant serve                          # a collector with the built-in rules
+  sextant trajectories --verdict fail    # the latest failed runs
+  sextant show --latest                  # the most recent one as a tree
+  sextant <command> --help               # every flag of a command, with its default"""
+
+GROUPS = (serve, bench, show, trajectories, rules, sql, replay, export, decisions, demo, drift)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sextant",
+        description="An OpenTelemetry trace collector and online evaluator for AI agents.",
+        epilog=EXIT_CODES,
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"sextant {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of an error a command raised on purpose; the message says the rest."""
+    from collector.cli._errors import Unreachable, UsageError
+    from collector.errors import ConfigError, SextantError
+
+    if isinstance(exc, Unreachable):
+        return UNREACHABLE
+    if isinstance(exc, ConfigError | UsageError):
+        return USAGE
+    if isinstance(exc, SextantError):
+        return CHECK_FAILED
+    raise exc
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s sextant %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    args = build_parser().parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.func
+    try:
+        code = command(args)
+    except KeyboardInterrupt:
+        code = INTERRUPTED
+    except Exception as exc:
+        code = exit_code(exc)
+        print(f"sextant: {exc}", file=sys.stderr)
+    sys.exit(code)

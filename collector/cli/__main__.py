@@ -1,0 +1,5 @@
+"""`python -m collector.cli`: the same as the `sextant` console script."""
+
+from collector.cli import main
+
+main()

@@ -1,0 +1,97 @@
+"""The one HTTP client of a running collector's admin API, with errors a person can act on."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.client import HTTPResponse
+from typing import Any
+
+import orjson
+
+from collector.cli._errors import NotFound, Unreachable
+from collector.cli._flags import TOKEN_ENV
+from collector.errors import SextantError
+
+
+class AdminClient:
+    """The admin API of one collector; the token is --token, else $SEXTANT_TOKEN."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 300.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token or os.environ.get(TOKEN_ENV) or None
+        self.timeout = timeout
+        self.sql_max_rows: int | None = None
+
+    def headers(self, content_type: str | None = None) -> dict[str, str]:
+        found = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return {**found, "Content-Type": content_type} if content_type else found
+
+    def get(self, path: str) -> bytes:
+        request = urllib.request.Request(self.url + path, headers=self.headers())
+        with self.open(request) as reply:
+            return reply.read()
+
+    def get_json(self, path: str) -> Any:
+        return orjson.loads(self.get(path))
+
+    def post(self, path: str, body: bytes, content_type: str = "application/json") -> bytes:
+        request = urllib.request.Request(
+            self.url + path, body, self.headers(content_type), method="POST"
+        )
+        with self.open(request) as reply:
+            return reply.read()
+
+    def post_json(self, path: str, doc: Any) -> Any:
+        return orjson.loads(self.post(path, orjson.dumps(doc, default=str)))
+
+    @contextlib.contextmanager
+    def open(self, request: urllib.request.Request) -> Iterator[HTTPResponse]:
+        """The reply; HTTP errors carry the API's `error` text, a dead address says so."""
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as reply:
+                yield reply
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                message = orjson.loads(raw)["error"]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                message = raw.decode(errors="replace")
+            kind = NotFound if exc.code == 404 else SextantError
+            raise kind(f"{request.full_url}: HTTP {exc.code}: {message}") from exc
+        except urllib.error.URLError as exc:
+            raise Unreachable(f"cannot reach {request.full_url}: {exc.reason}") from exc
+        except OSError as exc:  # a reset or a timeout once connected
+            raise Unreachable(f"cannot reach {request.full_url}: {exc}") from exc
+
+    def sql(self, sql: str, params: list | None = None, max_rows: int | None = None) -> Any:
+        """A query's rows as an Arrow table. Without `max_rows`, all of them: an error if the
+        collector's row limit (sql.max_rows) would cut them short."""
+        import pyarrow as pa
+
+        doc: dict[str, Any] = {"sql": sql, "format": "arrow", "params": params or None}
+        doc["max_rows"] = max_rows or self.max_rows()
+        request = urllib.request.Request(
+            self.url + "/api/v1/sql",
+            orjson.dumps(doc, default=str),
+            self.headers("application/json"),
+            method="POST",
+        )
+        with self.open(request) as reply:
+            truncated = reply.headers.get("X-Sextant-Truncated") == "true"
+            table = pa.ipc.open_stream(reply.read()).read_all()
+        if truncated and not max_rows:
+            raise SextantError(
+                f"{self.url}: more than {doc['max_rows']} rows (the collector's sql.max_rows);"
+                " narrow the selection (--since/--until)"
+            )
+        return table
+
+    def max_rows(self) -> int:
+        """The collector's sql.max_rows, asked once."""
+        if self.sql_max_rows is None:
+            self.sql_max_rows = int(self.get_json("/api/v1/sql/limits")["max_rows"])
+        return self.sql_max_rows

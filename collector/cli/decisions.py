@@ -1,0 +1,111 @@
+"""`sextant decisions [show | ack | resolve]` and `sextant alerts test`: the decisions API from a
+terminal."""
+
+from __future__ import annotations
+
+import argparse
+import urllib.parse
+from typing import Any
+
+from collector.cli._flags import add_command, add_format, add_url_token
+
+LIST_COLUMNS = ["decision_id", "decision", "state", "target", "reasons", "owner", "since",
+                "evidence", "by"]  # fmt: skip
+HISTORY_COLUMNS = ["seq", "changed_at", "event", "state", "actor", "note", "reasons"]
+CHANNEL_COLUMNS = ["channel", "kind", "result", "http_status", "error"]
+
+
+def register(sub: Any) -> None:
+    decisions = add_command(
+        sub,
+        "decisions",
+        "current decisions; the history of one; acknowledge or resolve one",
+        "sextant decisions --decision QUARANTINE --url http://localhost:9464",
+    )
+    add_url_token(decisions)
+    decisions.add_argument("--all", action="store_true", help="include resolved decisions")
+    add_format(decisions, json_alias=True)
+    for name in ("service", "agent", "version", "decision"):
+        decisions.add_argument(f"--{name}", help=f"only this {name}")
+    dsub = decisions.add_subparsers(dest="decisions_command", metavar="COMMAND")
+    show = add_command(
+        dsub, "show", "the history of one decision", "sextant decisions show DECISION_ID"
+    )
+    show.add_argument("id")
+    add_url_token(show)
+    add_format(show)
+    for verb, text in (("ack", "acknowledge: you own it now"), ("resolve", "resolve it by hand")):
+        p = add_command(dsub, verb, text, f"sextant decisions {verb} DECISION_ID --by ana")
+        p.add_argument("id")
+        p.add_argument("--by", required=True, help="who acts (recorded in the history)")
+        p.add_argument("--note", default="", help="why, or what was done")
+        add_url_token(p)
+    decisions.set_defaults(func=run)
+
+    alerts = add_command(sub, "alerts", "alert channels", "sextant alerts test")
+    asub = alerts.add_subparsers(dest="alerts_command", required=True, metavar="COMMAND")
+    test = add_command(
+        asub,
+        "test",
+        "send a test alert through every configured channel; exit 1 when one fails",
+        "sextant alerts test --url http://localhost:9464",
+    )
+    add_url_token(test)
+    add_format(test)
+    alerts.set_defaults(func=alerts_test)
+
+
+def client(args: argparse.Namespace) -> Any:
+    from collector.cli._client import AdminClient
+
+    return AdminClient(args.url, args.token, timeout=30)
+
+
+def listed(d: dict[str, Any]) -> dict[str, Any]:
+    """A decision as a row of the list: its target in one cell, one evidence trace."""
+    return {
+        **d,
+        "target": f"{d['service_name']}/{d['agent_name']}@{d['service_version']}",
+        "since": (d["fired_at"] or d["active_at"] or "")[:19],
+        "evidence": (d["evidence_trace_ids"] or [""])[0],
+        "by": d["actor"] if d["event"] in ("ack", "resolve") else "",
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from collector.cli._output import Table, emit
+
+    action = args.decisions_command or "list"
+    if action == "list":
+        query = {} if args.all else {"state": "active"}
+        for name in ("service", "agent", "version", "decision"):
+            if getattr(args, name):
+                query[name] = getattr(args, name)
+        doc = client(args).get_json(f"/api/v1/decisions?{urllib.parse.urlencode(query)}")
+        rows = [listed(d) for d in doc["decisions"]]
+        headers = [c.upper() if c != "decision_id" else "ID" for c in LIST_COLUMNS]
+        emit(Table(rows, LIST_COLUMNS, headers, empty="no decisions"), args.format, doc=doc)
+        return 0
+    path = f"/api/v1/decisions/{urllib.parse.quote(args.id)}"
+    if action == "show":
+        doc = client(args).get_json(path)
+        history = [{**h, "changed_at": h["changed_at"][:19]} for h in doc["history"]]
+        headers = ["SEQ", "AT", "EVENT", "STATE", "BY", "NOTE", "REASONS"]
+        emit(Table(history, HISTORY_COLUMNS, headers), args.format, doc=doc)
+        return 0
+    doc = client(args).post_json(f"{path}/{action}", {"by": args.by, "note": args.note})
+    print(f"{doc['decision_id']}: {action} by {doc['by']} ({doc['state']})")
+    return 0
+
+
+def alerts_test(args: argparse.Namespace) -> int:
+    from collector.cli._output import Table, emit
+
+    doc = client(args).post_json("/api/v1/alerts/test", {})
+    channels = [{**c, "result": "ok" if c["ok"] else "FAILED"} for c in doc["channels"]]
+    if not channels and args.format == "table":
+        print("no alert channels configured (alerts.alertmanager, alerts.webhooks)")
+        return 1
+    headers = ["CHANNEL", "KIND", "RESULT", "HTTP", "ERROR"]
+    emit(Table(channels, CHANNEL_COLUMNS, headers), args.format, doc=doc)
+    return 0 if channels and all(c["ok"] for c in channels) else 1

@@ -1,0 +1,198 @@
+"""`sextant rules validate | test | status`: pack authors' and SREs' view of the rule packs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from collector.cli._flags import add_command, add_format, add_url_token
+
+STATUS_COLUMNS = ["pack", "rule", "status", "evaluated", "passed", "failed", "reviewed",
+                  "not_applicable", "errored"]  # fmt: skip
+STATUS_HEADERS = ["pack", "rule", "status", "evaluated", "pass", "fail", "review", "n/a", "errors"]
+
+
+def register(sub: Any) -> None:
+    rules = add_command(
+        sub, "rules", "validate, test and inspect rule packs", "sextant rules validate rules/"
+    )
+    rules_sub = rules.add_subparsers(dest="rules_command", required=True, metavar="COMMAND")
+    validate = add_command(
+        rules_sub,
+        "validate",
+        "check packs; every error with file:line, exit 1 on any",
+        "sextant rules validate rules/ my-pack.yaml",
+    )
+    validate.add_argument("paths", nargs="+", type=Path, help="pack files or directories")
+    validate.set_defaults(func=run_validate)
+    test = add_command(
+        rules_sub,
+        "test",
+        "run a pack over JSONL trajectory cases; exit 1 when one is not as expected",
+        "sextant rules test rules/support-agent.yaml --cases cases.jsonl",
+    )
+    test.add_argument("pack", type=Path, help="the pack file")
+    test.add_argument(
+        "--cases", type=Path, required=True, help="JSONL: a trajectory and its `expect` per line"
+    )
+    test.set_defaults(func=run_test)
+    status = add_command(
+        rules_sub,
+        "status",
+        "packs in force and evaluator health of a running collector",
+        "sextant rules status --url http://localhost:9464",
+    )
+    add_url_token(status)
+    add_format(status, json_alias=True)
+    status.set_defaults(func=run_status)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """Check packs without running anything; non-zero on any error."""
+    from collector.evaluation.packs import pack_files
+    from evaluators.rulepack import RulePackError, load_pack
+
+    missing = [p for p in args.paths if not p.exists()]
+    for path in missing:
+        print(f"{path}: no such file or directory", file=sys.stderr)
+    files, failures = pack_files(args.paths), len(missing)
+    names: dict[str, Path] = {}
+    for path in files:
+        try:
+            pack = load_pack(path).pack
+        except RulePackError as exc:
+            failures += 1
+            print("\n".join(exc.errors), file=sys.stderr)
+            continue
+        if pack.name in names:
+            failures += 1
+            print(
+                f"{path}:1: name: pack {pack.name!r} is already defined in {names[pack.name]}",
+                file=sys.stderr,
+            )
+            continue
+        names[pack.name] = path
+        print(
+            f"{path}: ok: {pack.name} {pack.version} ({len(pack.rules)} rules, owner {pack.owner})"
+        )
+    if not files and not missing:
+        print("no rule packs found", file=sys.stderr)
+        return 1
+    return 1 if failures else 0
+
+
+def read_cases(path: Path) -> list[dict[str, Any]]:
+    """The cases of a JSONL file; a usage error naming the file and line when unreadable."""
+    import orjson
+
+    from collector.cli._errors import UsageError
+
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"--cases {path}: cannot read it ({exc.strerror or exc})") from exc
+    cases = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{number}: not a JSON object ({exc})") from exc
+        if not isinstance(doc, dict):
+            raise UsageError(f"{path}:{number}: not a JSON object")
+        cases.append({"line": number, **doc})
+    return cases
+
+
+def problems_of(doc: dict[str, Any], pack: str, results: list[Any], verdict: str) -> list[str]:
+    """How the pack's results differ from what the case expects of that pack."""
+    from collector.errors import SextantError
+    from collector.replay.cases import expected_of
+
+    try:
+        expect = expected_of(doc, pack)
+    except SextantError as exc:
+        return [str(exc)]
+    got = {r.rule_id: r.verdict.value for r in results}
+    found = []
+    if "verdict" in expect and expect["verdict"] != verdict:
+        found.append(f"verdict {verdict}, expected {expect['verdict']}")
+    for rule, want in expect.get("rules", {}).items():
+        if got.get(rule, "not_evaluated") != want:
+            found.append(f"{rule}: {got.get(rule, 'not evaluated')}, expected {want}")
+    return found
+
+
+def run_test(args: argparse.Namespace) -> int:
+    """Each case: the pack's verdict and rule verdicts against `expect`."""
+    from collector.cli._errors import UsageError
+    from evaluators.base import overall_verdict
+    from evaluators.engine import evaluate_pack
+    from evaluators.rulepack import RulePackError, load_pack
+
+    try:
+        pack = load_pack(args.pack).pack
+    except RulePackError as exc:
+        raise UsageError("\n".join(exc.errors)) from exc
+    cases, failed = read_cases(args.cases), 0
+    for doc in cases:
+        results = evaluate_pack(trajectory_from_json(doc), pack)
+        verdict = overall_verdict(results).value if results else "none"
+        problems = problems_of(doc, pack.name, results, verdict)
+        label = f"{args.cases}:{doc['line']} ({doc.get('trace_id', '?')})"
+        if not problems:
+            print(f"ok   {label}: {verdict}")
+            continue
+        failed += 1
+        print(f"FAIL {label}: " + "; ".join(problems))
+        for r in results:
+            if r.verdict.value in ("fail", "review"):
+                print(f"     {r.rule_id}: {r.verdict.value} {r.reason}: {r.message}")
+    print(f"{len(cases) - failed} of {len(cases)} cases as expected")
+    return 1 if failed else 0
+
+
+def trajectory_from_json(doc: dict[str, Any]) -> Any:
+    """A trajectory as `GET /api/v1/trajectories/{id}` returns it (what `rules test` reads)."""
+    import orjson
+
+    from evaluators.model import Step, Trajectory
+
+    step_fields = {f for f in Step.__dataclass_fields__ if not f.startswith("_")}
+    trajectory_fields = set(Trajectory.__dataclass_fields__) - {"steps"}
+    steps = []
+    for data in doc.get("steps_detail", []):
+        fields = {k: v for k, v in data.items() if k in step_fields}
+        fields.setdefault("span_kind", data.get("kind", "other"))
+        fields["attributes_json"] = orjson.dumps(data.get("attributes") or {}).decode()
+        steps.append(Step(**fields))
+    fields = {k: v for k, v in doc.items() if k in trajectory_fields}
+    fields.setdefault("incomplete_reasons", doc.get("incomplete_reasons") or [])
+    return Trajectory(steps=steps, **fields)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from collector.cli._client import AdminClient
+    from collector.cli._output import Table, emit
+
+    status = AdminClient(args.url, args.token).get_json("/api/v1/rules")
+    status = status or {"packs": [], "rules": []}
+    if args.format != "table":
+        emit(Table(status["rules"], STATUS_COLUMNS), args.format, doc=status)
+        return 0
+    for pack in status["packs"]:
+        state = f"{pack['pack']} {pack['version']}" if pack["pack"] else "(not loaded)"
+        print(f"{pack['source']}: {state}")
+        for error in pack["refused"]:
+            print(f"  refused: {error}")
+    print()
+    notes = [
+        f"last error of {r['pack']}/{r['rule']} at {r['last_error_at']}: {r['last_error']}"
+        for r in status["rules"]
+        if r["last_error"]
+    ]
+    emit(Table(status["rules"], STATUS_COLUMNS, STATUS_HEADERS, notes=notes), "table")
+    return 0
