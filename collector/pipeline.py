@@ -115,7 +115,7 @@ class Pipeline:
     ) -> tuple[Notifier, DecisionEngine]:
         """The decision engine, fed coverage by the stages that count it, and its notifier."""
         notifier = Notifier(
-            config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.clock.now
+            config.alerts, self.writer, AlertMetrics(self.registry), self.admin_url, self.clock
         )
         engine = DecisionEngine(
             config.decisions,

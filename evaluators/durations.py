@@ -33,12 +33,10 @@ def parse_duration(value: object) -> float:
     return float(match.group(1)) * UNIT_SECONDS[match.group(2) or "s"]
 
 
-def parse_time(text: str, now: datetime | None = None) -> datetime:
+def parse_time(text: str, now: datetime) -> datetime:
     """A moment as naive UTC (how the store keeps times): an ISO 8601 time, UTC when it names no
     offset, or a duration back from `now` (`6h` is six hours ago)."""
-    if now is None:
-        now = datetime.now(UTC)
-    elif now.tzinfo is None:
+    if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
     try:
         moment = now - timedelta(seconds=parse_duration(text))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from collector.clock import Clock
 from collector.config.sections import AlertmanagerChannel, WebhookChannel
 
 SIGNATURE_HEADER = "X-Sextant-Signature"
@@ -84,7 +84,8 @@ class Alertmanager:
 class Webhook:
     kind = "webhook"
 
-    def __init__(self, config: WebhookChannel, timeout: float) -> None:
+    def __init__(self, config: WebhookChannel, timeout: float, clock: Clock) -> None:
+        self.clock = clock
         self.name = config.name
         self.url = config.url
         self.resend_seconds = config.renotify_seconds
@@ -107,7 +108,7 @@ class Webhook:
         )
         headers = {"Content-Type": "application/json"}
         if self.secret is not None:
-            timestamp = str(int(time.time()))
+            timestamp = str(int(self.clock.wall()))
             headers[TIMESTAMP_HEADER] = timestamp
             headers[SIGNATURE_HEADER] = "sha256=" + sign(self.secret, timestamp, body)
         return post(self.url, body, headers, self.timeout)

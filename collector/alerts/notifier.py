@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from collector.alerts.channels import Alertmanager, Channel, Notification, Webhook
+from collector.clock import Clock, SystemClock
 from collector.config.sections import AlertsConfig
 from collector.decisions.state import DecisionState, Event, State, merge, summary_of
 from collector.lifecycle import remaining
@@ -74,17 +75,18 @@ class Notifier:
         writer: Writer,
         metrics: AlertMetrics,
         base_url: Callable[[], str],
-        now: Callable[[], datetime] = lambda: datetime.now(UTC).replace(tzinfo=None),
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
         self.writer = writer
         self.metrics = metrics
         self.base_url = base_url
-        self.now = now
+        self.clock = clock or SystemClock()
+        self.now = self.clock.now
         channels: list[Channel] = [
             Alertmanager(c, config.timeout_seconds) for c in config.alertmanager
         ]
-        channels += [Webhook(c, config.timeout_seconds) for c in config.webhooks]
+        channels += [Webhook(c, config.timeout_seconds, self.clock) for c in config.webhooks]
         names = [c.name for c in channels]
         duplicated = {n for n in names if names.count(n) > 1}
         if duplicated:

@@ -96,10 +96,11 @@ def duration(text: str) -> float:
 
 def moment(text: str) -> datetime:
     """An argparse type: an ISO 8601 time or an age (6h, 7d), as naive UTC."""
+    from collector.clock import SystemClock
     from evaluators.durations import parse_time
 
     try:
-        return parse_time(text)
+        return parse_time(text, SystemClock().now())
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 

@@ -60,7 +60,8 @@ def params(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, str]:
 
 def run_report(args: argparse.Namespace) -> int:
     from collector.cli._client import AdminClient
-    from collector.drift.requests import ReliabilityQuery, utcnow
+    from collector.clock import SystemClock
+    from collector.drift.requests import ReliabilityQuery
 
     query = params(args, ("k", "target", "since", "until", "rule"))
     if args.db:
@@ -68,7 +69,7 @@ def run_report(args: argparse.Namespace) -> int:
 
         con = open_db(args.db)
         try:
-            found = ReliabilityQuery.parse(query, utcnow()).run(con)
+            found = ReliabilityQuery.parse(query, SystemClock().now()).run(con)
         finally:
             con.close()
     else:
@@ -94,18 +95,19 @@ def run_baseline(args: argparse.Namespace) -> int:
 def save_in_file(args: argparse.Namespace, query: dict[str, str]) -> dict[str, Any]:
     """The one --db command that writes: the file is opened (and migrated) as the store."""
     from collector.cli._errors import Unreachable
+    from collector.clock import SystemClock
     from collector.drift import baselines
-    from collector.drift.requests import baseline_spec, utcnow
+    from collector.drift.requests import baseline_spec
     from collector.store.database import Database
 
     if not args.db.exists():
         raise Unreachable(f"{args.db}: no such DuckDB file")
-    spec = baseline_spec(query, utcnow())
+    spec = baseline_spec(query, SystemClock().now())
     database = Database(args.db)
     database.open()
     try:
         con = database.connection
-        tables = baselines.build(con, spec, utcnow())
+        tables = baselines.build(con, spec, SystemClock().now())
         con.execute("BEGIN")
         for name, table in tables.items():
             con.register("batch", table)

@@ -91,11 +91,12 @@ def run_case(args: argparse.Namespace) -> int:
 
 def run_evidence(args: argparse.Namespace) -> int:
     from collector.cli._source import SourceSpec
+    from collector.clock import SystemClock
     from collector.replay.evidence import write_evidence
 
     source = SourceSpec.of(args).open()
     try:
-        files = write_evidence(source, args.decision_id, args.out)
+        files = write_evidence(source, args.decision_id, args.out, SystemClock().now())
     finally:
         source.close()
     print(

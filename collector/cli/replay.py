@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from collector.cli._flags import add_command, add_format, add_source, add_window, positive_int
 
@@ -149,6 +150,7 @@ def print_report(report: Any, selected: int, args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from collector.cli._source import SourceSpec
+    from collector.clock import SystemClock
     from collector.replay.run import current_packs, packs_from_paths, replay
 
     expectations = [Expectation.parse(e) for e in args.expect]
@@ -160,7 +162,12 @@ def run(args: argparse.Namespace) -> int:
             return resend(args, source, selection)
         packs = packs_from_paths(args.rules) if args.rules else current_packs(source)
         trace_ids = selection.keys(source)
-        report, tables = replay(spec, source, trace_ids, packs, args.write, args.jobs)
+        now = SystemClock().now()
+        bar = Progress(len(trace_ids))
+        report, tables = replay(
+            spec, source, trace_ids, packs, now, args.write, args.jobs, bar.update
+        )
+        bar.close()
         if args.write:
             report.stored = store(source, args.db, tables)
     finally:
@@ -238,3 +245,31 @@ def store_in_file(source: Any, db: Path | None, table: Any) -> int:
     finally:
         con.close()
     return table.num_rows
+
+
+# A bar is worth drawing only for replays longer than a moment.
+PROGRESS_AFTER = 2000
+
+
+class Progress:
+    """A one-line bar on stderr, drawn only for a person watching (a TTY)."""
+
+    def __init__(self, total: int, out: TextIO | None = None) -> None:
+        self.total = total
+        self.out = out or sys.stderr
+        self.enabled = self.out.isatty() and total > PROGRESS_AFTER
+        self.started = time.perf_counter()
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        rate = done / max(time.perf_counter() - self.started, 1e-9)
+        filled = int(30 * done / self.total)
+        self.out.write(
+            f"\r[{'#' * filled}{'.' * (30 - filled)}] {done:,}/{self.total:,}  {rate:,.0f}/s"
+        )
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.out.write("\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -36,10 +36,6 @@ def parse_ks(text: str | None) -> list[int]:
     if not ks or any(not 1 <= k <= 1000 for k in ks):
         raise SextantError(f"k {text!r}: each k must be from 1 to 1000")
     return sorted(set(ks))
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 @dataclass(frozen=True)

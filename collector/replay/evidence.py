@@ -71,12 +71,12 @@ def bundle(source: Source, decision_id: str) -> dict[str, bytes]:
     return files
 
 
-def write_evidence(source: Source, decision_id: str, out: Path) -> int:
+def write_evidence(source: Source, decision_id: str, out: Path, created_at: datetime) -> int:
     """Write the bundle as a zip with a manifest of SHA-256; how many files it holds."""
     files = bundle(source, decision_id)
     manifest = {
         "decision_id": decision_id,
-        "created_at": datetime.now(UTC).isoformat(),
+        "created_at": created_at.replace(tzinfo=UTC).isoformat(),
         "source": source.name,
         "files": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())},
     }

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing
-import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from itertools import repeat
 from pathlib import Path
-from typing import TextIO
 
 import pyarrow as pa
 
@@ -144,30 +143,6 @@ def only_packs(
     return kept, verdicts
 
 
-class Progress:
-    """A one-line bar on stderr, drawn only for a person watching (a TTY)."""
-
-    def __init__(self, total: int, out: TextIO | None = None) -> None:
-        self.total = total
-        self.out = out or sys.stderr
-        self.enabled = self.out.isatty() and total > BATCH
-        self.started = time.perf_counter()
-
-    def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        rate = done / max(time.perf_counter() - self.started, 1e-9)
-        filled = int(30 * done / self.total)
-        self.out.write(
-            f"\r[{'#' * filled}{'.' * (30 - filled)}] {done:,}/{self.total:,}  {rate:,.0f}/s"
-        )
-        self.out.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.out.write("\n")
-
-
 @dataclass
 class Batch:
     changes: list[Change]
@@ -223,17 +198,17 @@ def replay(
     source: Source,
     trace_ids: list[str],
     packs: list[LoadedPack],
+    now: datetime,
     write: bool = False,
     jobs: int = 1,
+    progress: Callable[[int], None] = lambda done: None,
 ) -> tuple[Report, list[pa.Table]]:
     """Evaluate every selected trajectory under `packs`, in `jobs` processes when there is
     enough work (each reads its batches from the source itself); with `write`, also return the
-    result rows to store."""
+    result rows to store (evaluated at `now`)."""
     report = Report(uuid.uuid4().hex[:16], packs)
     replay_id = report.replay_id if write else None
-    progress = Progress(len(trace_ids))
     started = time.perf_counter()
-    now = datetime.now(UTC).replace(tzinfo=None)
     batches = [trace_ids[i : i + BATCH] for i in range(0, len(trace_ids), BATCH)]
     tables: list[pa.Table] = []
     done = 0
@@ -246,7 +221,7 @@ def replay(
         if batch.rows is not None:
             tables.append(batch.rows)
         done += len(batch.outcomes)
-        progress.update(done)
+        progress(done)
 
     if jobs > 1 and len(batches) > 1:
         texts = [(p.text, p.source) for p in packs]
@@ -259,7 +234,6 @@ def replay(
     else:
         for ids in batches:
             collect(replay_batch(source, ids, packs, replay_id, now))
-    progress.close()
     report.changes.sort(key=lambda c: (c.trace_id, c.rule))
     report.elapsed_seconds = time.perf_counter() - started
     return report, tables
