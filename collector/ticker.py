@@ -43,3 +43,19 @@ class Ticker:
                 self.tick()
             except Exception:
                 log.exception("%s: tick failed", self.name)
+
+
+class TickingStage:
+    """The lifecycle of a stage whose one thread is its ticker (checkpoints, export, retention):
+    start ticking, stop before the deadline, own that thread."""
+
+    ticker: Ticker
+
+    def start(self) -> None:
+        self.ticker.start()
+
+    def shutdown(self, deadline: float) -> None:
+        self.ticker.shutdown(deadline)
+
+    def threads(self) -> list[threading.Thread]:
+        return self.ticker.threads()

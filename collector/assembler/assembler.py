@@ -19,7 +19,7 @@ from collector.config.sections import AssemblerConfig
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics
-from collector.ticker import Ticker
+from collector.ticker import Ticker, TickingStage
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class EvaluationStage(Protocol):
     def record(self, evaluated: Any) -> None: ...
 
 
-class Assembler:
+class Assembler(TickingStage):
     """Keeps a small record per open trace and builds each trajectory from the store on close.
 
     The spans themselves are never held here: DuckDB is the buffer, which keeps memory bounded
@@ -152,14 +152,7 @@ class Assembler:
         recovered = self.recover()
         if recovered:
             log.info("recovered %d open traces from the store", recovered)
-        self.ticker.start()
-
-    def shutdown(self, deadline: float) -> None:
-        """Stop ticking; open traces stay in the store and are recovered on the next start."""
-        self.ticker.shutdown(deadline)
-
-    def threads(self) -> list[threading.Thread]:
-        return self.ticker.threads()
+        super().start()  # on shutdown, open traces stay in the store, recovered on next start
 
     def _pause(self) -> float:
         """Until the next trace may close, at most tick_seconds (new traces may come sooner)."""

@@ -130,7 +130,7 @@ def run_test(args: argparse.Namespace) -> int:
     """Each case: the pack's verdict and rule verdicts against `expect`."""
     from collector.cli._errors import UsageError
     from evaluators.base import overall_verdict
-    from evaluators.engine import evaluate_pack
+    from evaluators.evaluate import evaluate_pack
     from evaluators.rulepack import RulePackError, load_pack
 
     try:

@@ -4,16 +4,22 @@ description, cross-field checks that name the YAML keys."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
     field_validator,
     model_validator,
 )
+
+from evaluators.durations import parse_duration
+
+# Every `*_seconds` key takes a number of seconds or the one duration grammar: 30s, 5m, 1h, 7d.
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
 
 
 class Strict(BaseModel):
@@ -106,7 +112,7 @@ class RetentionConfig(Strict):
     export_first: bool = Field(
         False, description="Export what is about to be deleted to export.parquet_dir first."
     )
-    check_seconds: float = Field(3600.0, gt=0, description="How often old data is looked for.")
+    check_seconds: Seconds = Field(3600.0, gt=0, description="How often old data is looked for.")
 
 
 class SqlConfig(Strict):
@@ -117,7 +123,7 @@ class SqlConfig(Strict):
     default_rows: int = Field(
         1000, gt=0, description="Rows returned when a request does not give `max_rows`."
     )
-    timeout_seconds: float = Field(
+    timeout_seconds: Seconds = Field(
         30.0, gt=0, description="A query still running after this long is interrupted."
     )
 
@@ -126,7 +132,9 @@ class ExportConfig(Strict):
     parquet_dir: Path | None = Field(
         None, description="Directory of the periodic Parquet export; none: no periodic export."
     )
-    interval_seconds: float = Field(3600.0, gt=0, description="How often the periodic export runs.")
+    interval_seconds: Seconds = Field(
+        3600.0, gt=0, description="How often the periodic export runs."
+    )
 
 
 class StorageConfig(Strict):
@@ -159,7 +167,7 @@ class WriterConfig(Strict):
     max_commit_rows: int = Field(
         50_000, gt=0, description="Most rows one group commit takes from the queue."
     )
-    max_linger_seconds: float = Field(
+    max_linger_seconds: Seconds = Field(
         0.01,
         ge=0,
         description="Longest a commit waits for requests still being decoded, to share a commit.",
@@ -170,10 +178,10 @@ class WriterConfig(Strict):
 
 
 class AssemblerConfig(Strict):
-    quiet_period_seconds: float = Field(
+    quiet_period_seconds: Seconds = Field(
         5.0, gt=0, description="A trace closes this long after its last span once its root ended."
     )
-    max_trace_age_seconds: float = Field(
+    max_trace_age_seconds: Seconds = Field(
         300.0, gt=0, description="A trace whose root never arrives closes (incomplete) this late."
     )
     max_open_traces: int = Field(
@@ -182,7 +190,7 @@ class AssemblerConfig(Strict):
     max_spans_per_trace: int = Field(
         10_000, gt=0, description="A trace with more spans closes early as incomplete."
     )
-    tick_seconds: float = Field(0.1, gt=0, description="How often due traces are closed.")
+    tick_seconds: Seconds = Field(0.1, gt=0, description="How often due traces are closed.")
     max_round_traces: int = Field(
         2000, gt=0, description="Most traces one assembly round builds; the rest wait a tick."
     )
@@ -205,7 +213,7 @@ class RulesConfig(Strict):
         default_factory=lambda: [BUILTIN_RULES],
         description="Rule pack files or directories of *.yaml packs (default: the shipped rules/).",
     )
-    reload_seconds: float = Field(2.0, gt=0, description="How often packs are checked for edits.")
+    reload_seconds: Seconds = Field(2.0, gt=0, description="How often packs are checked for edits.")
     disabled: list[str] = Field(
         default_factory=list, description="`pack` or `pack/rule` ids that are not evaluated."
     )
@@ -213,7 +221,7 @@ class RulesConfig(Strict):
 
 class DriftConfig(Strict):
     enabled: bool = Field(True, description="Evaluate drift and reliability rules on schedule.")
-    tick_seconds: float = Field(
+    tick_seconds: Seconds = Field(
         1.0, gt=0, description="How often due window rules are looked for (each has `interval`)."
     )
     max_evidence: int = Field(
@@ -234,11 +242,11 @@ class PricingConfig(Strict):
 
 
 class DecisionsConfig(Strict):
-    interval_seconds: float = Field(5.0, gt=0, description="How often decisions are evaluated.")
-    window_seconds: float = Field(
+    interval_seconds: Seconds = Field(5.0, gt=0, description="How often decisions are evaluated.")
+    window_seconds: Seconds = Field(
         600.0, gt=0, description="Window of a failed rule's on_fail when no policy covers it."
     )
-    resolve_after_seconds: float = Field(
+    resolve_after_seconds: Seconds = Field(
         300.0, ge=0, description="A decision without a policy resolves once clear this long."
     )
     max_targets: int = Field(
@@ -250,10 +258,10 @@ class DecisionsConfig(Strict):
     no_data: Literal["review", "ignore"] = Field(
         "review", description="What a target that stops sending trajectories gets."
     )
-    no_data_after_seconds: float = Field(
+    no_data_after_seconds: Seconds = Field(
         1800.0, gt=0, description="Silence after which a target that was sending gets no_data."
     )
-    lookback_seconds: float = Field(
+    lookback_seconds: Seconds = Field(
         86_400.0, gt=0, description="How far back a target counts as known (PASS gauge, no_data)."
     )
 
@@ -261,7 +269,7 @@ class DecisionsConfig(Strict):
 class AlertmanagerChannel(Strict):
     url: str = Field(description="Alertmanager base URL, e.g. http://alertmanager:9093.")
     name: str = Field("alertmanager", description="Channel name in metrics and `alerts test`.")
-    resend_seconds: float = Field(
+    resend_seconds: Seconds = Field(
         60.0, gt=0, description="Firing alerts are re-sent this often (Alertmanager expects it)."
     )
 
@@ -272,7 +280,7 @@ class WebhookChannel(Strict):
     secret: SecretStr | None = Field(
         None, description="HMAC-SHA256 key; the signature goes in X-Sextant-Signature."
     )
-    renotify_seconds: float = Field(
+    renotify_seconds: Seconds = Field(
         3600.0, gt=0, description="A firing decision is sent again this often."
     )
 
@@ -289,7 +297,7 @@ class AlertsConfig(Strict):
     )
     queue_size: int = Field(1000, gt=0, description="Alerts waiting per channel; beyond, dropped.")
     max_attempts: int = Field(5, ge=1, description="Delivery attempts per alert.")
-    backoff_seconds: float = Field(
+    backoff_seconds: Seconds = Field(
         1.0, gt=0, description="First retry delay; it doubles per attempt."
     )
-    timeout_seconds: float = Field(5.0, gt=0, description="HTTP timeout per attempt.")
+    timeout_seconds: Seconds = Field(5.0, gt=0, description="HTTP timeout per attempt.")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from datetime import datetime
 from typing import Any, Protocol
@@ -21,7 +20,7 @@ from collector.store.database import Database
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.telemetry import DriftMetrics
-from collector.ticker import Ticker
+from collector.ticker import Ticker, TickingStage
 from evaluators.rulepack import RulePack
 from evaluators.window import DriftRule, ReliabilityRule
 
@@ -33,7 +32,7 @@ class PackSource(Protocol):
     def snapshot(self) -> tuple[PackText, ...]: ...
 
 
-class DriftScheduler:
+class DriftScheduler(TickingStage):
     """A rule is first evaluated one `interval` after it is loaded, then every `interval`."""
 
     def __init__(
@@ -56,13 +55,7 @@ class DriftScheduler:
 
     def start(self) -> None:
         if self.config.enabled:
-            self.ticker.start()
-
-    def shutdown(self, deadline: float) -> None:
-        self.ticker.shutdown(deadline)
-
-    def threads(self) -> list[threading.Thread]:
-        return self.ticker.threads()
+            super().start()
 
     def tick(self) -> int:
         """Evaluate the rules that are due; returns how many ran."""

@@ -17,7 +17,7 @@ from collector.evaluation.metrics import RulesMetrics
 from collector.store.database import Database
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
-from collector.ticker import Ticker
+from collector.ticker import Ticker, TickingStage
 from evaluators.rulepack import LoadedPack, RulePack, RulePackError, load_pack, load_text
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def pack_files(paths: list[Path]) -> list[Path]:
     return found
 
 
-class PackRegistry:
+class PackRegistry(TickingStage):
     """The packs in force. A file that fails to load keeps its last good version running."""
 
     def __init__(
@@ -103,13 +103,7 @@ class PackRegistry:
 
     def start(self) -> None:
         self.reload()
-        self.ticker.start()
-
-    def shutdown(self, deadline: float) -> None:
-        self.ticker.shutdown(deadline)
-
-    def threads(self) -> list[threading.Thread]:
-        return self.ticker.threads()
+        super().start()
 
     def snapshot(self) -> tuple[PackText, ...]:
         return self._snapshot

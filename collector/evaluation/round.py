@@ -12,7 +12,7 @@ from typing import Any
 from collector.evaluation.packs import PackText, compiled
 from collector.evaluation.results import trajectory_result_rows
 from evaluators.base import Result, overall_verdict
-from evaluators.engine import evaluate_pack
+from evaluators.evaluate import evaluate_pack
 from evaluators.model import Trajectory
 
 

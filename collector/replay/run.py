@@ -23,7 +23,7 @@ from collector.replay.load import load_results, load_trajectories
 from collector.replay.sources import Opener, Source
 from collector.store.tables import rows_table
 from evaluators.base import Result, overall_verdict
-from evaluators.engine import evaluate_pack
+from evaluators.evaluate import evaluate_pack
 from evaluators.rulepack import LoadedPack, RulePackError, load_pack, load_text
 
 BATCH = 2000

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import duckdb
 
 from collector.store.database import Database
 from collector.telemetry import StoreMetrics
-from collector.ticker import Ticker
+from collector.ticker import Ticker, TickingStage
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +18,7 @@ RETRY_WINDOW_SECONDS = 2.0
 RETRY_PAUSE_SECONDS = 0.005
 
 
-class Checkpointer:
+class Checkpointer(TickingStage):
     """Runs CHECKPOINT on its own cursor whenever the WAL passes `wal_limit_bytes`.
 
     Commits carry on while a checkpoint runs, so a checkpoint costs the writer little instead of
@@ -38,15 +37,6 @@ class Checkpointer:
         self.metrics = metrics
         self.ticker = Ticker("sextant-checkpoint", interval, self.tick)
         self._last_error = ""
-
-    def start(self) -> None:
-        self.ticker.start()
-
-    def shutdown(self, deadline: float) -> None:
-        self.ticker.shutdown(deadline)
-
-    def threads(self) -> list[threading.Thread]:
-        return self.ticker.threads()
 
     def tick(self) -> None:
         wal = self.database.wal_bytes

@@ -16,7 +16,7 @@ import pyarrow.dataset as ds
 
 from collector.clock import Clock, SystemClock
 from collector.store.database import Database
-from collector.ticker import Ticker
+from collector.ticker import Ticker, TickingStage
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def start_of_day(moment: datetime) -> datetime:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-class ParquetExporter:
+class ParquetExporter(TickingStage):
     """The service's periodic export: each run rewrites the days since the previous run began,
     so a day's partition is complete once the day is over."""
 
@@ -118,15 +118,6 @@ class ParquetExporter:
         self.ticker = Ticker("sextant-export", interval, self.export)
         self._lock = threading.Lock()
         self._since: datetime | None = None
-
-    def start(self) -> None:
-        self.ticker.start()
-
-    def shutdown(self, deadline: float) -> None:
-        self.ticker.shutdown(deadline)
-
-    def threads(self) -> list[threading.Thread]:
-        return self.ticker.threads()
 
     def export(
         self, since: datetime | None = None, until: datetime | None = None

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -13,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter
 from collector.clock import Clock, SystemClock
 from collector.store.database import Database
 from collector.store.export import DATE_COLUMNS, start_of_day
-from collector.ticker import Ticker
+from collector.ticker import Ticker, TickingStage
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +30,7 @@ class RetentionMetrics:
         )
 
 
-class Retention:
+class Retention(TickingStage):
     """Deletes by the same date column the export partitions by, a whole day at a time, so an
     export taken before a deletion holds complete days."""
 
@@ -50,15 +49,6 @@ class Retention:
         self.export = export
         self.clock = clock or SystemClock()
         self.ticker = Ticker("sextant-retention", interval, self.run)
-
-    def start(self) -> None:
-        self.ticker.start()
-
-    def shutdown(self, deadline: float) -> None:
-        self.ticker.shutdown(deadline)
-
-    def threads(self) -> list[threading.Thread]:
-        return self.ticker.threads()
 
     def cutoff(self) -> datetime:
         return start_of_day(self.clock.now() - timedelta(days=self.days))

@@ -3,7 +3,7 @@ approval-before-write rule with its approval step."""
 
 from __future__ import annotations
 
-from evaluators.engine import evaluate_pack
+from evaluators.evaluate import evaluate_pack
 from evaluators.rulepack import RulePack
 from tests.support.trajectories import tool
 

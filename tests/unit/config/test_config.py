@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from collector.config import load_config
+from collector.config.sections import WriterConfig
 from collector.errors import ConfigError
 
 
@@ -47,6 +48,8 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         ("limit: {}", "limit: unknown key"),
         ("writer: {max_queue_rows: many}", "writer.max_queue_rows: Input should be a valid"),
         ("storage: {memory_limit: lots}", "storage.memory_limit"),
+        ("assembler: {quiet_period_seconds: 5 parsecs}", "assembler.quiet_period_seconds: Value"),
+        ("decisions: {window_seconds: 0}", "decisions.window_seconds: Input should be greater"),
         ("- a list", "the top level must be a mapping"),
         ("grpc: [unclosed", "not valid YAML"),
     ],
@@ -65,3 +68,13 @@ def test_invalid_environment_value_names_the_key() -> None:
         load_config(None, environ={"SEXTANT_WRITER__MAX_QUEUE_ROWS": "-5"})
     assert "writer.max_queue_rows" in str(caught.value)
     assert "SEXTANT_* environment" in str(caught.value)
+
+
+def test_every_seconds_key_takes_the_duration_grammar(tmp_path: Path) -> None:
+    path = tmp_path / "sextant.yaml"
+    path.write_text("assembler: {quiet_period_seconds: 2s, max_trace_age_seconds: 10m}\n")
+    config = load_config(path, environ={"SEXTANT_DECISIONS__WINDOW_SECONDS": "1h"})
+    assert config.assembler.quiet_period_seconds == 2.0
+    assert config.assembler.max_trace_age_seconds == 600.0
+    assert config.decisions.window_seconds == 3600.0
+    assert config.writer.max_linger_seconds == WriterConfig().max_linger_seconds  # untouched

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evaluators.base import Verdict
-from evaluators.engine import evaluate_pack
+from evaluators.evaluate import evaluate_pack
 from evaluators.rulepack import RulePack, RulePackError, load_text
 from evaluators.secrets import DETECTORS, found
 from tests.support.rules import APPROVAL, approval, pack, verdict

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evaluators.base import Verdict
-from evaluators.engine import evaluate_pack
+from evaluators.evaluate import evaluate_pack
 from evaluators.rulepack import RulePack
 from tests.support.rules import APPROVAL, approval, pack, verdict
 from tests.support.trajectories import llm, run, tool

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.engine import evaluate_pack
+from evaluators.evaluate import evaluate_pack
 from evaluators.rulepack import RulePackError, load_text
 from tests.support.trajectories import llm
 from tests.support.trajectories import run as make_run
