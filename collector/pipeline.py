@@ -136,7 +136,7 @@ class Pipeline:
     def _routes(self, auth: BearerAuth) -> list[RouteGroup]:
         return [
             HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
-            TrajectoryRoutes(self.database),
+            TrajectoryRoutes(self.database, self.clock.now),
             DecisionRoutes(self.decisions, self.notifier, self.database, auth),
             SqlRoutes(self.config.sql, self.database, auth),
             ReplayRoutes(self.writer, auth),

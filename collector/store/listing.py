@@ -30,6 +30,7 @@ CONDITIONS = {
     "status": "status = ?",
     "verdict": "coalesce(verdict, 'none') = ?",
     "reason": "list_contains(verdict_reasons, ?)",
+    "case": "case_id = ?",
     "since": "closed_at >= ?",
     "until": "closed_at < ?",
 }
@@ -57,7 +58,10 @@ class Cursor:
 
 
 def page_query(
-    filters: dict[str, Any], limit: int, after: Cursor | None = None
+    filters: dict[str, Any],
+    limit: int,
+    after: Cursor | None = None,
+    columns: tuple[str, ...] = COLUMNS,
 ) -> tuple[str, list[Any]]:
     """SQL for the next `limit` + 1 rows (one more tells whether another page follows).
 
@@ -75,7 +79,7 @@ def page_query(
         where.append("(closed_at < ? OR (closed_at = ? AND trace_id > ?))")
         params += [after.closed_at, after.closed_at, after.trace_id]
     sql = (
-        f"SELECT {', '.join(COLUMNS)} FROM trajectories WHERE {' AND '.join(where)}"
+        f"SELECT {', '.join(columns)} FROM trajectories WHERE {' AND '.join(where)}"
         f" ORDER BY closed_at DESC, trace_id LIMIT {int(limit) + 1}"
     )
     return sql, params

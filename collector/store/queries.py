@@ -8,6 +8,8 @@ from typing import Any
 import duckdb
 import orjson
 
+from collector.store.listing import Cursor, page_query, split_page
+
 
 def rows_as_dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     names = [d[0] for d in cursor.description]
@@ -70,32 +72,21 @@ def load_trajectory(
 
 
 SUMMARY_COLUMNS = (
-    "trace_id, revision, status, close_reason, agent_run, service_name, agent_name,"
-    " service_version, case_id, steps, tool_calls, llm_calls, input_tokens, output_tokens,"
-    " cost_usd, error_count, duration_ms, start_time, closed_at"
+    *("trace_id", "revision", "status", "close_reason", "agent_run", "service_name"),
+    *("agent_name", "service_version", "case_id", "steps", "tool_calls", "llm_calls"),
+    *("input_tokens", "output_tokens", "cost_usd", "error_count", "duration_ms", "start_time"),
+    "closed_at",
 )
-FILTERS = {
-    "service": "service_name",
-    "agent": "agent_name",
-    "version": "service_version",
-    "status": "status",
-    "case": "case_id",
-}
 
 
 def list_trajectories(
-    cursor: duckdb.DuckDBPyConnection, filters: dict[str, str], limit: int
-) -> list[dict[str, Any]]:
-    """Current trajectories, most recently closed first, filtered by exact column values."""
-    where = ["is_current"]
-    params: list[Any] = []
-    for key, column in FILTERS.items():
-        if key in filters:
-            where.append(f"{column} = ?")
-            params.append(filters[key])
-    cursor.execute(
-        f"SELECT {SUMMARY_COLUMNS} FROM trajectories WHERE {' AND '.join(where)}"
-        " ORDER BY closed_at DESC, trace_id LIMIT ?",
-        [*params, limit],
-    )
-    return [jsonable(row) for row in rows_as_dicts(cursor)]
+    cursor: duckdb.DuckDBPyConnection,
+    filters: dict[str, Any],
+    limit: int,
+    after: Cursor | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of current trajectories, most recently closed first, and the next page's cursor."""
+    sql, params = page_query(filters, limit, after, SUMMARY_COLUMNS)
+    cursor.execute(sql, params)
+    rows, following = split_page(rows_as_dicts(cursor), limit)
+    return [jsonable(row) for row in rows], following

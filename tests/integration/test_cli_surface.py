@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import requests
 
 from collector.config.sections import BUILTIN_RULES
 from tests.support.admin import trajectory
@@ -69,6 +70,23 @@ def test_version_and_every_help_shows_an_example_and_the_defaults(capsys) -> Non
     assert "--url URL" in out and "(default: http://localhost:9464)" in out
     assert "$SEXTANT_TOKEN" in out and "--format {table,json,csv}" in out
     assert "(default: 50)" in out
+
+
+def test_the_api_lists_trajectories_with_the_same_filters_and_pages(two_packs) -> None:
+    server, bad, good, _tmp = two_packs
+    api = f"{server.admin_url}/api/v1/trajectories"
+    failed = requests.get(api, params={"verdict": "fail", "since": "1h"}, timeout=10).json()
+    assert [t["trace_id"] for t in failed["trajectories"]] == [bad]
+    assert "next_cursor" not in failed  # the last page says so by having none
+    reason = {"reason": "refund_without_approval"}
+    assert [t["trace_id"] for t in requests.get(api, params=reason, timeout=10).json()[
+        "trajectories"]] == [bad]  # fmt: skip
+    first = requests.get(api, params={"limit": 1}, timeout=10).json()
+    assert [t["trace_id"] for t in first["trajectories"]] == [good]
+    second = requests.get(api, params={"limit": 1, "cursor": first["next_cursor"]}, timeout=10)
+    assert [t["trace_id"] for t in second.json()["trajectories"]] == [bad]
+    forged = requests.get(api, params={"cursor": "not-a-cursor"}, timeout=10)
+    assert forged.status_code == 400 and "cursor" in forged.json()["error"]
 
 
 def test_help_imports_no_heavy_library() -> None:

@@ -57,6 +57,12 @@ def test_show_from_the_api_and_from_a_file(tmp_path: Path) -> None:
         bad = requests.get(f"{server.admin_url}/api/v1/trajectories?colour=red")
         assert bad.status_code == 400 and "unknown parameter 'colour'" in bad.json()["error"]
         assert requests.get(f"{server.admin_url}/api/v1/trajectories?limit=0").status_code == 400
+        recent = requests.get(f"{server.admin_url}/api/v1/trajectories?since=1h&agent=travel-agent")
+        assert [t["trace_id"] for t in recent.json()["trajectories"]] == [trace_id]
+        future = requests.get(f"{server.admin_url}/api/v1/trajectories?since=2999-01-01T00:00")
+        assert future.json() == {"trajectories": []}
+        vague = requests.get(f"{server.admin_url}/api/v1/trajectories?since=yesterday")
+        assert vague.status_code == 400 and "yesterday" in vague.json()["error"]
 
         missing = show("ab" * 16, "--url", server.admin_url)
         assert missing.returncode == 1 and "no trajectory" in missing.stderr

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*ROOT.glob("collector/**/*.py"), *ROOT.glob("evaluators/**/*.py")])
@@ -101,19 +97,3 @@ def test_no_private_attribute_of_another_object_is_read() -> None:
         and not (isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "super")
     ]
     assert offenders == []
-
-
-@pytest.mark.parametrize("heavy", ["duckdb", "scipy", "grpc", "pyarrow", "aiohttp"])
-def test_the_help_imports_no_heavy_library(heavy: str) -> None:
-    """`sextant --help` answers at once: the heavy libraries load only in commands needing them."""
-    probe = (
-        "import sys, contextlib, io\n"
-        "from collector.cli import main\n"
-        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
-        "    main(['--help'])\n"
-        f"print({heavy!r} in sys.modules)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    assert out.stdout.strip() == "False"
