@@ -8,6 +8,8 @@ import urllib.parse
 from typing import Any
 
 from collector.cli._flags import add_command, add_format, add_url_token
+from collector.decisions.state import ACTIVE_FILTER, Event
+from evaluators.base import precedence_text
 
 LIST_COLUMNS = ["decision_id", "decision", "state", "target", "reasons", "owner", "since",
                 "evidence", "by"]  # fmt: skip
@@ -19,7 +21,8 @@ def register(sub: Any) -> None:
     decisions = add_command(
         sub,
         "decisions",
-        "current decisions; the history of one; acknowledge or resolve one",
+        "current decisions; the history of one; acknowledge or resolve one"
+        f" (strongest first: {precedence_text()})",
         "sextant decisions --decision QUARANTINE --url http://localhost:9464",
     )
     add_url_token(decisions)
@@ -34,7 +37,8 @@ def register(sub: Any) -> None:
     show.add_argument("id")
     add_url_token(show)
     add_format(show)
-    for verb, text in (("ack", "acknowledge: you own it now"), ("resolve", "resolve it by hand")):
+    by_hand = ((Event.ACK, "acknowledge: you own it now"), (Event.RESOLVE, "resolve it by hand"))
+    for verb, text in by_hand:
         p = add_command(dsub, verb, text, f"sextant decisions {verb} DECISION_ID --by ana")
         p.add_argument("id")
         p.add_argument("--by", required=True, help="who acts (recorded in the history)")
@@ -68,7 +72,7 @@ def listed(d: dict[str, Any]) -> dict[str, Any]:
         "target": f"{d['service_name']}/{d['agent_name']}@{d['service_version']}",
         "since": (d["fired_at"] or d["active_at"] or "")[:19],
         "evidence": (d["evidence_trace_ids"] or [""])[0],
-        "by": d["actor"] if d["event"] in ("ack", "resolve") else "",
+        "by": d["actor"] if d["event"] in (Event.ACK, Event.RESOLVE) else "",
     }
 
 
@@ -77,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
     action = args.decisions_command or "list"
     if action == "list":
-        query = {} if args.all else {"state": "active"}
+        query = {} if args.all else {"state": ACTIVE_FILTER}
         for name in ("service", "agent", "version", "decision"):
             if getattr(args, name):
                 query[name] = getattr(args, name)

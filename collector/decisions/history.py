@@ -6,7 +6,7 @@ from typing import Any
 
 import duckdb
 
-from collector.decisions.state import ACTIVE, State
+from collector.decisions.state import ACTIVE, ACTIVE_FILTER, State
 from collector.store.queries import jsonable, rows_as_dicts
 from evaluators.base import DECISION_PRECEDENCE
 
@@ -16,7 +16,6 @@ DECISION_FILTERS = {
     "version": "service_version",
     "decision": "decision",
 }
-ACTIVE_FILTER = "active"  # `state=active`: pending or firing
 STATES = (*(s.value for s in State), ACTIVE_FILTER)
 
 

@@ -29,6 +29,9 @@ class State(StrEnum):
 ACTIVE = (State.PENDING, State.FIRING)
 
 
+ACTIVE_FILTER = "active"  # the `state=active` filter of the API: pending or firing
+
+
 class Event(StrEnum):
     """What happened to a decision in one transition; stored in `decisions.event`."""
 
