@@ -42,7 +42,7 @@ def metered(metrics: ReceiverMetrics, protocol: str, signal: str) -> Iterator[di
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ExportReply:
     """What the client is told: how many items were rejected and why (OTLP partial success)."""
 
     rejected: int = 0
@@ -81,7 +81,7 @@ def describe(decoded: Decoded, noun: str, limit: int) -> str:
 
 
 class Ingest:
-    """Turns one export request's bytes into committed rows and an OTLP outcome.
+    """Turns one export request's bytes into committed rows and the OTLP reply.
 
     Decoding is pure Python and GIL-bound, so it runs in the worker processes: the receiving
     process keeps its GIL for gRPC, HTTP and the DuckDB writer, and both cores work.
@@ -112,7 +112,7 @@ class Ingest:
             return decode_request(signal, encoding, data, limit)
         return await self.workers.run_async(decode_request, signal, encoding, data, limit)
 
-    async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> Outcome:
+    async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> ExportReply:
         m = self.metrics
         with self.writer.incoming():
             decoded = await self._decode(signal, encoding, data)
@@ -130,4 +130,4 @@ class Ingest:
             if decoded.truncated_rows:
                 m.truncated.labels(signal).inc(decoded.truncated_rows)
         message = describe(decoded, NOUNS[signal], self.limits.max_attribute_length)
-        return Outcome(decoded.rejected_total, message)
+        return ExportReply(decoded.rejected_total, message)

@@ -94,8 +94,8 @@ class OtlpGrpcReceiver:
     def _handler(self, signal: str) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable]:
         async def export(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
             async def consume() -> bytes:
-                outcome = await self.ingest.consume(signal, "protobuf", data, "grpc")
-                return outcome.response(signal).SerializeToString()
+                answer = await self.ingest.consume(signal, "protobuf", data, "grpc")
+                return answer.response(signal).SerializeToString()
 
             return await self._answer(signal, context, consume)
 

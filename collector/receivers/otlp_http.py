@@ -185,8 +185,8 @@ class OtlpHttpReceiver:
         async def export(request: web.Request) -> web.Response:
             async def consume(body: bytes, kind: str) -> bytes:
                 encoding = "json" if kind == JSON else "protobuf"
-                outcome = await self.ingest.consume(signal, encoding, body, "http")
-                return encode(outcome.response(signal), kind)
+                answer = await self.ingest.consume(signal, encoding, body, "http")
+                return encode(answer.response(signal), kind)
 
             return await self._answer(request, signal, consume)
 
