@@ -120,23 +120,31 @@ class Store:
             **where,
         )
         if failed:
-            self.insert(
-                "results",
-                trace_id=trace_id,
-                revision=1,
-                pack="shop",
-                pack_version="1.0.0",
-                rule_id="approval-before-refund",
-                rule_type="precedes",
-                verdict="fail",
-                severity="critical",
-                reason="approval_boundary_violation",
-                requested_decision="QUARANTINE",
-                evaluated_at=now,
-                scope="trajectory",
-                origin="live",
-                **where,
-            )
+            self.failure(now, trace_id, target, "critical", requested_decision="QUARANTINE")
+
+    def failure(
+        self, now: datetime, trace_id: str, target: Target, severity: str, **extra: object
+    ) -> None:
+        """The run's failed approval result, at this severity."""
+        self.insert(
+            "results",
+            trace_id=trace_id,
+            revision=1,
+            pack="shop",
+            pack_version="1.0.0",
+            rule_id="approval-before-refund",
+            rule_type="precedes",
+            verdict="fail",
+            severity=severity,
+            reason="approval_boundary_violation",
+            evaluated_at=now,
+            scope="trajectory",
+            origin="live",
+            service_name=target.service,
+            agent_name=target.agent,
+            service_version=target.version,
+            **extra,
+        )
 
     def history(self, decision_id: str) -> list[tuple[str, str, str | None]]:
         cursor = self.database.cursor()
@@ -336,24 +344,7 @@ def test_a_round_reads_one_snapshot_so_a_run_never_counts_without_its_evidence(s
     now = clock.now()
     # One run failing two result groups of the policy: its runs are counted distinct.
     store.run(now, "a" * 32, CHECKOUT)
-    store.insert(
-        "results",
-        trace_id="a" * 32,
-        revision=1,
-        pack="shop",
-        pack_version="1.0.0",
-        rule_id="approval-before-refund",
-        rule_type="precedes",
-        verdict="fail",
-        severity="high",
-        reason="approval_boundary_violation",
-        evaluated_at=now,
-        scope="trajectory",
-        origin="live",
-        service_name=CHECKOUT.service,
-        agent_name=CHECKOUT.agent,
-        service_version=CHECKOUT.version,
-    )
+    store.failure(now, "a" * 32, CHECKOUT, "high")
     real = queries.distinct_runs
 
     def with_a_commit_in_between(*args, **kwargs):  # the second run lands mid-round
