@@ -206,13 +206,15 @@ class Notifier:
             for n in firing:
                 last = box.last_sent.get(n.dedup_key) if box.last_sent else None
                 if last is not None and now - last >= interval:
-                    self._offer(box, n)
+                    self.offer(box, n)
 
     def _offer_all(self, n: Notification) -> None:
         for box in self.outboxes:
-            self._offer(box, n)
+            self.offer(box, n)
 
-    def _offer(self, box: Outbox, n: Notification) -> None:
+    def offer(self, box: Outbox, n: Notification) -> None:
+        """Queue `n` on one channel: a waiting notification of the same alert and status is
+        replaced by the newest, and a full queue drops its oldest (counted)."""
         with box.wake:
             for i, queued in enumerate(box.queue):
                 if (queued.dedup_key, queued.status) == (n.dedup_key, n.status):

@@ -152,9 +152,9 @@ def test_a_waiting_alert_is_queued_once_however_often_it_is_re_sent():
         return Notification(key, "d-1", status, {}, {"summary": summary}, "t", None, "u")
 
     for i in range(10):
-        notifier._offer(box, alert("a", summary=str(i)))
-    notifier._offer(box, alert("a", "resolved"))
-    notifier._offer(box, alert("b"))
+        notifier.offer(box, alert("a", summary=str(i)))
+    notifier.offer(box, alert("a", "resolved"))
+    notifier.offer(box, alert("b"))
     assert [(n.dedup_key, n.status) for n in box.queue] == [
         ("a", "firing"),
         ("a", "resolved"),
