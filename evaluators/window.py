@@ -102,7 +102,9 @@ class DriftRule(WindowRule):
         return self
 
     def threshold(self, metric: str) -> float:
-        return self.thresholds.get(metric, DEFAULT_THRESHOLDS[metric])  # type: ignore[call-overload]
+        """The effect size over which `metric` fails: the rule's own, else the default."""
+        own = {str(name): value for name, value in self.thresholds.items()}
+        return own.get(metric, DEFAULT_THRESHOLDS[metric])
 
 
 RELIABILITY_METRICS = ("pass_at_k", "pass_hat_k", "consistency")

@@ -190,12 +190,13 @@ def judge_target(
 ) -> WindowOutcome:
     k = rule.k
     eligible = found.eligible(max(k, 2) if rule.metric == "consistency" else k)
-    values = {
+    by_metric: dict[str, list[float | None]] = {
         "pass_at_k": [c.pass_at(k) for c in eligible],
         "pass_hat_k": [c.pass_hat(k) for c in eligible],
         "consistency": [c.consistency for c in eligible],
-    }[rule.metric]
-    value = mean_of(values)  # type: ignore[arg-type]
+    }
+    values = by_metric[rule.metric]
+    value = mean_of(values)
     label = "consistency" if rule.metric == "consistency" else f"{rule.metric}@{k}"
     short = len(found.cases) - len(eligible)
     where = f"{describe_target(found.target)}: "

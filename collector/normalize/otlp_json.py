@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from google.protobuf import json_format
@@ -27,6 +27,9 @@ WRONG_LENGTH = b"\x00"  # a non-hex id becomes an id of the wrong length: reject
 UINT32_MAX = 2**32 - 1
 UINT64_MAX = 2**64 - 1
 INT64_RANGE = (-(2**63), 2**63 - 1)
+
+# The request message being filled: traces or logs.
+R = TypeVar("R", bound=Message)
 
 
 class Invalid(Exception):
@@ -294,9 +297,7 @@ LOGS = (
 )
 
 
-def decode(
-    body: bytes, request: Message, levels: tuple[tuple[str, str], ...], fill: Any
-) -> Message:
+def decode(body: bytes, request: R, levels: tuple[tuple[str, str], ...], fill: Any) -> R:
     """resource → scope → items, the same three levels in both signals."""
     doc = load(body)
     (top_key, top_field), (scope_key, scope_field), (item_key, item_field) = levels
@@ -320,11 +321,11 @@ def decode(
 
 
 def traces_from_json(body: bytes) -> ExportTraceServiceRequest:
-    return decode(body, ExportTraceServiceRequest(), TRACES, fill_span)  # type: ignore[return-value]
+    return decode(body, ExportTraceServiceRequest(), TRACES, fill_span)
 
 
 def logs_from_json(body: bytes) -> ExportLogsServiceRequest:
-    return decode(body, ExportLogsServiceRequest(), LOGS, fill_log)  # type: ignore[return-value]
+    return decode(body, ExportLogsServiceRequest(), LOGS, fill_log)
 
 
 def to_json(message: Message) -> bytes:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiohttp import web
+from google.protobuf.message import Message
 from google.rpc import status_pb2
 
 from collector.auth import BearerAuth
@@ -122,10 +123,10 @@ def inflate(
     return pieces, inflater
 
 
-def encode(message: object, kind: str) -> bytes:
+def encode(message: Message, kind: str) -> bytes:
     if kind == JSON:
-        return otlp_json.to_json(message)  # type: ignore[arg-type]
-    return message.SerializeToString()  # type: ignore[attr-defined]
+        return otlp_json.to_json(message)
+    return message.SerializeToString()
 
 
 def error_response(error: SextantError, kind: str) -> web.Response:
