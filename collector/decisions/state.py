@@ -50,6 +50,8 @@ class Target:
     version: str
 
     def label(self) -> str:
+        if not any(astuple(self)):
+            return "(collector)"  # COLLECTOR_TARGET: no service, agent or version to name
         return f"{self.service}/{self.agent}@{self.version}"
 
     def covers(self, other: Target) -> bool:
