@@ -125,7 +125,7 @@ class Pipeline:
             DecisionMetrics(self.registry),
             self.clock,
             Coverage(
-                rejected_spans=lambda: self.ingest.rejected("traces"),
+                rejected_spans=lambda: self.ingest.rejected_by_service("traces"),
                 eval_backlog=lambda: self.assembler.backlog(config.decisions.max_eval_backlog + 1),
             ),
             notifier,

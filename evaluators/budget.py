@@ -23,7 +23,13 @@ class BudgetRule(RuleBase):
     max_cost_usd: float | None = Field(None, ge=0)
     max_duration_ms: float | None = Field(None, ge=0)
     max_same_call: int | None = Field(
-        None, ge=1, description="Calls of one tool with the same arguments (a loop)."
+        None, ge=1, description="Calls of one tool with the same arguments anywhere in the run."
+    )
+    max_consecutive_same_call: int | None = Field(
+        None,
+        ge=1,
+        description="Calls of one tool with the same arguments back to back among the run's"
+        " tool calls (a loop).",
     )
     max_same_tool: int | None = Field(None, ge=1, description="Calls of one tool at all.")
 
@@ -37,11 +43,27 @@ class BudgetRule(RuleBase):
         return self
 
 
-def repeated(steps: list[Step], key: Callable[[Step], object]) -> dict[object, list[Step]]:
+def repeated(steps: list[Step], key: Callable[[Step], object]) -> list[list[Step]]:
+    """Steps grouped by `key` wherever they occur in the run."""
     groups: dict[object, list[Step]] = defaultdict(list)
     for step in steps:
         groups[key(step)].append(step)
-    return groups
+    return list(groups.values())
+
+
+def runs_of(steps: list[Step], key: Callable[[Step], object]) -> list[list[Step]]:
+    """Steps grouped by `key` only while they follow each other: A A B A is [A A], [B], [A]."""
+    runs: list[list[Step]] = []
+    for step in steps:
+        if runs and key(runs[-1][0]) == key(step):
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    return runs
+
+
+def same_call(step: Step) -> object:
+    return step.tool_name, orjson.dumps(step.arguments, option=orjson.OPT_SORT_KEYS)
 
 
 def evaluate_budget(t: Trajectory, rule: BudgetRule) -> Finding:
@@ -60,17 +82,18 @@ def evaluate_budget(t: Trajectory, rule: BudgetRule) -> Finding:
             over.append(f"{name} {value:g} > {limit:g}")
     tools = [s for s in t.steps if s.is_tool_call]
     checks = (
+        (rule.max_same_call, repeated(tools, same_call), "with the same arguments"),
         (
-            rule.max_same_call,
-            lambda s: (s.tool_name, orjson.dumps(s.arguments, option=orjson.OPT_SORT_KEYS)),
-            "same arguments",
+            rule.max_consecutive_same_call,
+            runs_of(tools, same_call),
+            "in a row with the same arguments",
         ),
-        (rule.max_same_tool, lambda s: s.tool_name, "in total"),
+        (rule.max_same_tool, repeated(tools, lambda s: s.tool_name), "in total"),
     )
-    for limit, key, label in checks:
+    for limit, groups, label in checks:
         if limit is None:
             continue
-        for group in repeated(tools, key).values():
+        for group in groups:
             if len(group) > limit:
                 over.append(f"{group[0].tool_name} called {len(group)} times {label} (> {limit})")
                 evidence.extend(s.span_id for s in group)

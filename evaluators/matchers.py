@@ -158,12 +158,26 @@ def at_path(document: Any, path: str) -> Any:
     return node
 
 
-def text_matches(pattern: str, value: str | None) -> bool:
+def text_matches(pattern: str | list[str], value: str | None) -> bool:
+    """`value` is `pattern` (exact, or a glob when it has `*?[`); a list matches when any does."""
     if value is None:
         return False
+    if isinstance(pattern, list):
+        return any(text_matches(p, value) for p in pattern)
     if GLOB_CHARS & set(pattern):
         return fnmatch.fnmatchcase(value, pattern)
     return value == pattern
+
+
+Globs = str | list[str] | None
+
+
+def checked_globs(value: Globs) -> Globs:
+    """One glob or a non-empty list of non-empty globs (an empty list would match nothing)."""
+    globs = [value] if isinstance(value, str) else value
+    if globs is not None and (not globs or any(not g for g in globs)):
+        raise ValueError("give a glob or a non-empty list of non-empty globs")
+    return value
 
 
 class StepMatcher(Strict):
@@ -172,9 +186,13 @@ class StepMatcher(Strict):
     kind: str | list[str] | None = Field(
         None, description="Step kind(s); a tool call also matches `tool` whatever its kind."
     )
-    name: str | None = Field(None, description="Step name, exact or glob (`update_*`).")
+    name: Globs = Field(
+        None, description="Step name, exact or glob (`update_*`), or a list of them (any)."
+    )
     name_regex: str | None = Field(None, description="Step name regex.")
-    agent: str | None = Field(None, description="Enclosing agent name, exact or glob.")
+    agent: Globs = Field(
+        None, description="Enclosing agent name, exact or glob, or a list of them (any)."
+    )
     status: str | None = Field(None, pattern="^(ok|error)$", description="ok or error.")
     attributes: dict[str, Condition] = Field(
         default_factory=dict, description="Span attribute name -> condition."
@@ -188,6 +206,11 @@ class StepMatcher(Strict):
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         return checked_regex(value)
+
+    @field_validator("name", "agent")
+    @classmethod
+    def _globs(cls, value: Globs) -> Globs:
+        return checked_globs(value)
 
     def model_post_init(self, _: Any) -> None:
         if self.name_regex is not None:

@@ -8,24 +8,30 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from evaluators.matchers import Condition, Strict, text_matches
+from evaluators.matchers import MISSING, Condition, Globs, Strict, checked_globs, text_matches
 from evaluators.model import Trajectory
 from evaluators.policies import DecisionPolicy
 from evaluators.registry import RULE_TYPES, Rule
 
 
 class Selector(Strict):
-    """Which targets a pack applies to; globs allowed, every given field must hold."""
+    """Which targets a pack applies to; every given field must hold. A field is a glob or a
+    list of globs, any of which matches."""
 
-    service: str | None = Field(None, description="service.name")
-    agent: str | None = Field(None, description="The run's top-level agent name.")
-    version: str | None = Field(None, description="service.version")
+    service: Globs = Field(None, description="service.name: a glob or a list of globs.")
+    agent: Globs = Field(None, description="The run's top-level agent name: glob(s).")
+    version: Globs = Field(None, description="service.version: a glob or a list of globs.")
     attributes: dict[str, Condition] = Field(
         default_factory=dict, description="Root span attribute -> condition."
     )
+
+    @field_validator("service", "agent", "version")
+    @classmethod
+    def _globs(cls, value: Globs) -> Globs:
+        return checked_globs(value)
 
     def matches(self, t: Trajectory) -> bool:
         for pattern, value in (
@@ -38,8 +44,6 @@ class Selector(Strict):
         if self.attributes:
             root = t.root
             attrs = root.attributes if root is not None else {}
-            from evaluators.matchers import MISSING
-
             return all(c.check(attrs.get(k, MISSING)) for k, c in self.attributes.items())
         return True
 
@@ -50,7 +54,10 @@ class RulePack(Strict):
     owner: str = Field(min_length=1, description="Who answers for its decisions.")
     description: str = Field("", description="What the pack is for.")
     selector: Selector = Field(default_factory=Selector, description="Which targets.")
-    rules: list[Rule] = Field(min_length=1, description="The checks.")
+    rules: list[Rule] = Field(
+        default_factory=list,
+        description="The checks; a pack may hold none and only decision policies over others.",
+    )
     decisions: list[DecisionPolicy] = Field(
         default_factory=list,
         description="Decision policies; without one, a failed rule's on_fail applies at once.",
@@ -58,6 +65,10 @@ class RulePack(Strict):
 
     @model_validator(mode="after")
     def _unique_ids(self) -> RulePack:
+        if not self.rules and not self.decisions:
+            raise ValueError(
+                "a pack holds rules, decision policies (`decisions:`) over other packs, or both"
+            )
         seen: set[str] = set()
         for rule in self.rules:
             if rule.id in seen:

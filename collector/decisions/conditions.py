@@ -9,7 +9,7 @@ target) is a REVIEW. Every query of one round reads one snapshot of the store.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -18,7 +18,15 @@ import duckdb
 
 from collector.config.sections import DecisionsConfig
 from collector.decisions import queries
-from collector.decisions.state import EVERY_TARGET, Condition, Key, Target, merge
+from collector.decisions.state import (
+    COLLECTOR_TARGET,
+    EVERY_TARGET,
+    Condition,
+    Key,
+    Target,
+    merge,
+    service_scope,
+)
 from collector.evaluation.packs import PackText, compiled
 from collector.store.database import Database
 from evaluators.base import Decision, Verdict
@@ -34,7 +42,8 @@ class PackSource(Protocol):
 class Coverage:
     """Counts from the stages that know Sextant's own blind spots, read once a round."""
 
-    rejected_spans: Callable[[], float] = lambda: 0.0  # cumulative count of rejected spans
+    # cumulative count of rejected spans by the service that sent them ("" = cannot be told)
+    rejected_spans: Callable[[], Mapping[str, float]] = dict
     eval_backlog: Callable[[], int] = lambda: 0  # traces waiting to be evaluated
 
 
@@ -47,27 +56,35 @@ class Found:
 
 
 class RejectedWindow:
-    """Spans rejected within a sliding window, from a cumulative count sampled every round."""
+    """Spans rejected within a sliding window per sender, from cumulative counts (by service;
+    "" where the sender cannot be told) sampled every round."""
 
-    def __init__(self, count: Callable[[], float]) -> None:
-        self.count = count
-        self._samples: deque[tuple[datetime, float]] = deque()
-        self._changed = datetime.min
+    def __init__(self, counts: Callable[[], Mapping[str, float]]) -> None:
+        self.counts = counts
+        self._samples: deque[tuple[datetime, dict[str, float]]] = deque()
+        self._changed: dict[str, datetime] = {}
 
     def start(self, now: datetime) -> None:
         """Counts from before the start are not this run's blind spot."""
-        self._samples.append((now, self.count()))
+        self._samples.append((now, dict(self.counts())))
 
-    def within(self, now: datetime, window: timedelta) -> tuple[float, datetime]:
-        """The count's increase within the window, and when it last went up."""
-        total = self.count()
+    def within(self, now: datetime, window: timedelta) -> dict[str, tuple[float, datetime]]:
+        """Per sender with rejections in the window: their number, and when it last went up."""
+        totals = dict(self.counts())
         samples = self._samples
-        if not samples or total != samples[-1][1]:
-            self._changed = now
-        samples.append((now, total))
+        last = samples[-1][1] if samples else {}
+        for sender, total in totals.items():
+            if not samples or total != last.get(sender, 0.0):
+                self._changed[sender] = now
+        samples.append((now, totals))
         while len(samples) > 1 and samples[1][0] <= now - window:
             samples.popleft()
-        return total - samples[0][1], self._changed
+        oldest = samples[0][1]
+        return {
+            sender: (total - oldest.get(sender, 0.0), self._changed.get(sender, now))
+            for sender, total in sorted(totals.items())
+            if total > oldest.get(sender, 0.0)
+        }
 
 
 class ConditionFinder:
@@ -123,6 +140,7 @@ class ConditionFinder:
                 self._policy(cursor, now, pack, policy, groups[policy.window], found)
             self._on_fail(pack, groups[self.config.window_seconds], found)
         self._incomplete(cursor, now, found)
+        self._rejected(now, found)
         self._collector_wide(now, found)
         self._targets(cursor, now, found)
         return found
@@ -138,14 +156,14 @@ class ConditionFinder:
     ) -> None:
         by_target: dict[Target, list[queries.Group]] = {}
         for g in groups:
-            if g.pack == pack.name and matches(policy, g):
+            if matches(pack, policy, g):
                 by_target.setdefault(g.target, []).append(g)
         # One run can fail several matching rules: where that can matter, count runs once.
         several = [h for hits in by_target.values() if len(hits) > 1 for h in hits]
         distinct = {}
         if several:
             since = now - timedelta(seconds=policy.window)
-            distinct = queries.distinct_runs(cursor, since, pack.name, several)
+            distinct = queries.distinct_runs(cursor, since, several)
         for target, hits in by_target.items():
             runs = distinct.get(target, sum(g.runs for g in hits))
             if runs >= policy.count:
@@ -154,10 +172,11 @@ class ConditionFinder:
                 add(found, key, from_groups(pack, hits, policy.summary, timing))
 
     def _on_fail(self, pack: RulePack, groups: list[queries.Group], found: Found) -> None:
-        """Without a policy, a failed rule's on_fail applies on its first failure."""
+        """Without a policy of its own pack, a failed rule's on_fail applies on its first failure
+        (another pack's policy adds its own decision; it cannot silence this pack's)."""
         timing = (0.0, self.config.resolve_after_seconds)
         for g in groups:
-            if g.pack != pack.name or any(matches(p, g) for p in pack.decisions):
+            if g.pack != pack.name or any(matches(pack, p, g) for p in pack.decisions):
                 continue
             if g.verdict == Verdict.REVIEW:
                 key = Key(g.target, Decision.REVIEW, f"{pack.name}/review")
@@ -202,14 +221,25 @@ class ConditionFinder:
                 tuple(row["traces"]),
             )
 
-    def _collector_wide(self, now: datetime, found: Found) -> None:
-        """Coverage lost for every target at once: rejected spans, backlog, alert delivery."""
+    def _rejected(self, now: datetime, found: Found) -> None:
+        """Rejected spans cost the coverage of the service that sent them; those whose sender
+        cannot be told cost Sextant's own health, never every target."""
         window = timedelta(seconds=self.config.window_seconds)
-        rejected, last_rejected = self.rejected.within(now, window)
-        if rejected > 0:
-            summary = f"{rejected:.0f} span(s) rejected in the last {window}"
-            reason = "coverage_lost_rejected_spans"
-            self._lost(found, EVERY_TARGET, "rejected_spans", reason, summary, last_rejected)
+        reason = "coverage_lost_rejected_spans"
+        for sender, (count, latest) in self.rejected.within(now, window).items():
+            if sender:
+                target = service_scope(sender)
+                summary = f"{count:.0f} span(s) from service {sender} rejected in the last {window}"
+            else:
+                target = COLLECTOR_TARGET
+                summary = (
+                    f"{count:.0f} span(s) or undecodable request(s) from no service that can be"
+                    f" told rejected in the last {window}"
+                )
+            self._lost(found, target, "rejected_spans", reason, summary, latest)
+
+    def _collector_wide(self, now: datetime, found: Found) -> None:
+        """Coverage lost for every target at once: evaluation backlog, alert delivery."""
         backlog, bound = self.coverage.eval_backlog(), self.config.max_eval_backlog
         if backlog > bound:
             summary = f"{backlog} traces wait to be evaluated (bound {bound})"
@@ -240,20 +270,21 @@ class ConditionFinder:
                 self._lost(found, target, "no_data", "no_data", summary, last)
 
 
-def matches(policy: DecisionPolicy, g: queries.Group) -> bool:
-    return policy.when.matches(g.rule_id, g.reason, g.severity, g.verdict)
+def matches(pack: RulePack, policy: DecisionPolicy, g: queries.Group) -> bool:
+    return policy.when.matches(pack.name, (g.pack, g.rule_id, g.reason, g.severity, g.verdict))
 
 
 def from_groups(
     pack: RulePack, hits: list[queries.Group], summary: str, timing: tuple[float, float]
 ) -> Condition:
-    """The condition behind these groups: their reasons, rules, pack versions, newest evidence
-    first; `timing` is the policy's (`for`, `resolve_after`)."""
+    """The condition behind these groups (of `pack`'s policy, maybe over other packs' results):
+    their reasons, rules, pack versions, newest evidence first, `pack`'s owner; `timing` is the
+    policy's (`for`, `resolve_after`)."""
     hits = sorted(hits, key=lambda g: g.latest, reverse=True)
     return Condition(
         reasons=tuple(sorted({g.reason for g in hits if g.reason})),
-        rules=tuple(sorted({f"{pack.name}/{g.rule_id}" for g in hits})),
-        packs=tuple(sorted({f"{pack.name}@{g.pack_version or pack.version}" for g in hits})),
+        rules=tuple(sorted({f"{g.pack}/{g.rule_id}" for g in hits})),
+        packs=tuple(sorted({f"{g.pack}@{version_of(pack, g)}" for g in hits})),
         owner=pack.owner,
         evidence=tuple(dict.fromkeys(t for g in hits for t in g.traces)),
         summary=summary,
@@ -261,6 +292,10 @@ def from_groups(
         resolve_after=timing[1],
         latest=hits[0].latest,
     )
+
+
+def version_of(pack: RulePack, g: queries.Group) -> str:
+    return g.pack_version or (pack.version if g.pack == pack.name else "?")
 
 
 def add(found: Found, key: Key, condition: Condition) -> None:

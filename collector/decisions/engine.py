@@ -19,7 +19,6 @@ from collector.config.sections import DecisionsConfig
 from collector.decisions.conditions import ConditionFinder, Coverage, PackSource
 from collector.decisions.persistence import DecisionLog, row
 from collector.decisions.state import (
-    EVERY_TARGET,
     Condition,
     DecisionState,
     Event,
@@ -53,8 +52,9 @@ class Snapshot:
 
     def decision_of(self, target: Target) -> tuple[Decision, list[str]]:
         """The target's effective decision and the reasons of what fires for it, counting the
-        collector-wide coverage decisions (no PASS for a target Sextant could not fully see)."""
-        own = [s for s in self.states if s.key.target in (target, EVERY_TARGET)]
+        decisions of every scope that takes it in (its service's rejected spans, collector-wide
+        coverage): no PASS for a target Sextant could not fully see."""
+        own = [s for s in self.states if s.key.target.covers(target)]
         reasons = sorted({r for s in own if s.state == State.FIRING for r in s.finding.reasons})
         return effective(own), reasons
 

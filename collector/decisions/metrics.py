@@ -46,10 +46,11 @@ class DecisionCollector(Collector):
         for s in snap.states:
             into = firing if s.state == State.FIRING else pending
             into.setdefault(s.key.target, set()).add(s.key.decision)
-        everywhere = firing.get(EVERY_TARGET, set())
+        # Scopes (every target, one service's targets) fire for each target they take in.
+        scopes = {t: d for t, d in firing.items() if t.is_scope()}
         # The most recently active targets keep their own labels.
         ranked = sorted(snap.targets, key=lambda t: snap.targets[t], reverse=True)
-        known = set(ranked[: self.max_targets]) | {EVERY_TARGET}
+        known = set(ranked[: self.max_targets]) | set(scopes) | {EVERY_TARGET}
         state = GaugeMetricFamily(
             "sextant_decision_state",
             "1 while the decision fires for the target (service x agent x version), else 0;"
@@ -69,7 +70,9 @@ class DecisionCollector(Collector):
         values: dict[tuple[Target, Decision], float] = {}
         for target in set(snap.targets) | set(firing) | set(pending):
             shown = target if target in known else OVERFLOW
-            active = firing.get(target, set()) | (everywhere if target != EVERY_TARGET else set())
+            active = firing.get(target, set()).union(
+                *(d for scope, d in scopes.items() if scope != target and scope.covers(target))
+            )
             seen = self._seen.setdefault(shown, set())
             seen.update(active | pending.get(target, set()) | {Decision.PASS})
             for decision in seen:

@@ -103,8 +103,8 @@ SELECT coalesce(r.service_name, '') AS service, coalesce(r.agent_name, '') AS ag
        coalesce(r.service_version, '') AS version,
        count(DISTINCT r.trace_id) + count(*) FILTER (WHERE r.trace_id IS NULL) AS runs
 FROM results r
-WHERE r.origin = 'live' AND r.evaluated_at >= $since AND r.pack = $pack
-  AND r.rule_id IN $rules AND coalesce(r.reason, '') IN $reasons
+WHERE r.origin = 'live' AND r.evaluated_at >= $since
+  AND r.pack || '/' || r.rule_id IN $rules AND coalesce(r.reason, '') IN $reasons
   AND coalesce(r.severity, '') IN $severities AND r.verdict IN $verdicts
   AND NOT EXISTS (
       SELECT 1 FROM trajectories t
@@ -114,17 +114,17 @@ GROUP BY ALL
 
 
 def distinct_runs(
-    cursor: duckdb.DuckDBPyConnection, since: datetime, pack: str, groups: list[Group]
+    cursor: duckdb.DuckDBPyConnection, since: datetime, groups: list[Group]
 ) -> dict[Target, int]:
     """Runs behind a policy's groups per target, each run counted once however many of its
-    results match. A policy tests each field on its own, so the rows it matches are exactly
-    those whose rule, reason, severity and verdict are each among the matched groups' values."""
+    results match. A policy tests its pack-qualified rule, reason, severity and verdict each on
+    its own, so the rows it matches are exactly those whose `pack/rule`, reason, severity and
+    verdict are each among the matched groups' values (pack names hold no `/`)."""
     cursor.execute(
         DISTINCT_RUNS,
         {
             "since": since,
-            "pack": pack,
-            "rules": sorted({g.rule_id for g in groups}),
+            "rules": sorted({f"{g.pack}/{g.rule_id}" for g in groups}),
             "reasons": sorted({g.reason for g in groups}),
             "severities": sorted({g.severity for g in groups}),
             "verdicts": sorted({g.verdict for g in groups}),

@@ -9,7 +9,7 @@ condition later starts a new decision with a new id.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 
@@ -50,12 +50,36 @@ class Target:
     version: str
 
     def label(self) -> str:
+        if not any(astuple(self)):
+            return "(collector)"  # COLLECTOR_TARGET: no service, agent or version to name
         return f"{self.service}/{self.agent}@{self.version}"
 
+    def covers(self, other: Target) -> bool:
+        """A decision for this target also holds for `other`: the same target, or a scope
+        (`*` fields) that takes it in, e.g. every target of one service."""
+        return all(
+            mine in (ANY, theirs)
+            for mine, theirs in zip(astuple(self), astuple(other), strict=True)
+        )
 
-# Coverage that is lost collector-wide (rejected spans, backlog, alert delivery) is about every
-# target at once: it is decided for this one, and no target shows PASS while it fires.
-EVERY_TARGET = Target("*", "*", "*")
+    def is_scope(self) -> bool:
+        return ANY in astuple(self)
+
+
+ANY = "*"
+# Coverage that is lost collector-wide (backlog, alert delivery) is about every target at once:
+# it is decided for this one, and no target shows PASS while it fires.
+EVERY_TARGET = Target(ANY, ANY, ANY)
+
+
+def service_scope(service: str) -> Target:
+    """Every target of one service: where its rejected spans cost coverage."""
+    return Target(service, ANY, ANY)
+
+
+# Sextant's own health: coverage lost where no sender can be told (a request that cannot be
+# decoded, spans of a resource without service.name). It holds for no target but itself.
+COLLECTOR_TARGET = Target("", "", "")
 
 
 @dataclass(frozen=True)

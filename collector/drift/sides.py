@@ -63,14 +63,19 @@ def exactly(target: Target) -> tuple[tuple[str, ...], tuple[object, ...]]:
 
 
 def matching(
-    service: str | None = None, agent: str | None = None, version: str | None = None
+    service: str | list[str] | None = None,
+    agent: str | list[str] | None = None,
+    version: str | list[str] | None = None,
 ) -> tuple[tuple[str, ...], tuple[object, ...]]:
-    """Conditions for glob patterns (as in pack selectors); None matches anything."""
-    conditions, params = [], []
+    """Conditions for glob patterns (as in pack selectors: one glob or a list, any of which
+    matches); None matches anything."""
+    conditions: list[str] = []
+    params: list[object] = []
     for column, pattern in zip(TARGET_COLUMNS, (service, agent, version), strict=True):
         if pattern is not None:
-            conditions.append(f"t.{column} GLOB ?")
-            params.append(pattern)
+            globs = [pattern] if isinstance(pattern, str) else pattern
+            conditions.append("(" + " OR ".join(f"t.{column} GLOB ?" for _ in globs) + ")")
+            params.extend(globs)
     return tuple(conditions), tuple(params)
 
 

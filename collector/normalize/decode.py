@@ -24,12 +24,14 @@ LOG_COLUMNS = batch_columns(LOGS)
 
 @dataclass
 class Batch:
-    """Columns of one request's accepted rows plus what was rejected and why."""
+    """Columns of one request's accepted rows plus what was rejected, why, and from whom."""
 
     columns: dict[str, list[Any]]
     rows: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     truncated_rows: int = 0
+    # Rejected items by their resource's service.name; "" where the resource names none.
+    rejected_by_service: Counter[str] = field(default_factory=Counter)
 
     @property
     def rejected_total(self) -> int:
@@ -97,6 +99,7 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
     """
     rows: list[tuple[Any, ...]] = []
     rejected: Counter[str] = Counter()
+    senders: Counter[str] = Counter()
     truncated_rows = 0
     reader = AttributeReader(max_attribute_length)
     read = reader.attributes
@@ -124,17 +127,20 @@ def decode_spans(request: Any, max_attribute_length: int) -> Batch:
                     or sid == ZERO_SPAN_ID
                 ):
                     rejected[invalid_span_ids(span) or "invalid_span_id"] += 1
+                    senders[service[0] or ""] += 1
                     continue
                 reader.truncated = truncated = list(shared_truncated)
                 try:
                     row = span_row(span, reader, origin, service)
                 except Exception:  # one unreadable span costs that span, not the request
                     rejected["unprocessable_span"] += 1
+                    senders[service[0] or ""] += 1
                     continue
                 if truncated:
                     truncated_rows += 1
                 rows.append(row)
-    return Batch(transpose(rows, SPAN_COLUMNS), len(rows), rejected, truncated_rows)
+    columns = transpose(rows, SPAN_COLUMNS)
+    return Batch(columns, len(rows), rejected, truncated_rows, senders)
 
 
 def span_row(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -27,6 +27,8 @@ class Decoded:
     rows: int
     rejected: dict[str, int]
     truncated_rows: int
+    # Rejected items by the service.name of their resource; "" where none can be told.
+    rejected_by_service: dict[str, int] = field(default_factory=dict)
 
     @property
     def rejected_total(self) -> int:
@@ -39,4 +41,10 @@ def decode_request(signal: str, encoding: str, data: bytes, max_attribute_length
     decode = decode_spans if signal == "traces" else decode_logs
     batch: Batch = decode(request, max_attribute_length)
     table = arrow_batch(SIGNAL_TABLES[signal], batch.columns) if batch.rows else None
-    return Decoded(table, batch.rows, dict(batch.rejected), batch.truncated_rows)
+    return Decoded(
+        table,
+        batch.rows,
+        dict(batch.rejected),
+        batch.truncated_rows,
+        dict(batch.rejected_by_service),
+    )

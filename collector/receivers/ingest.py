@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from collector.config.sections import IngestConfig, LimitsConfig
+from collector.errors import MalformedRequest
 from collector.normalize.wire import Decoded, decode_request
 from collector.store.tables import SIGNAL_TABLES
 from collector.store.writer import Writer
@@ -101,10 +102,18 @@ class Ingest:
         self.limits = limits
         self.metrics = metrics
         self._rejected: Counter[str] = Counter()  # per signal, since start
+        # per signal: rejected items by sender's service.name since start; "" = cannot be told
+        self._senders: dict[str, Counter[str]] = {s: Counter() for s in NOUNS}
 
     def rejected(self, signal: str) -> int:
         """Items of `signal` rejected since start (for coverage: lost evidence is a REVIEW)."""
         return self._rejected[signal]
+
+    def rejected_by_service(self, signal: str) -> dict[str, int]:
+        """Rejections of `signal` since start by the service that sent them, so coverage is lost
+        for that service alone; "" holds those whose sender cannot be told: items of a resource
+        without service.name, and requests that could not be decoded at all (one each)."""
+        return dict(self._senders[signal])
 
     async def _decode(self, signal: str, encoding: str, data: bytes) -> Decoded:
         limit = self.limits.max_attribute_length
@@ -115,7 +124,12 @@ class Ingest:
     async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> ExportReply:
         m = self.metrics
         with self.writer.incoming():
-            decoded = await self._decode(signal, encoding, data)
+            try:
+                decoded = await self._decode(signal, encoding, data)
+            except MalformedRequest:
+                self._senders[signal][""] += 1
+                raise
+            self._senders[signal].update(decoded.rejected_by_service)
             m.received.labels(protocol, signal).inc(decoded.rows + decoded.rejected_total)
             for reason, count in decoded.rejected.items():
                 m.rejected.labels(protocol, signal, reason).inc(count)

@@ -12,7 +12,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 
 from collector.config.sections import BUILTIN_RULES
 from tests.support.admin import decisions, firing, trajectory
-from tests.support.agents import AgentScript, provider_for, support_run, trace_id_of
+from tests.support.agents import AgentScript, booking_run, provider_for, support_run, trace_id_of
 from tests.support.cli import sextant
 from tests.support.server import DECIDE_FAST, RunningServer, serve_deciding
 from tests.support.wait import wait_for
@@ -143,28 +143,65 @@ def test_an_incomplete_trace_is_lost_coverage_not_a_pass(deciding_server):
     provider.shutdown()
 
 
-def test_rejected_spans_take_every_target_out_of_pass(deciding_server):
+def bad_span_from(service: str | None) -> dict:
+    """An OTLP/JSON request with one span whose trace id is all zeros, from `service`."""
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]}
+    spans = {"scopeSpans": [{"spans": [{"traceId": "00" * 16, "spanId": "ab" * 8, "name": "x"}]}]}
+    return {"resourceSpans": [{**spans, **({"resource": resource} if service else {})}]}
+
+
+def test_rejected_spans_take_the_sending_services_targets_out_of_pass_only(deciding_server):
     trajectory(deciding_server, support_run(deciding_server))
-    wait_for(
-        lambda: (
-            deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 1
+    exporter = OTLPSpanExporter(endpoint=deciding_server.grpc_endpoint, insecure=True)
+    provider = provider_for(exporter, service="travel-desk")
+    trajectory(deciding_server, booking_run(provider))
+    provider.shutdown()
+    travel = {"service": "travel-desk", "agent": "travel-agent", "version": "2.3.1"}
+    for target in (TARGET, travel):
+        wait_for(
+            lambda t=target: (
+                deciding_server.metric("sextant_decision_state", {**t, "decision": "PASS"}) == 1
+            )
         )
-    )
-    bad = {
-        "resourceSpans": [
-            {"scopeSpans": [{"spans": [{"traceId": "00" * 16, "spanId": "ab" * 8, "name": "x"}]}]}
-        ]
-    }
-    reply = requests.post(f"{deciding_server.http_url}/v1/traces", json=bad, timeout=5)
+    url = f"{deciding_server.http_url}/v1/traces"
+    reply = requests.post(url, json=bad_span_from("support-desk"), timeout=5)
     assert reply.json()["partialSuccess"]["rejectedSpans"] == "1"
     d = firing(deciding_server, "REVIEW", policy="coverage/rejected_spans")
-    assert (d["service_name"], d["reasons"]) == ("*", ["coverage_lost_rejected_spans"])
+    assert (d["service_name"], d["reasons"]) == ("support-desk", ["coverage_lost_rejected_spans"])
+    assert "from service support-desk" in d["summary"]
     wait_for(
         lambda: (
             deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "REVIEW"}) == 1
         )
     )
     assert deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 0
+    # The other service lost nothing: it still passes, with no REVIEW of its own.
+    assert deciding_server.metric("sextant_decision_state", {**travel, "decision": "PASS"}) == 1
+    assert not deciding_server.metric("sextant_decision_state", {**travel, "decision": "REVIEW"})
+    assert [x["service_name"] for x in decisions(deciding_server, state="firing")] == [
+        "support-desk"
+    ]
+
+
+def test_rejections_from_no_known_sender_are_the_collectors_own_review(deciding_server):
+    trajectory(deciding_server, support_run(deciding_server))
+    url = f"{deciding_server.http_url}/v1/traces"
+    reply = requests.post(url, json=bad_span_from(None), timeout=5)
+    assert reply.json()["partialSuccess"]["rejectedSpans"] == "1"
+    undecodable = requests.post(
+        url, data=b"{not json", headers={"Content-Type": "application/json"}, timeout=5
+    )
+    assert undecodable.status_code == 400
+    d = firing(deciding_server, "REVIEW", policy="coverage/rejected_spans")
+    assert (d["service_name"], d["agent_name"], d["service_version"]) == ("", "", "")
+    assert "(collector): 2 span(s) or undecodable request(s) from no service" in d["summary"]
+    # The agents' own target keeps its PASS: Sextant's health is not the agents' verdict.
+    wait_for(
+        lambda: (
+            deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "PASS"}) == 1
+        )
+    )
+    assert not deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "REVIEW"})
 
 
 def test_a_target_that_goes_silent_gets_no_data(tmp_path):

@@ -17,7 +17,15 @@ from collector.config.sections import DecisionsConfig, WriterConfig
 from collector.decisions import queries
 from collector.decisions.conditions import Coverage
 from collector.decisions.engine import DecisionEngine
-from collector.decisions.state import EVERY_TARGET, DecisionState, Event, State, Target
+from collector.decisions.state import (
+    COLLECTOR_TARGET,
+    EVERY_TARGET,
+    DecisionState,
+    Event,
+    State,
+    Target,
+    service_scope,
+)
 from collector.evaluation.packs import PackText
 from collector.lifecycle import deadline_in
 from collector.store.database import Database
@@ -58,9 +66,15 @@ CONFIG = DecisionsConfig(
 )
 
 
+@dataclass
 class Packs:
+    texts: dict[str, str] = field(default_factory=lambda: {"shop": PACK})
+
     def snapshot(self) -> tuple[PackText, ...]:
-        return (PackText("shop", hashlib.sha256(PACK.encode()).hexdigest(), PACK),)
+        return tuple(
+            PackText(name, hashlib.sha256(text.encode()).hexdigest(), text)
+            for name, text in self.texts.items()
+        )
 
 
 @dataclass
@@ -77,7 +91,7 @@ class Notifier:
 
 @dataclass
 class Counts:
-    rejected: float = 0.0
+    rejected: dict[str, float] = field(default_factory=dict)  # by sending service
     backlog: int = 0
 
 
@@ -123,20 +137,28 @@ class Store:
             self.failure(now, trace_id, target, "critical", requested_decision="QUARANTINE")
 
     def failure(
-        self, now: datetime, trace_id: str, target: Target, severity: str, **extra: object
+        self,
+        now: datetime,
+        trace_id: str,
+        target: Target,
+        severity: str,
+        pack: str = "shop",
+        rule_id: str = "approval-before-refund",
+        reason: str = "approval_boundary_violation",
+        **extra: object,
     ) -> None:
-        """The run's failed approval result, at this severity."""
+        """The run's failed result (by default its approval result), at this severity."""
         self.insert(
             "results",
             trace_id=trace_id,
             revision=1,
-            pack="shop",
+            pack=pack,
             pack_version="1.0.0",
-            rule_id="approval-before-refund",
+            rule_id=rule_id,
             rule_type="precedes",
             verdict="fail",
             severity=severity,
-            reason="approval_boundary_violation",
+            reason=reason,
             evaluated_at=now,
             scope="trajectory",
             origin="live",
@@ -163,14 +185,18 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def engine_over(
-    store: Store, clock: FakeClock, notifier: Notifier, counts: Counts | None = None
+    store: Store,
+    clock: FakeClock,
+    notifier: Notifier,
+    counts: Counts | None = None,
+    packs: Packs | None = None,
 ) -> DecisionEngine:
     counts = counts or Counts()
     engine = DecisionEngine(
         CONFIG,
         store.database,
         store.writer,
-        Packs(),
+        packs or Packs(),
         DecisionMetrics(CollectorRegistry()),
         clock,
         Coverage(rejected_spans=lambda: counts.rejected, eval_backlog=lambda: counts.backlog),
@@ -271,30 +297,43 @@ def test_a_restart_restores_pending_and_firing_decisions_with_their_ids_and_acks
     assert store.history(fired.id)[-1][2] == "ana"
 
 
-def test_lost_coverage_is_a_review_for_every_target_with_its_reason(store):
-    clock, notifier, counts = FakeClock(), Notifier(), Counts(rejected=7)
+def test_lost_coverage_is_a_review_with_its_reason_for_the_targets_it_blinds(store):
+    clock, notifier = FakeClock(), Notifier()
+    counts = Counts(rejected={"shop-api": 7})
     engine = engine_over(store, clock, notifier, counts)
+    billing = Target("billing", "invoice-agent", "3.0.0")
     try:
         store.run(clock.now(), "e" * 32, CHECKOUT, failed=False)
         assert engine.evaluate() == []  # spans rejected before the start are not counted
         assert engine.snapshot().decision_of(CHECKOUT) == (Decision.PASS, [])
 
         clock.advance(5)
-        counts.rejected, counts.backlog = 10, 101
-        changed = {s.key.policy: s for s in engine.evaluate()}
-        assert set(changed) == {"coverage/rejected_spans", "coverage/eval_backlog"}
+        counts.rejected, counts.backlog = {"shop-api": 10, "": 2}, 101
+        changed = {(s.key.target, s.key.policy): s for s in engine.evaluate()}
+        shop = service_scope("shop-api")
+        assert set(changed) == {
+            (shop, "coverage/rejected_spans"),
+            (COLLECTOR_TARGET, "coverage/rejected_spans"),
+            (EVERY_TARGET, "coverage/eval_backlog"),
+        }
         for state in changed.values():
-            assert (state.key.target, state.key.decision) == (EVERY_TARGET, Decision.REVIEW)
-            assert state.state == State.FIRING
-        assert changed["coverage/rejected_spans"].finding.reasons == (
-            "coverage_lost_rejected_spans",
-        )
-        assert "3 span(s) rejected" in changed["coverage/rejected_spans"].finding.summary
-        assert changed["coverage/eval_backlog"].finding.reasons == ("coverage_lost_eval_backlog",)
-        # No PASS for a target Sextant could not fully see.
+            assert (state.key.decision, state.state) == (Decision.REVIEW, State.FIRING)
+        rejected = changed[shop, "coverage/rejected_spans"].finding
+        assert rejected.reasons == ("coverage_lost_rejected_spans",)
+        assert "3 span(s) from service shop-api rejected" in rejected.summary
+        unknown = changed[COLLECTOR_TARGET, "coverage/rejected_spans"].finding
+        assert "2 span(s) or undecodable request(s) from no service" in unknown.summary
+        backlog = changed[EVERY_TARGET, "coverage/eval_backlog"].finding
+        assert backlog.reasons == ("coverage_lost_eval_backlog",)
+        # No PASS for a target Sextant could not fully see: every target lost the backlog, only
+        # the shop's targets lost their rejected spans.
         assert engine.snapshot().decision_of(CHECKOUT) == (
             Decision.REVIEW,
             ["coverage_lost_eval_backlog", "coverage_lost_rejected_spans"],
+        )
+        assert engine.snapshot().decision_of(billing) == (
+            Decision.REVIEW,
+            ["coverage_lost_eval_backlog"],
         )
 
         # The backlog drains and no more spans are rejected: both clear after resolve_after, the
@@ -303,6 +342,7 @@ def test_lost_coverage_is_a_review_for_every_target_with_its_reason(store):
         clock.advance(CONFIG.resolve_after_seconds)
         [cleared] = engine.evaluate()
         assert (cleared.key.policy, cleared.state) == ("coverage/eval_backlog", State.RESOLVED)
+        assert engine.snapshot().decision_of(billing) == (Decision.PASS, [])
         clock.advance(CONFIG.window_seconds + CONFIG.resolve_after_seconds)
         engine.evaluate()
         assert engine.snapshot().states == []
@@ -357,5 +397,51 @@ def test_a_round_reads_one_snapshot_so_a_run_never_counts_without_its_evidence(s
         assert engine.evaluate() == []  # the round's snapshot holds one run
         [pending] = engine.evaluate()  # the next one sees both, with both as evidence
         assert set(pending.finding.evidence) == {"a" * 32, "b" * 32}
+    finally:
+        engine.shutdown(deadline_in(1))
+
+
+SECURITY = """
+name: security
+version: "2.0.0"
+owner: security-oncall
+decisions:
+  - id: disable-on-secret-leaks
+    decision: DISABLE
+    when: {rule: "default/secret-*"}
+  - id: review-approvals-anywhere
+    decision: REVIEW
+    when: {pack: "*", reason: approval_boundary_violation}
+"""
+
+
+def test_a_policies_only_pack_decides_over_other_packs_with_its_own_owner(store):
+    clock, notifier = FakeClock(), Notifier()
+    packs = Packs({"shop": PACK, "security": SECURITY})
+    engine = engine_over(store, clock, notifier, packs=packs)
+    try:
+        now = clock.now()
+        store.run(now, "a" * 32, CHECKOUT, failed=False)
+        store.failure(now, "a" * 32, CHECKOUT, "high", "default", "secret-in-output", "secret")
+        store.failure(now, "a" * 32, CHECKOUT, "low", "default", "slow-answer", "too_slow")
+        # Another pack's approval failures, twice: the shop's policy counts its own pack only.
+        for trace_id in ("b" * 32, "c" * 32):
+            store.run(now, trace_id, RETURNS, failed=False)
+            store.failure(now, trace_id, RETURNS, "critical", pack="default")
+        changed = {(s.key.target, s.key.policy): s for s in engine.evaluate()}
+        assert set(changed) == {
+            (CHECKOUT, "security/disable-on-secret-leaks"),
+            (RETURNS, "security/review-approvals-anywhere"),
+        }
+        leak = changed[CHECKOUT, "security/disable-on-secret-leaks"]
+        assert (leak.key.decision, leak.state) == (Decision.DISABLE, State.FIRING)
+        assert leak.finding.owner == "security-oncall"
+        assert leak.finding.rules == ("default/secret-in-output",)
+        assert leak.finding.packs == ("default@1.0.0",)
+        assert leak.finding.evidence == ("a" * 32,)
+        review = changed[RETURNS, "security/review-approvals-anywhere"].finding
+        assert review.reasons == ("approval_boundary_violation",)
+        assert review.rules == ("default/approval-before-refund",)
+        assert set(review.evidence) == {"b" * 32, "c" * 32}
     finally:
         engine.shutdown(deadline_in(1))
