@@ -18,7 +18,10 @@ class ConsistencyRule(RuleBase):
     attribute: str = Field(description="Attribute on those steps, e.g. enduser.id.")
     root_attribute: str | None = Field(None, description="Attribute on the root (default: same).")
     missing: Literal["fail", "pass"] = Field(
-        "fail", description="When a matching step lacks the attribute."
+        "fail",
+        description="When a matching step or the root lacks the attribute: `pass` lets it"
+        " through (nothing to compare), `fail` fails the step (or asks for review when the"
+        " root has nothing to compare with).",
     )
 
 
@@ -30,6 +33,10 @@ def evaluate_consistency(t: Trajectory, rule: ConsistencyRule) -> Finding:
     if not steps:
         return Finding(Verdict.NOT_APPLICABLE, f"no {rule.step.describe()} step")
     if expected is None:
+        if rule.missing == "pass":
+            return Finding(
+                Verdict.PASS, f"the root span has no {key} to compare with (missing: pass)"
+            )
         return Finding(Verdict.REVIEW, f"the root span has no {key} to compare with")
     wrong = [
         s

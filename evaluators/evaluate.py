@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evaluators.approvals import DEFAULT_APPROVALS, with_approvals
 from evaluators.base import Decision, Finding, Result, Verdict
 from evaluators.matchers import MISSING
 from evaluators.model import Trajectory
@@ -71,6 +72,7 @@ def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None
         selector_error = None
     except Exception as exc:
         selector_error = exc
+    t = with_approvals(t, pack.approvals or DEFAULT_APPROVALS)
     for rule in pack.rules:
         if RULE_TYPES[rule.type].window:
             continue  # evaluated over a window of runs by the collector, not per run

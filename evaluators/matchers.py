@@ -1,4 +1,5 @@
-"""The step matcher every rule type shares: kind, name, status, agent, attributes, arguments."""
+"""The step matcher every rule type shares: kind, name, status, agent, attributes, arguments,
+result."""
 
 from __future__ import annotations
 
@@ -140,6 +141,17 @@ def as_number(value: Any) -> float | None:
 
 
 PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+WHOLE_PATH = re.compile(r"(?:\.?[^.\[\]\s]+|\[\d+\])*")
+
+
+def checked_path(path: str) -> str:
+    """A pack's JSON path (`$.a.b[0]`, `$` for the whole value), refused at load when malformed."""
+    if not WHOLE_PATH.fullmatch(path.removeprefix("$")):
+        raise ValueError(
+            f"invalid JSON path {path!r}: write keys with dots and list indexes in brackets,"
+            " e.g. $.decision.status or $.items[0].id ($ alone is the whole value)"
+        )
+    return path
 
 
 def at_path(document: Any, path: str) -> Any:
@@ -200,6 +212,10 @@ class StepMatcher(Strict):
     args: dict[str, Condition] = Field(
         default_factory=dict, description="JSON path into the tool arguments -> condition."
     )
+    result: dict[str, Condition] = Field(
+        default_factory=dict,
+        description="JSON path into the tool's parsed result ($ = all of it) -> condition.",
+    )
     _name_regex: re.Pattern[str] | None = PrivateAttr(None)
 
     @field_validator("name_regex")
@@ -211,6 +227,13 @@ class StepMatcher(Strict):
     @classmethod
     def _globs(cls, value: Globs) -> Globs:
         return checked_globs(value)
+
+    @field_validator("result")
+    @classmethod
+    def _result_paths(cls, value: dict[str, Condition]) -> dict[str, Condition]:
+        for path in value:
+            checked_path(path)
+        return value
 
     def model_post_init(self, _: Any) -> None:
         if self.name_regex is not None:
@@ -234,6 +257,10 @@ class StepMatcher(Strict):
                 return False
         for path, condition in self.args.items():
             if not condition.check(at_path(step.arguments, path)):
+                return False
+        for path, condition in self.result.items():
+            value = MISSING if step.result is None else at_path(step.result_value, path)
+            if not condition.check(value):
                 return False
         return True
 

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 import orjson
+
+from evaluators.results import parse_result
+
+
+class Unparsed(Enum):
+    """Marks a result not parsed yet; an enum member stays itself through pickling."""
+
+    TOKEN = 0
+
+
+UNPARSED: Any = Unparsed.TOKEN
 
 STEP_KINDS = (
     "agent",
@@ -52,6 +64,7 @@ class Step:
     state_target: str | None = None
     attributes_json: str | None = field(default=None, repr=False)
     _attributes: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    _result_value: Any = field(default=UNPARSED, repr=False, compare=False)
 
     @property
     def attributes(self) -> dict[str, Any]:
@@ -59,6 +72,15 @@ class Step:
         if self._attributes is None:
             self._attributes = orjson.loads(self.attributes_json) if self.attributes_json else {}
         return self._attributes
+
+    @property
+    def result_value(self) -> Any:
+        """The tool's result as one parsed value whatever the instrumentation (envelopes
+        removed, JSON inside strings decoded; see `evaluators/results.py`). The assembler
+        computes it when it builds the step; a step read back from the store parses on first use."""
+        if self._result_value is UNPARSED:
+            self._result_value = parse_result(self.result)
+        return self._result_value
 
     @property
     def duration_ms(self) -> float:
@@ -157,4 +179,5 @@ class Trajectory:
         for step, data in zip(self.steps, out["steps"], strict=True):
             data["duration_ms"] = step.duration_ms
             del data["_attributes"]
+            del data["_result_value"]
         return out

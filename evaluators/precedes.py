@@ -1,4 +1,8 @@
-"""precedes: every step B must come after a step A (approval before a privileged write)."""
+"""precedes: every step B must come after a step A (approval before a privileged write).
+
+A denied approval is never an A, whatever `before` says: asking and being refused is not leave
+to act. With `require_approved`, only an approval whose status is `approved` is.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from pydantic import Field
 
 from evaluators.base import Finding, Verdict
 from evaluators.matchers import StepMatcher
-from evaluators.model import Trajectory
+from evaluators.model import Step, Trajectory
 from evaluators.rules import RuleBase
 
 
@@ -18,6 +22,20 @@ class PrecedesRule(RuleBase):
     then: StepMatcher = Field(description="B: every such step needs an A before it.")
     require_ok: bool = Field(False, description="A counts only when it succeeded.")
     same_agent: bool = Field(False, description="A must belong to the same agent as B.")
+    require_approved: bool = Field(
+        False,
+        description="A counts only when it is an approval whose status is `approved` (not"
+        " pending, not unrecognised); a denied approval never counts, with or without this.",
+    )
+
+
+def grants(rule: PrecedesRule, a: Step) -> bool:
+    """Whether step A, once matched, may stand before a B."""
+    if a.approval_status == "denied":
+        return False
+    if rule.require_approved and (a.kind != "approval" or a.approval_status != "approved"):
+        return False
+    return not rule.require_ok or a.status == "ok"
 
 
 def evaluate_precedes(t: Trajectory, rule: PrecedesRule) -> Finding:
@@ -31,7 +49,7 @@ def evaluate_precedes(t: Trajectory, rule: PrecedesRule) -> Finding:
             # by time, not tree order: an approval in an earlier sibling subtree counts
             and a.end_time_unix_nano <= b.start_time_unix_nano + 1_000_000  # 1 ms clock slack
             and rule.before.matches(a)
-            and (not rule.require_ok or a.status == "ok")
+            and grants(rule, a)
             and (not rule.same_agent or a.agent_name == b.agent_name)
             for a in t.steps
         )

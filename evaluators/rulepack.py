@@ -11,6 +11,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from evaluators.approvals import Approvals
 from evaluators.matchers import MISSING, Condition, Globs, Strict, checked_globs, text_matches
 from evaluators.model import Trajectory
 from evaluators.policies import DecisionPolicy
@@ -54,6 +55,11 @@ class RulePack(Strict):
     owner: str = Field(min_length=1, description="Who answers for its decisions.")
     description: str = Field("", description="What the pack is for.")
     selector: Selector = Field(default_factory=Selector, description="Which targets.")
+    approvals: Approvals | None = Field(
+        None,
+        description="Which tools are approvals and which results grant or refuse them;"
+        " without it the default recogniser applies (see the README).",
+    )
     rules: list[Rule] = Field(
         default_factory=list,
         description="The checks; a pack may hold none and only decision policies over others.",

@@ -10,20 +10,26 @@ from collector.assembler import messages
 from collector.assembler.prices import PriceTable
 from collector.assembler.spans import SpanView, causal_order, remote_parent
 from collector.normalize.semconv import text as text_or_none
+from evaluators.approvals import DEFAULT_APPROVALS
 from evaluators.model import Step, Trajectory
-
-APPROVAL_WORDS = ("approval", "approve")
 
 
 def refine_kind(span: SpanView, step: Step) -> None:
-    """Approval, policy and state-change steps from the `sextant.*` convention and tool names."""
+    """Approval, policy and state-change steps from the `sextant.*` convention, tool names and
+    (for approvals) the default recogniser over the tool's parsed result. A pack's own
+    `approvals:` recogniser is applied again when the pack evaluates the run."""
     approval = span.sextant_value("sextant.approval.status")
-    name = (step.tool_name or step.name or "").lower()
     if approval is not None or (
-        step.span_kind == "tool" and any(w in name for w in APPROVAL_WORDS)
+        step.span_kind == "tool" and DEFAULT_APPROVALS.is_approval_tool(step.tool_name or step.name)
     ):
         step.kind = "approval"
-        step.approval_status = str(approval).lower() if approval is not None else None
+        step.approval_status = (
+            str(approval).lower()
+            if approval is not None
+            else DEFAULT_APPROVALS.status_of(step.result_value)
+            if step.result is not None
+            else None
+        )
         return
     decision = span.sextant_value("sextant.policy.decision")
     if decision is not None:
@@ -107,6 +113,8 @@ def build_trajectory(
     llm_order: list[SpanView] = []
     for seq, (span, depth) in enumerate(ordered):
         step = step_of(span, seq, depth, agent_spans, agent_of)
+        if step.result is not None:
+            step.result_value  # noqa: B018 - parsed once here, where the step is built
         if step.kind == "llm":
             llm_order.append(span)
             step.cost_usd = cost_of(span, step, prices)

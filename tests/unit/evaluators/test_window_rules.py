@@ -96,5 +96,5 @@ def test_the_engine_skips_window_rules() -> None:
         "  - {id: d, type: drift, reason: r, baseline: {last: 1d}}\n"
         "  - {id: b, type: budget, reason: over, max_steps: 100}\n"
     )
-    results = evaluate_pack(make_run([llm(1)]), pack)
+    results = evaluate_pack(make_run(llm(1)), pack)
     assert [r.rule_id for r in results] == ["b"]
