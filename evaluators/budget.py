@@ -98,7 +98,10 @@ def evaluate_budget(t: Trajectory, rule: BudgetRule) -> Finding:
                 over.append(f"{group[0].tool_name} called {len(group)} times {label} (> {limit})")
                 evidence.extend(s.span_id for s in group)
     if over:
-        return Finding(Verdict.FAIL, "over budget: " + "; ".join(over), tuple(evidence))
+        # Two limits may name the same calls (a loop is also a repeat): each span once.
+        return Finding(
+            Verdict.FAIL, "over budget: " + "; ".join(over), tuple(dict.fromkeys(evidence))
+        )
     if rule.max_cost_usd is not None and t.unpriced_llm_calls:
         return Finding(
             Verdict.REVIEW,
