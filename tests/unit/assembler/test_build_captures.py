@@ -91,7 +91,11 @@ def test_all_instrumentations_of_a_run_give_the_same_steps() -> None:
             continue
         framework, scenario = stem(path).split("-")[0:2], stem(path).rsplit("-", 1)[1]
         by_scenario[scenario]["-".join(framework)] = model_and_tool_sequence(t)
-    assert set(by_scenario) == {"booking_ok", "parallel_tools", "tool_error_retry", "handoff"}
+    assert set(by_scenario) == {
+        *("booking_ok", "parallel_tools", "tool_error_retry", "handoff"),
+        *("approved_write", "missing_approval", "denied_ignored", "consecutive_loop"),
+        "missing_search",
+    }
     for scenario, sequences in by_scenario.items():
         reference = sequences.get("python_sdk-genai_semconv")
         assert reference, scenario
