@@ -28,6 +28,9 @@ import orjson
 
 # Results longer than this are kept as text: parsing them would cost more than rules gain.
 PARSE_LIMIT = 1 << 20
+# Python literals (`str()` of a returned dict) are parsed by the interpreter's own parser, far
+# slower than JSON and recursive: only short ones, which is what function outputs are.
+LITERAL_LIMIT = 64 << 10
 MAX_DEPTH = 4
 
 
@@ -84,7 +87,7 @@ def decoded(text: str) -> Any:
         return orjson.loads(stripped)
     except orjson.JSONDecodeError:
         pass
-    if stripped[:1] in ("{", "["):
+    if stripped[:1] in ("{", "[") and len(stripped) <= LITERAL_LIMIT:
         try:
             return ast.literal_eval(stripped)
         except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
