@@ -7,8 +7,6 @@ scripts/test installs; a missing binary fails these tests instead of skipping th
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,39 +17,10 @@ import requests
 from tests.support.admin import firing, trajectory
 from tests.support.agents import support_run
 from tests.support.binaries import binary
+from tests.support.prometheus import free_port, prometheus, run, stop
 from tests.support.server import serve_deciding
 from tests.support.wait import wait_for
 from tests.support.webhook import Receiver
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run(args: list[str], ready_url: str, log: Path) -> subprocess.Popen:
-    out = log.open("wb")
-    process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"{args[0]} exited: {log.read_text()[-2000:]}")
-        try:
-            return requests.get(ready_url, timeout=1).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    wait_for(ready, timeout=30, interval=0.2)
-    return process
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
 
 
 @pytest.fixture
@@ -99,54 +68,21 @@ def alertmanager(tmp_path: Path, hook: Receiver) -> Iterator[str]:
 
 def test_prometheus_sees_a_decision_fire(tmp_path: Path) -> None:
     server = serve_deciding(tmp_path)
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    admin = server.admin_url.removeprefix("http://")
-    config.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "scrape_configs": [
-                    {"job_name": "sextant", "static_configs": [{"targets": [admin]}]}
-                ],
-            }
-        )
-    )
-    url = f"http://127.0.0.1:{port}"
-    prometheus = run(
-        [
-            binary("prometheus"),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'prom-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        f"{url}/-/ready",
-        tmp_path / "prometheus.log",
-    )
     try:
-        trajectory(server, support_run(server, approve=False))
-        firing(server, "QUARANTINE")
-        query = 'sextant_decision_state{decision="QUARANTINE",service="support-desk"} == 1'
-
-        def seen() -> list:
-            reply = requests.get(f"{url}/api/v1/query", params={"query": query}, timeout=5)
-            return reply.json()["data"]["result"]
-
-        result = wait_for(seen, timeout=30, interval=0.5)
-        labels = result[0]["metric"]
-        assert (labels["agent"], labels["version"], labels["job"]) == (
-            "support-agent",
-            "2.3.1",
-            "sextant",
-        )
-        verdicts = requests.get(
-            f"{url}/api/v1/query",
-            params={"query": 'sextant_evaluator_results_total{verdict="fail"}'},
-            timeout=5,
-        ).json()["data"]["result"]
-        assert any(r["metric"]["reason"] == "approval_boundary_violation" for r in verdicts)
+        with prometheus(tmp_path, server.admin_url.removeprefix("http://")) as prom:
+            trajectory(server, support_run(server, approve=False))
+            firing(server, "QUARANTINE")
+            query = 'sextant_decision_state{decision="QUARANTINE",service="support-desk"} == 1'
+            result = wait_for(lambda: prom.query(query), timeout=30, interval=0.5)
+            labels = result[0]["metric"]
+            assert (labels["agent"], labels["version"], labels["job"]) == (
+                "support-agent",
+                "2.3.1",
+                "sextant",
+            )
+            verdicts = prom.query('sextant_evaluator_results_total{verdict="fail"}')
+            assert any(r["metric"]["reason"] == "approval_boundary_violation" for r in verdicts)
     finally:
-        stop(prometheus)
         server.stop()
 
 
