@@ -1,0 +1,74 @@
+"""The Argo gate and the decision alerts fail safe when Sextant stops: real Prometheus scrapes a
+real collector, which is then stopped, and the shipped query and rule files are asked again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.admin import trajectory
+from tests.support.agents import support_run
+from tests.support.prometheus import Prometheus, prometheus
+from tests.support.server import serve_deciding
+from tests.support.wait import wait_for
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+CANARY = {"service": "support-desk", "agent": "support-agent", "version": "2.3.1"}
+
+
+def gate() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "argo/analysis-template.yaml").read_text())["spec"]["metrics"][
+        0
+    ]
+
+
+def gate_query(metric: dict[str, Any], **args: str) -> str:
+    query = metric["provider"]["prometheus"]["query"]
+    for name, value in args.items():
+        query = query.replace(f"{{{{args.{name}}}}}", value)
+    return query
+
+
+def assess(metric: dict[str, Any], result: list[float]) -> str:
+    """Argo's verdict on one measurement: Failed or Successful when its condition holds,
+    Inconclusive when neither does. The conditions use only `len`, `result`, `&&` and `||`."""
+
+    def holds(condition: str) -> bool:
+        python = condition.replace("&&", " and ").replace("||", " or ")
+        return bool(eval(python, {"len": len}, {"result": result}))
+
+    if holds(metric["failureCondition"]):
+        return "Failed"
+    if holds(metric["successCondition"]):
+        return "Successful"
+    return "Inconclusive"
+
+
+def target_down(prom: Prometheus) -> bool:
+    return prom.values('up{job="sextant"}') == [0.0]
+
+
+def test_the_argo_gate_passes_a_seen_canary_and_stops_passing_when_sextant_is_down(
+    tmp_path: Path,
+) -> None:
+    metric = gate()
+    assert assess(metric, [1.0]) == "Failed"
+    server = serve_deciding(tmp_path)
+    admin = server.admin_url.removeprefix("http://")
+    with prometheus(tmp_path, admin) as prom:
+        try:
+            trajectory(server, support_run(server, approve=True))
+            query = gate_query(metric, **CANARY)
+            passing = wait_for(lambda: prom.values(query), timeout=30, interval=0.5)
+            assert passing == [0.0]
+            assert assess(metric, passing) == "Successful"
+            unseen = prom.values(gate_query(metric, **{**CANARY, "version": "9.9.9"}))
+            assert assess(metric, unseen) == "Inconclusive"
+        finally:
+            server.stop()
+        wait_for(lambda: target_down(prom), timeout=30, interval=0.5)
+        down = prom.values(query)
+        assert down == []
+        assert assess(metric, down) == "Inconclusive"
