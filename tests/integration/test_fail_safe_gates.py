@@ -3,12 +3,13 @@ real collector, which is then stopped, and the shipped query and rule files are 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.support.admin import trajectory
+from tests.support.admin import firing, trajectory
 from tests.support.agents import support_run
 from tests.support.prometheus import Prometheus, prometheus
 from tests.support.server import serve_deciding
@@ -72,3 +73,33 @@ def test_the_argo_gate_passes_a_seen_canary_and_stops_passing_when_sextant_is_do
         down = prom.values(query)
         assert down == []
         assert assess(metric, down) == "Inconclusive"
+
+
+def test_a_firing_decision_alert_stays_firing_while_sextant_is_down(tmp_path: Path) -> None:
+    server = serve_deciding(tmp_path)
+    admin = server.admin_url.removeprefix("http://")
+    rules = [DEPLOY / "prometheus/sextant-decisions.rules.yml"]
+    with prometheus(tmp_path, admin, rules) as prom:
+
+        def firing_alerts() -> list[dict[str, Any]]:
+            return [
+                a
+                for a in prom.alerts()
+                if a["labels"]["alertname"] == "SextantDecisionFiring"
+                and a["labels"]["decision"] == "QUARANTINE"
+                and a["state"] == "firing"
+            ]
+
+        try:
+            trajectory(server, support_run(server, approve=False))
+            firing(server, "QUARANTINE")
+            alert = wait_for(firing_alerts, timeout=30, interval=0.5)[0]
+            assert alert["labels"]["severity"] == "critical"
+        finally:
+            server.stop()
+        wait_for(lambda: target_down(prom), timeout=30, interval=0.5)
+        # Several rule evaluations (1 s apart) with the target down: the alert never resolves.
+        until = time.monotonic() + 5
+        while time.monotonic() < until:
+            assert firing_alerts(), "the decision alert resolved during the outage"
+            time.sleep(0.5)
