@@ -12,6 +12,7 @@ import yaml
 from collector.config import load_config
 from collector.pipeline import Pipeline
 from tests.support.binaries import binary
+from tests.support.paths import TESTDATA
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 METRIC = re.compile(r"\b(sextant_[a-z0-9_]+)")
@@ -56,6 +57,13 @@ def test_promtool_accepts_the_prometheus_config_and_rules():
     promtool = binary("promtool")
     check(promtool, "check", "config", str(DEPLOY / "prometheus/prometheus.yml"))
     check(promtool, "check", "rules", *map(str, (DEPLOY / "prometheus").glob("*.rules.yml")))
+
+
+def test_promtool_unit_tests_of_the_rules_pass():
+    """The decision alert holds through an outage and a restart (tests/testdata/prometheus)."""
+    tests = sorted((TESTDATA / "prometheus").glob("*.test.yml"))
+    assert tests
+    check(binary("promtool"), "test", "rules", *map(str, tests))
 
 
 def test_amtool_accepts_the_alertmanager_config():
