@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +33,17 @@ from collector.ticker import Ticker
 from evaluators.base import Decision
 
 log = logging.getLogger(__name__)
+
+
+class DropReason(StrEnum):
+    """Why a notification was given up (the `why` of sextant_alerts_dropped_total)."""
+
+    QUEUE_FULL = "queue_full"
+    SHUTDOWN = "shutdown"
+    UNDELIVERABLE = "undeliverable"
+
+
+DROP_REASONS = tuple(DropReason)
 
 SEVERITY = {
     Decision.DISABLE: "critical",
@@ -92,6 +104,11 @@ class Notifier:
         if duplicated:
             raise ValueError(f"alert channel names must differ: {sorted(duplicated)} repeat")
         self.outboxes = [Outbox(c, deque(), threading.Condition(), last_sent={}) for c in channels]
+        for name in names:  # at 0 from the start, so `increase()` sees a channel's first failure
+            metrics.failed.labels(name)
+            metrics.queued.labels(name).set(0)
+            for why in DROP_REASONS:
+                metrics.dropped.labels(name, why)
         self._stopping = threading.Event()
         self._drain_deadline = 0.0
         self._lock = threading.Lock()
@@ -222,7 +239,7 @@ class Notifier:
                     return
             if len(box.queue) >= self.config.queue_size:
                 box.queue.popleft()
-                self.metrics.dropped.labels(box.channel.name, "queue_full").inc()
+                self.metrics.dropped.labels(box.channel.name, DropReason.QUEUE_FULL).inc()
             box.queue.append(n)
             self.metrics.queued.labels(box.channel.name).set(len(box.queue))
             box.wake.notify()
@@ -237,7 +254,9 @@ class Notifier:
                 if not box.queue:
                     return
                 if self._stopping.is_set() and time.monotonic() > self._drain_deadline:
-                    self.metrics.dropped.labels(box.channel.name, "shutdown").inc(len(box.queue))
+                    self.metrics.dropped.labels(box.channel.name, DropReason.SHUTDOWN).inc(
+                        len(box.queue)
+                    )
                     box.queue.clear()
                     return
                 n = box.queue.popleft()
@@ -271,7 +290,7 @@ class Notifier:
         box.failing = True
         if box.last_sent is not None and n.status == State.FIRING:
             box.last_sent[n.dedup_key] = self.now()  # try again at the next re-send
-        self.metrics.dropped.labels(name, "undeliverable").inc()
+        self.metrics.dropped.labels(name, DropReason.UNDELIVERABLE).inc()
         self._record(box, n, attempt, False, result.http_status, result.error)
 
     def _record(

@@ -28,6 +28,7 @@ REASONS = {
     "unprocessable_span": "the span's content could not be read",
 }
 NOUNS = {"traces": "spans", "logs": "log records"}
+PROTOCOLS = ("grpc", "http")
 
 
 @contextlib.contextmanager
@@ -81,6 +82,17 @@ def describe(decoded: Decoded, noun: str, limit: int) -> str:
     return "; ".join(parts)
 
 
+def start_at_zero(metrics: ReceiverMetrics) -> None:
+    """Create every span label set the health rules and panels read at 0, so that `increase()`
+    sees the first rejected span (a series born at 1 has no earlier sample to increase from)."""
+    for protocol in PROTOCOLS:
+        for signal in NOUNS:
+            metrics.received.labels(protocol, signal)
+            metrics.accepted.labels(protocol, signal)
+        for reason in REASONS:
+            metrics.rejected.labels(protocol, "traces", reason)
+
+
 class Ingest:
     """Turns one export request's bytes into committed rows and the OTLP reply.
 
@@ -98,6 +110,7 @@ class Ingest:
     ) -> None:
         self.writer = writer
         self.workers = workers
+        start_at_zero(metrics)
         self.config = config
         self.limits = limits
         self.metrics = metrics

@@ -7,8 +7,9 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.lifecycle import deadline_in
+from collector.receivers.ingest import REASONS
 from tests.support.otlp import TRACE_EXPORT, simple_spans, trace_request
-from tests.support.server import RunningServer
+from tests.support.server import RunningServer, start_server
 
 DOCUMENTED = {
     "sextant_receiver_requests",
@@ -73,3 +74,35 @@ def test_health_and_readiness(server: RunningServer) -> None:
     reply = requests.get(f"{server.admin_url}/readyz", timeout=10)
     assert reply.status_code == 503
     assert reply.json()["reason"] == "store writer is not running"
+
+
+def test_counters_that_health_alerts_read_are_exposed_at_zero_from_the_start(tmp_path) -> None:
+    """A series born at its first increment has no earlier sample, so `increase()` would miss
+    a single rejected span or failed delivery; these label sets exist at 0 before anything."""
+    channels = {"webhooks": [{"name": "ops-hook", "url": "http://127.0.0.1:9/hook"}]}
+    server = start_server(tmp_path, alerts=channels)
+    try:
+        text = requests.get(f"{server.admin_url}/metrics", timeout=10).text
+    finally:
+        server.stop()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+    def at_zero(name: str, **labels: str) -> bool:
+        return samples.get((name, tuple(sorted(labels.items())))) == 0.0
+
+    for protocol in ("grpc", "http"):
+        for reason in REASONS:
+            assert at_zero(
+                "sextant_receiver_items_rejected_total",
+                protocol=protocol,
+                signal="traces",
+                reason=reason,
+            ), (protocol, reason)
+        assert at_zero("sextant_receiver_items_accepted_total", protocol=protocol, signal="traces")
+    assert at_zero("sextant_alerts_failed_attempts_total", channel="ops-hook")
+    assert at_zero("sextant_alerts_dropped_total", channel="ops-hook", why="undeliverable")
+    assert at_zero("sextant_alerts_queued", channel="ops-hook")
