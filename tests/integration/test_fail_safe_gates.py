@@ -1,5 +1,5 @@
-"""The Argo gate and the decision alerts fail safe when Sextant stops: real Prometheus scrapes a
-real collector, which is then stopped, and the shipped query and rule files are asked again."""
+"""The Argo gate and the decision alerts fail safe when Sextant stops, and one bad span reaches
+`increase()`: real Prometheus scrapes a real collector with the shipped query and rule files."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import yaml
 
 from tests.support.admin import firing, trajectory
 from tests.support.agents import support_run
+from tests.support.otlp import TRACE_EXPORT, simple_spans, trace_request
 from tests.support.prometheus import Prometheus, prometheus
 from tests.support.server import serve_deciding
 from tests.support.wait import wait_for
@@ -103,3 +105,27 @@ def test_a_firing_decision_alert_stays_firing_while_sextant_is_down(tmp_path: Pa
         while time.monotonic() < until:
             assert firing_alerts(), "the decision alert resolved during the outage"
             time.sleep(0.5)
+
+
+def test_a_single_rejected_span_is_seen_by_increase(tmp_path: Path) -> None:
+    server = serve_deciding(tmp_path)
+    admin = server.admin_url.removeprefix("http://")
+    rejected = 'sextant_receiver_items_rejected_total{protocol="grpc", reason="invalid_trace_id"}'
+    try:
+        with prometheus(tmp_path, admin) as prom:
+            # two scrapes at 0 before the span, as any long-running Sextant has
+            def scraped_twice() -> bool:
+                found = prom.query(f"{rejected}[1m]")
+                return bool(found) and len(found[0]["values"]) >= 2
+
+            wait_for(scraped_twice, timeout=30, interval=0.5)
+            request = trace_request(simple_spans(1))
+            request.resource_spans[0].scope_spans[0].spans[0].trace_id = b"short"
+            with grpc.insecure_channel(server.grpc_endpoint) as channel:
+                channel.unary_unary(TRACE_EXPORT)(request.SerializeToString())
+            seen = wait_for(
+                lambda: prom.values(f"increase({rejected}[1m]) > 0"), timeout=30, interval=0.5
+            )
+            assert seen[0] > 0
+    finally:
+        server.stop()
