@@ -6,7 +6,8 @@ steps the pure state machine of `state.py` for every key, appends each transitio
 `persistence.DecisionLog`, and hands firing, changed and resolved decisions to the alert notifier.
 It never blocks ingest: it runs in its own thread and writes through the writer. A commit of a live
 fail or review result wakes that thread early (`consume`), so a decision fires or starts its `for`
-within a round's time of the result; the interval still drives `for`, resolves, windows and no-data.
+within a round's time of the result. Otherwise a round comes every interval, or when a pending
+decision's `for` ends if that is sooner; those rounds resolve, slide windows and notice no-data.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class DecisionEngine:
         )
         self.log = DecisionLog(database, writer)
         self.ticker = Ticker(
-            "sextant-decisions", config.interval_seconds, self.evaluate, config.wake_gap_seconds
+            "sextant-decisions", self.next_round_in, self.evaluate, config.wake_gap_seconds
         )
         self._lock = threading.Lock()
         self._active: dict[Key, DecisionState] = {}
@@ -122,6 +123,20 @@ class DecisionEngine:
         if results is not None and results.num_rows and can_decide(results):
             self.metrics.wakeups.inc()
             self.ticker.wake()
+
+    def next_round_in(self) -> float:
+        """Seconds to the next round: the interval, or less when a pending decision's `for`
+        ends sooner, so that it fires then rather than up to an interval later."""
+        now = self.now()
+        with self._lock:
+            ends = [
+                s.finding.for_seconds - (now - s.active_at).total_seconds()
+                for s in self._active.values()
+                if s.state == State.PENDING
+            ]
+        # Never 0: a round that keeps failing must not spin.
+        floor = max(self.config.wake_gap_seconds, 0.01)
+        return max(floor, min([self.config.interval_seconds, *ends]))
 
     # -- evaluation ----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.clock import FakeClock
+from collector.clock import Clock, FakeClock, SystemClock
 from collector.config.sections import DecisionsConfig, WriterConfig
 from collector.decisions import queries
 from collector.decisions.conditions import Coverage
@@ -202,7 +202,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 def engine_over(
     store: Store,
-    clock: FakeClock,
+    clock: Clock,
     notifier: Notifier,
     counts: Counts | None = None,
     packs: Packs | None = None,
@@ -527,3 +527,40 @@ def test_a_policy_starts_its_for_at_once_and_passing_or_replayed_results_wake_no
         assert wakeups(engine) == 2
     finally:
         engine.shutdown(deadline_in(1))
+
+
+def test_the_next_round_comes_when_a_pending_decisions_for_ends_if_before_the_interval(store):
+    clock, notifier = FakeClock(), Notifier()
+    engine = engine_over(store, clock, notifier)
+    try:
+        assert engine.next_round_in() == CONFIG.interval_seconds
+        for trace_id in ("a" * 32, "b" * 32):
+            store.run(clock.now(), trace_id, CHECKOUT)
+        [pending] = engine.evaluate()
+        assert pending.state == State.PENDING
+        clock.advance(45)
+        assert engine.next_round_in() == 15  # the policy's `for` is 1m
+        clock.advance(20)
+        assert engine.next_round_in() == CONFIG.wake_gap_seconds  # overdue: at once, no spin
+        [fired] = engine.evaluate()
+        assert fired.state == State.FIRING
+        assert engine.next_round_in() == CONFIG.interval_seconds
+    finally:
+        engine.shutdown(deadline_in(1))
+
+
+def test_a_pending_decision_fires_when_its_for_ends_in_real_time(store):
+    notifier, commits = Notifier(), Commits()
+    short_for = PACK.replace("count: 2", "count: 1").replace("for: 1m", "for: 0.3s")
+    engine = engine_over(store, SystemClock(), notifier, packs=Packs({"shop": short_for}))
+    store.writer.on_commit = fan_out(commits.consume, engine.consume)
+    try:
+        store.run(engine.now(), "a" * 32, CHECKOUT)
+        fired = notifier.wait_sent(1, timeout=5)
+        # pending within 250 ms of the commit, then firing 0.3 s later: not at the hour's tick
+        assert 0.3 <= fired - commits.results[-1] < 0.3 + 0.25
+        [(decision_id, state, _)] = notifier.sent
+        assert state == State.FIRING
+    finally:
+        engine.shutdown(deadline_in(1))
+    assert [event for event, _, _ in store.history(decision_id)] == ["pending", "firing"]
