@@ -36,7 +36,7 @@ from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.export import ParquetExporter
 from collector.store.retention import Retention, RetentionMetrics
-from collector.store.writer import Writer
+from collector.store.writer import Writer, fan_out
 from collector.telemetry import (
     AlertMetrics,
     AssemblerMetrics,
@@ -88,7 +88,6 @@ class Pipeline:
             clock,
             self.evaluation,
         )
-        self.writer.on_commit = self.assembler.consume
         self.drift = DriftScheduler(
             config.drift, self.database, self.writer, self.packs, DriftMetrics(self.registry), clock
         )
@@ -97,6 +96,8 @@ class Pipeline:
             self.writer, self.workers, config.ingest, config.limits, receiver_metrics
         )
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
+        # New spans feed assembly; new failing results wake the decision round early.
+        self.writer.on_commit = fan_out(self.assembler.consume, self.decisions.consume)
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         grace = config.shutdown_timeout_seconds
         self.grpc = OtlpGrpcReceiver(

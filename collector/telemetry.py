@@ -224,6 +224,11 @@ class DecisionMetrics:
         self.evaluations = Counter(
             "sextant_decision_evaluations", "Decision evaluation rounds run.", registry=registry
         )
+        self.wakeups = Counter(
+            "sextant_decision_wakeups",
+            "Commits of failing or review results that woke the decision round early.",
+            registry=registry,
+        )
         self.transitions = Counter(
             "sextant_decision_transitions",
             "Decision transitions recorded, by decision and event (firing, resolved, ack...).",

@@ -243,6 +243,13 @@ class PricingConfig(Strict):
 
 class DecisionsConfig(Strict):
     interval_seconds: Seconds = Field(5.0, gt=0, description="How often decisions are evaluated.")
+    wake_gap_seconds: Seconds = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="A stored fail or review result runs a round at once, but at most one such"
+        " extra round per this gap: a burst of results costs one round, not one per commit.",
+    )
     window_seconds: Seconds = Field(
         600.0, gt=0, description="Window of a failed rule's on_fail when no policy covers it."
     )

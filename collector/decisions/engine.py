@@ -1,9 +1,13 @@
-"""The decision engine: every `interval`, steps each decision on what holds now, records, notifies.
+"""The decision engine: every `interval`, and as soon as a failing result is stored, steps each
+decision on what holds now, records, notifies.
 
 It asks `conditions.ConditionFinder` what holds (from window aggregates and coverage counts),
 steps the pure state machine of `state.py` for every key, appends each transition through
 `persistence.DecisionLog`, and hands firing, changed and resolved decisions to the alert notifier.
-It never blocks ingest: it runs in its own thread and writes through the writer.
+It never blocks ingest: it runs in its own thread and writes through the writer. A commit of a live
+fail or review result wakes that thread early (`consume`), so a decision fires or starts its `for`
+within a round's time of the result. Otherwise a round comes every interval, or when a pending
+decision's `for` ends if that is sooner; those rounds resolve, slide windows and notice no-data.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.clock import Clock, SystemClock
 from collector.config.sections import DecisionsConfig
@@ -82,7 +89,9 @@ class DecisionEngine:
             config, database, packs, coverage or Coverage(), failing, operator
         )
         self.log = DecisionLog(database, writer)
-        self.ticker = Ticker("sextant-decisions", config.interval_seconds, self.evaluate)
+        self.ticker = Ticker(
+            "sextant-decisions", self.next_round_in, self.evaluate, config.wake_gap_seconds
+        )
         self._lock = threading.Lock()
         self._active: dict[Key, DecisionState] = {}
         self._resolved_by_hand: dict[Key, datetime] = {}
@@ -106,6 +115,28 @@ class DecisionEngine:
     def snapshot(self) -> Snapshot:
         with self._lock:
             return Snapshot(strongest_first(list(self._active.values())), dict(self._targets))
+
+    def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
+        """Commit hook: stored live fail or review results wake the next round now. It runs in
+        the writer thread, so it only looks at the committed columns, never at the store."""
+        results = tables.get("results")
+        if results is not None and results.num_rows and can_decide(results):
+            self.metrics.wakeups.inc()
+            self.ticker.wake()
+
+    def next_round_in(self) -> float:
+        """Seconds to the next round: the interval, or less when a pending decision's `for`
+        ends sooner, so that it fires then rather than up to an interval later."""
+        now = self.now()
+        with self._lock:
+            ends = [
+                s.finding.for_seconds - (now - s.active_at).total_seconds()
+                for s in self._active.values()
+                if s.state == State.PENDING
+            ]
+        # Never 0: a round that keeps failing must not spin.
+        floor = max(self.config.wake_gap_seconds, 0.01)
+        return max(floor, min([self.config.interval_seconds, *ends]))
 
     # -- evaluation ----------------------------------------------------------------------------
 
@@ -214,3 +245,12 @@ class DecisionEngine:
                     self.notifier.notify(state, Event.FIRING)
         if restored:
             log.info("restored %d pending or firing decisions", len(restored))
+
+
+def can_decide(results: pa.Table) -> bool:
+    """Whether these results rows include one a decision counts (as the round's queries do)."""
+    counted = pc.and_(
+        pc.equal(results["origin"], "live"),
+        pc.is_in(results["verdict"], pa.array(["fail", "review"])),
+    )
+    return bool(pc.any(counted).as_py())

@@ -26,8 +26,23 @@ from collector.telemetry import StoreMetrics
 log = logging.getLogger(__name__)
 
 # Called in the writer thread after each successful commit with what it stored and the
-# `received_at` it stamped on those rows; the assembler learns about new spans this way.
+# `received_at` it stamped on those rows; the assembler learns about new spans this way, the
+# decision engine about new failing results. It holds up the next commit: keep it cheap.
 CommitHook = Callable[[dict[str, pa.Table], datetime], None]
+
+
+def fan_out(*hooks: CommitHook) -> CommitHook:
+    """One commit hook that hands each commit to every one of `hooks` in turn; one that raises
+    is logged and the others still run."""
+
+    def each(tables: dict[str, pa.Table], received_at: datetime) -> None:
+        for hook in hooks:
+            try:
+                hook(tables, received_at)
+            except Exception:  # a downstream failure must not stop the writer or its neighbours
+                log.exception("commit hook %s failed", getattr(hook, "__qualname__", hook))
+
+    return each
 
 
 def settle(future: concurrent.futures.Future[None], error: Exception | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 import zipfile
 from pathlib import Path
 
@@ -202,6 +203,37 @@ def test_rejections_from_no_known_sender_are_the_collectors_own_review(deciding_
         )
     )
     assert not deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "REVIEW"})
+
+
+def test_a_violating_run_fires_as_soon_as_its_result_is_stored_not_at_the_next_interval(tmp_path):
+    # Rounds every 30 s: only the stored result can bring the decision this soon.
+    server = serve_deciding(tmp_path, decisions={**DECIDE_FAST, "interval_seconds": 30})
+    try:
+        for _ in range(3):  # each resolved by hand, so the next violation opens a new decision
+            sent = time.monotonic()
+            bad = support_run(server, approve=False)
+            d = wait_for(lambda bad=bad: opened_by(server, bad), timeout=5, interval=0.005)
+            assert time.monotonic() - sent < 5  # the run closes 0.3 s after its last span
+            [(stored,)] = server.query(
+                "SELECT max(evaluated_at) FROM results WHERE trace_id = ? AND verdict = 'fail'",
+                [bad],
+            )
+            [(fired,)] = server.query(
+                "SELECT fired_at FROM decisions WHERE decision_id = ? AND event = 'firing'",
+                [d["decision_id"]],
+            )
+            assert (fired - stored).total_seconds() < 0.25  # evaluated_at precedes its commit
+            url = f"{server.admin_url}/api/v1/decisions/{d['decision_id']}/resolve"
+            assert requests.post(url, json={"by": "ana"}, timeout=5).status_code == 200
+        assert server.metric("sextant_decision_evaluations_total") < 20
+    finally:
+        server.stop()
+
+
+def opened_by(server: RunningServer, trace_id: str) -> dict | None:
+    """The firing QUARANTINE whose newest evidence is this run."""
+    found = decisions(server, state="firing", decision="QUARANTINE")
+    return next((d for d in found if d["evidence_trace_ids"][0] == trace_id), None)
 
 
 def test_a_target_that_goes_silent_gets_no_data(tmp_path):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,7 +14,7 @@ import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.clock import FakeClock
+from collector.clock import Clock, FakeClock, SystemClock
 from collector.config.sections import DecisionsConfig, WriterConfig
 from collector.decisions import queries
 from collector.decisions.conditions import Coverage
@@ -30,9 +32,10 @@ from collector.evaluation.packs import PackText
 from collector.lifecycle import deadline_in
 from collector.store.database import Database
 from collector.store.tables import ARROW_SCHEMAS
-from collector.store.writer import Writer
+from collector.store.writer import Writer, fan_out
 from collector.telemetry import DecisionMetrics, StoreMetrics
 from evaluators.base import Decision
+from tests.support.wait import wait_for
 
 PACK = """
 name: shop
@@ -81,9 +84,20 @@ class Packs:
 class Notifier:
     sent: list[tuple[str, State, Event]] = field(default_factory=list)
     channels_failing: list[str] = field(default_factory=list)
+    sent_at: list[float] = field(default_factory=list)  # monotonic, in real time
+    cond: threading.Condition = field(default_factory=threading.Condition)
 
     def notify(self, state: DecisionState, event: Event) -> None:
-        self.sent.append((state.id, state.state, event))
+        with self.cond:
+            self.sent.append((state.id, state.state, event))
+            self.sent_at.append(time.monotonic())
+            self.cond.notify_all()
+
+    def wait_sent(self, count: int, timeout: float) -> float:
+        """When the `count`th notification was sent; fails at the deadline."""
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.sent) >= count, timeout), self.sent
+            return self.sent_at[count - 1]
 
     def failing(self) -> list[str]:
         return list(self.channels_failing)
@@ -145,6 +159,8 @@ class Store:
         pack: str = "shop",
         rule_id: str = "approval-before-refund",
         reason: str = "approval_boundary_violation",
+        verdict: str = "fail",
+        origin: str = "live",
         **extra: object,
     ) -> None:
         """The run's failed result (by default its approval result), at this severity."""
@@ -156,12 +172,12 @@ class Store:
             pack_version="1.0.0",
             rule_id=rule_id,
             rule_type="precedes",
-            verdict="fail",
+            verdict=verdict,
             severity=severity,
             reason=reason,
             evaluated_at=now,
             scope="trajectory",
-            origin="live",
+            origin=origin,
             service_name=target.service,
             agent_name=target.agent,
             service_version=target.version,
@@ -186,7 +202,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 def engine_over(
     store: Store,
-    clock: FakeClock,
+    clock: Clock,
     notifier: Notifier,
     counts: Counts | None = None,
     packs: Packs | None = None,
@@ -204,6 +220,12 @@ def engine_over(
     )
     engine.start()
     return engine
+
+
+def wakeups(engine: DecisionEngine) -> float:
+    """Commits that woke the engine early."""
+    [metric] = engine.metrics.wakeups.collect()
+    return next(s.value for s in metric.samples if s.name.endswith("_total"))
 
 
 def active(engine: DecisionEngine) -> dict[tuple[Target, Decision], DecisionState]:
@@ -445,3 +467,100 @@ def test_a_policies_only_pack_decides_over_other_packs_with_its_own_owner(store)
         assert set(review.evidence) == {"b" * 32, "c" * 32}
     finally:
         engine.shutdown(deadline_in(1))
+
+
+ON_FAIL_ONLY = PACK.split("decisions:")[0]  # the approval rule's on_fail, no policy: no `for`
+
+
+class Commits:
+    """The writer's commits, in real time, for a commit hook beside the engine's."""
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+        self.results: list[float] = []
+
+    def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
+        self.at.append(time.monotonic())
+        if "results" in tables:
+            self.results.append(time.monotonic())
+
+
+def test_a_stored_failing_result_fires_at_once_not_at_the_next_interval(store):
+    clock, notifier, commits = FakeClock(), Notifier(), Commits()
+    engine = engine_over(store, clock, notifier, packs=Packs({"shop": ON_FAIL_ONLY}))
+    store.writer.on_commit = fan_out(commits.consume, engine.consume)
+    try:
+        # The interval is an hour and the fake clock stands still: only the commit can wake it.
+        store.run(clock.now(), "a" * 32, CHECKOUT)
+        fired = notifier.wait_sent(1, timeout=5)
+        assert fired - commits.results[-1] < 0.25
+        [(decision_id, state, event)] = notifier.sent
+        assert (state, event) == (State.FIRING, Event.FIRING)
+        assert engine.snapshot().decision_of(CHECKOUT)[0] == Decision.QUARANTINE
+        assert wakeups(engine) == 1  # the trajectory's commit did not wake it
+    finally:
+        engine.shutdown(deadline_in(1))
+    assert store.history(decision_id) == [("firing", "firing", "sextant")]
+
+
+def test_a_policy_starts_its_for_at_once_and_passing_or_replayed_results_wake_nothing(store):
+    clock, notifier, commits = FakeClock(), Notifier(), Commits()
+    engine = engine_over(store, clock, notifier)
+    store.writer.on_commit = fan_out(commits.consume, engine.consume)
+
+    def pending() -> DecisionState | None:
+        state = active(engine).get((CHECKOUT, Decision.QUARANTINE))
+        return state if state is not None and state.state == State.PENDING else None
+
+    try:
+        store.run(clock.now(), "a" * 32, CHECKOUT, failed=False)
+        store.failure(clock.now(), "a" * 32, CHECKOUT, "critical", verdict="pass")
+        store.failure(clock.now(), "a" * 32, CHECKOUT, "critical", origin="replay", replay_id="r1")
+        assert wakeups(engine) == 0  # counted in the writer, before the ack
+        store.run(clock.now(), "b" * 32, CHECKOUT)
+        clock.advance(1)  # newest evidence first; far from the interval (an hour)
+        store.run(clock.now(), "c" * 32, CHECKOUT)  # the policy's count: 2
+        started = wait_for(pending, timeout=5, interval=0.002)
+        assert time.monotonic() - commits.results[-1] < 0.25
+        assert started.finding.evidence == ("c" * 32, "b" * 32)
+        assert notifier.sent == []  # pending never notifies; its `for` is the interval's work
+        assert wakeups(engine) == 2
+    finally:
+        engine.shutdown(deadline_in(1))
+
+
+def test_the_next_round_comes_when_a_pending_decisions_for_ends_if_before_the_interval(store):
+    clock, notifier = FakeClock(), Notifier()
+    engine = engine_over(store, clock, notifier)
+    try:
+        assert engine.next_round_in() == CONFIG.interval_seconds
+        for trace_id in ("a" * 32, "b" * 32):
+            store.run(clock.now(), trace_id, CHECKOUT)
+        [pending] = engine.evaluate()
+        assert pending.state == State.PENDING
+        clock.advance(45)
+        assert engine.next_round_in() == 15  # the policy's `for` is 1m
+        clock.advance(20)
+        assert engine.next_round_in() == CONFIG.wake_gap_seconds  # overdue: at once, no spin
+        [fired] = engine.evaluate()
+        assert fired.state == State.FIRING
+        assert engine.next_round_in() == CONFIG.interval_seconds
+    finally:
+        engine.shutdown(deadline_in(1))
+
+
+def test_a_pending_decision_fires_when_its_for_ends_in_real_time(store):
+    notifier, commits = Notifier(), Commits()
+    short_for = PACK.replace("count: 2", "count: 1").replace("for: 1m", "for: 0.3s")
+    engine = engine_over(store, SystemClock(), notifier, packs=Packs({"shop": short_for}))
+    store.writer.on_commit = fan_out(commits.consume, engine.consume)
+    try:
+        store.run(engine.now(), "a" * 32, CHECKOUT)
+        fired = notifier.wait_sent(1, timeout=5)
+        # pending within 250 ms of the commit, then firing 0.3 s later: not at the hour's tick
+        assert 0.3 <= fired - commits.results[-1] < 0.3 + 0.25
+        [(decision_id, state, _)] = notifier.sent
+        assert state == State.FIRING
+    finally:
+        engine.shutdown(deadline_in(1))
+    assert [event for event, _, _ in store.history(decision_id)] == ["pending", "firing"]
