@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-import runpy
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -19,7 +17,6 @@ import grpc
 import pytest
 import requests
 
-from collector.store.database import Database
 from collector.store.schema import SCHEMA_VERSION
 from tests.support.otlp import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
 
@@ -125,57 +122,6 @@ def test_sigterm_drains_flushes_and_closes_cleanly(tmp_path: Path) -> None:
     counts = dict(con.execute("SELECT trace_id, count(*) FROM spans GROUP BY 1").fetchall())
     assert all(counts.get(trace_id) == 50 for trace_id in acknowledged)
     assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (SCHEMA_VERSION,)
-
-
-DRIFT_PACK = """
-name: bench
-version: "1"
-owner: bench
-rules:
-  - id: drift
-    type: drift
-    interval: 1s
-    baseline: {last: 7d}
-    current: {last: 1h}
-    reason: behaviour_drift
-"""
-DRIFT_RUNS = 300_000  # one drift round over them takes about a second on two shared cores
-SHUTDOWN_TIMEOUT_SECONDS = 5.0
-
-
-def test_sigterm_during_a_drift_round_interrupts_it_and_closes_the_store(tmp_path: Path):
-    """The round's query is interrupted instead of outliving the deadline (which left the store
-    open and aborted the process as the interpreter exited under a thread inside DuckDB)."""
-    benchmark = runpy.run_path(str(Path(__file__).parents[2] / "scripts" / "benchmark-drift"))
-    db = Database(tmp_path / "d" / "sextant.duckdb", "1GB")
-    db.open()
-    benchmark["build"](db, DRIFT_RUNS, datetime.now(UTC).replace(tzinfo=None))
-    db.close()
-    (tmp_path / "bench.yaml").write_text(DRIFT_PACK)
-    (tmp_path / "sextant.yaml").write_text(
-        f"rules: {{paths: [{tmp_path / 'bench.yaml'}]}}\ndrift: {{tick_seconds: 0.1}}\n"
-    )
-    env = {
-        "SEXTANT_LOG_LEVEL": "DEBUG",
-        "SEXTANT_SHUTDOWN_TIMEOUT_SECONDS": str(SHUTDOWN_TIMEOUT_SECONDS),
-    }
-    args = ["--config", str(tmp_path / "sextant.yaml"), "--data-dir", str(tmp_path / "d")]
-    serve = Serve([*args, *EPHEMERAL], tmp_path, env)
-    assert len(serve.ports) == 3, serve.output
-    deadline = time.monotonic() + 15
-    while "window rule bench/drift: evaluating" not in serve.output:
-        assert time.monotonic() < deadline and serve.proc.poll() is None, serve.output
-        time.sleep(0.01)
-
-    started = time.monotonic()
-    assert serve.stop(signal.SIGTERM) == 0, serve.output
-    took = time.monotonic() - started
-    assert "window rule bench/drift abandoned: shutting down" in serve.output
-    assert "stopped; store closed cleanly" in serve.output
-    assert took < SHUTDOWN_TIMEOUT_SECONDS, serve.output
-    print(f"SIGTERM during a drift round: exited 0 in {took:.2f} s")
-    con = duckdb.connect(str(tmp_path / "d" / "sextant.duckdb"), read_only=True)
-    assert con.execute("SELECT count(*) FROM trajectories").fetchone() == (DRIFT_RUNS,)
 
 
 def test_sigint_also_stops_cleanly(tmp_path: Path) -> None:
