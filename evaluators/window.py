@@ -92,7 +92,14 @@ class DriftRule(WindowRule):
     thresholds: dict[DriftMetric, float] = Field(
         default_factory=dict, description="Effect size over which a significant change fails."
     )
-    alpha: float = Field(0.01, gt=0, lt=1, description="Significance level of the tests.")
+    alpha: float = Field(
+        0.01, gt=0, lt=1, description="Chance of failing an unchanged target (all its tests)."
+    )
+    correction: Literal["holm", "none"] = Field(
+        "holm",
+        description="holm: alpha bounds a false failure of any of the rule's tests of a"
+        " target; none: each test at alpha on its own (false failures add up).",
+    )
     min_samples: int = Field(30, ge=2, description="Fewer runs (or cases) on a side: review.")
 
     @model_validator(mode="after")

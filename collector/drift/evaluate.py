@@ -15,9 +15,10 @@ from collector.drift.sides import Side, Target, exactly, matching
 from evaluators.base import Verdict
 from evaluators.drift import (
     Comparison,
-    compare_categorical,
     compare_continuous,
     compare_proportions,
+    compare_tool_mix,
+    holm,
     judge,
 )
 from evaluators.matchers import text_matches
@@ -121,9 +122,13 @@ def evaluate_drift(
         if pair is None:
             continue
         baseline, current = pair
-        for metric, comparison, evidence in compare_sides(cursor, rule, baseline, current):
+        compared = list(compare_sides(cursor, rule, baseline, current))
+        adjusted = corrected(rule, [comparison for _, comparison, _ in compared])
+        tests = sum(len(c.parts) or 1 for _, c, _ in compared)
+        for (metric, comparison, evidence), p_value in zip(compared, adjusted, strict=True):
+            tested = replace(comparison, p_value=p_value)
             verdict, reason = judge(
-                comparison, rule.threshold(metric.split(":")[0]), rule.alpha, rule.min_samples
+                tested, rule.threshold(metric.split(":")[0]), rule.alpha, rule.min_samples
             )
             found = evidence(max_evidence) if verdict != Verdict.PASS else []
             outcomes.append(
@@ -132,18 +137,43 @@ def evaluate_drift(
                     metric=metric,
                     verdict=verdict,
                     reason=reason,
-                    message=message(rule, metric, comparison, verdict),
+                    message=message(rule, metric, comparison, p_value, tests, verdict),
                     window_start=start,
                     window_end=now,
                     baseline=baseline.description,
                     effect_size=comparison.effect_size,
-                    p_value=comparison.p_value,
+                    p_value=p_value,
                     baseline_n=comparison.baseline_n,
                     current_n=comparison.current_n,
                     evidence=tuple(found),
                 )
             )
     return outcomes
+
+
+def corrected(rule: DriftRule, comparisons: list[Comparison]) -> list[float]:
+    """The p-value each comparison is judged on.
+
+    Holm's correction runs over every test of the target that has enough samples to be judged
+    (the others are reviews whatever their p-value); a comparison made of several tests (the
+    tool mix, one per tool) enters with each of them and is judged on the smallest of their
+    adjusted p-values.
+    """
+    adjusted = [c.p_value for c in comparisons]
+    if rule.correction == "none":
+        return adjusted
+    family = [
+        (i, p_value)
+        for i, c in enumerate(comparisons)
+        if min(c.baseline_n, c.current_n) >= rule.min_samples
+        for p_value in (c.parts or (c.p_value,))
+    ]
+    judged = {i for i, _ in family}
+    for i in judged:
+        adjusted[i] = 1.0
+    for (i, _), p_value in zip(family, holm([p for _, p in family]), strict=True):
+        adjusted[i] = min(adjusted[i], p_value)
+    return adjusted
 
 
 def compare_sides(
@@ -199,19 +229,18 @@ def rule_pass_rates(
 def tool_choice(
     cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side, b_units: int, c_units: int
 ) -> tuple[str, Comparison, Evidence]:
-    b = samples.tool_weights(cursor, baseline)
-    c = samples.tool_weights(cursor, current)
-    comp = compare_categorical(b, c, b_units, c_units)
+    (b, b_used), (c, c_used) = samples.tools(cursor, baseline), samples.tools(cursor, current)
+    comp = compare_tool_mix((b, c), (b_used, c_used), b_units, c_units)
     b_total, c_total = sum(b.values()) or 1.0, sum(c.values()) or 1.0
     rises = {t: w / c_total - b.get(t, 0.0) / b_total for t, w in c.items()}
     never = [t for t in rises if t not in b]
     gained = never or [t for t, d in sorted(rises.items(), key=lambda i: -i[1])[:3] if d > 0]
     gained = [t for t in gained if t != samples.NO_TOOL]
-    lost: list[str] = []
-    if comp.effect_size > 0:
-        # Only worth a query when something moved (the evidence of a failure or a review).
-        b_usage, c_usage = samples.tool_usage(cursor, baseline), samples.tool_usage(cursor, current)
-        lost = [t for t, share in b_usage.items() if share >= ALWAYS > c_usage.get(t, 0.0)]
+    lost = [
+        t
+        for t, hits in b_used.items()
+        if t != samples.NO_TOOL and hits / b_units >= ALWAYS > c_used.get(t, 0.0) / c_units
+    ]
 
     def evidence(limit: int) -> list[str]:
         return samples.tool_evidence(cursor, current, gained, lost, limit)
@@ -228,12 +257,17 @@ def tool_choice(
 STATISTIC = {"tool_choice": "JS distance", "error_rate": "Δ rate", "pass_rate": "Δ rate"}
 
 
-def message(rule: DriftRule, metric: str, comp: Comparison, verdict: Verdict) -> str:
+def message(
+    rule: DriftRule, metric: str, comp: Comparison, p_value: float, tests: int, verdict: Verdict
+) -> str:
     name = metric.split(":")[0]
     statistic = STATISTIC.get(name, "KS D")
+    significance = f"p={comp.p_value:.3g}"
+    if p_value != comp.p_value:
+        significance += f", Holm-adjusted over {tests} tests p={p_value:.3g}"
     text = (
         f"{metric}: {comp.detail}; {statistic} {comp.effect_size:.3f}"
-        f" (threshold {rule.threshold(name):g}), p={comp.p_value:.3g} (alpha {rule.alpha:g});"
+        f" (threshold {rule.threshold(name):g}), {significance} (alpha {rule.alpha:g});"
         f" n {comp.baseline_n} baseline, {comp.current_n} current"
     )
     if verdict == Verdict.REVIEW:

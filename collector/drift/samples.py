@@ -47,11 +47,6 @@ def filled(column: np.ndarray) -> np.ndarray:
     return np.ma.filled(np.ma.asarray(column, dtype=float), np.nan)
 
 
-# The baseline's always-used tools (for evidence only) are estimated on a sample of its runs:
-# counting distinct tools per run over a million runs would cost more than the whole test.
-USAGE_SAMPLE_RUNS = 10_000
-
-
 def weighted_units(side: Side) -> tuple[str, list[object]]:
     """The side's runs with their weight: 1, or 1/attempts when the run's case repeats."""
     runs, params = side.sql()
@@ -65,35 +60,30 @@ def weighted_units(side: Side) -> tuple[str, list[object]]:
     return query, params
 
 
-def tool_weights(cursor: duckdb.DuckDBPyConnection, side: Side) -> dict[str, float]:
-    """tool -> calls, each unit counting its mean calls per attempt; runs that call no tool
-    count under `(no tool call)`."""
+def tools(
+    cursor: duckdb.DuckDBPyConnection, side: Side
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(calls, presence) per tool: the units' calls of it (a case counting its mean calls per
+    attempt) and the units that call it (a case counting the share of its attempts that do).
+    Runs that call no tool count under `(no tool call)` in both."""
     units, params = weighted_units(side)
     query = f"""
-        WITH units AS ({units})
-        SELECT coalesce(s.tool_name, s.name), sum(u.w)
-        FROM units u JOIN steps s ON s.trace_id = u.trace_id AND s.revision = u.revision
-        WHERE s.span_kind = 'tool' GROUP BY 1
+        WITH units AS ({units}),
+        per_run AS (SELECT coalesce(s.tool_name, s.name) AS tool, any_value(u.w) AS w,
+                           count(*) AS calls
+                    FROM units u JOIN steps s ON s.trace_id = u.trace_id
+                      AND s.revision = u.revision
+                    WHERE s.span_kind = 'tool' GROUP BY u.trace_id, u.revision, tool)
+        SELECT tool, sum(w * calls), sum(w) FROM per_run GROUP BY tool
         UNION ALL
-        SELECT '{NO_TOOL}', sum(w) FROM units WHERE coalesce(tool_calls, 0) = 0
+        SELECT '{NO_TOOL}', sum(w), sum(w) FROM units WHERE coalesce(tool_calls, 0) = 0
     """
-    rows = cursor.execute(query, params).fetchall()
-    return {tool: float(weight) for tool, weight in rows if weight}
-
-
-def tool_usage(cursor: duckdb.DuckDBPyConnection, side: Side) -> dict[str, float]:
-    """tool -> share of (a sample of) the side's runs that call it."""
-    runs, params = side.sql()
-    query = f"""
-        WITH runs AS ({runs}),
-        sample AS (SELECT trace_id, revision FROM runs
-                   USING SAMPLE reservoir({USAGE_SAMPLE_RUNS} ROWS) REPEATABLE (7))
-        SELECT coalesce(s.tool_name, s.name), count(DISTINCT s.trace_id)
-               / (SELECT count(*) FROM sample)
-        FROM sample JOIN steps s ON s.trace_id = sample.trace_id AND s.revision = sample.revision
-        WHERE s.span_kind = 'tool' GROUP BY 1
-    """
-    return {tool: float(share) for tool, share in cursor.execute(query, params).fetchall()}
+    calls: dict[str, float] = {}
+    presence: dict[str, float] = {}
+    for tool, weight, used in cursor.execute(query, params).fetchall():
+        if weight:
+            calls[tool], presence[tool] = float(weight), float(used)
+    return calls, presence
 
 
 def rule_passes(cursor: duckdb.DuckDBPyConnection, side: Side) -> dict[str, tuple[float, int]]:

@@ -6,8 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from collector.drift.evaluate import evaluate_drift, find_targets, sides
+import pytest
+
+from collector.drift.evaluate import corrected, evaluate_drift, find_targets, sides
 from evaluators.base import Verdict
+from evaluators.drift import Comparison
 from evaluators.rulepack import Selector
 from evaluators.window import DriftRule
 from tests.support.store import NOW, RunStore
@@ -114,3 +117,36 @@ def test_a_previous_window_baseline_ends_where_the_current_one_starts() -> None:
     assert current.start == NOW - timedelta(hours=1) == baseline.end
     assert baseline.start == NOW - timedelta(hours=25)
     assert baseline.description == "the 86400 s before the current window"
+
+
+def comparison(p_value: float, n: int = 60) -> Comparison:
+    return Comparison(0.5, p_value, n, n, 1, "")
+
+
+def test_holm_judges_every_test_of_a_target_as_one_family() -> None:
+    # Each of four tests would fail alone at alpha 0.01; together only the strongest does.
+    family = [comparison(0.004), comparison(0.008), comparison(0.009), comparison(0.0001)]
+    assert corrected(canary(), family) == pytest.approx([0.012, 0.016, 0.016, 0.0004])
+    assert corrected(canary(correction="none"), family) == [0.004, 0.008, 0.009, 0.0001]
+
+
+def test_a_test_with_too_few_samples_is_left_out_of_the_family() -> None:
+    family = [comparison(0.004), comparison(0.0001, n=5)]
+    assert corrected(canary(), family) == [0.004, 0.0001]
+
+
+def test_the_message_shows_the_raw_and_the_adjusted_p_value(store: RunStore) -> None:
+    send(store, "1.4.0", A)
+    send(store, "1.5.0", B)
+    rule = canary(metrics=["tool_choice", "steps", "error_rate"])
+    outcomes = {o.metric: o for o in evaluate_drift(store.cursor, TRAVEL, rule, NOW)}
+    tool = outcomes["tool_choice"]
+    assert tool.verdict == Verdict.FAIL
+    assert "Holm-adjusted over " in tool.message
+    assert outcomes["error_rate"].p_value == 1.0
+
+
+def test_each_tool_of_a_tool_mix_counts_in_the_family() -> None:
+    mix = Comparison(0.3, 0.003, 60, 60, 0, "", parts=(0.001, 0.5, 0.9))
+    # four tests in all: the tool mix is judged on its best tool, 4 x 0.001
+    assert corrected(canary(), [mix, comparison(0.2)]) == pytest.approx([0.004, 0.6])

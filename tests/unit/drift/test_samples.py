@@ -33,23 +33,25 @@ def test_flags_are_shares_and_an_unknown_verdict_is_no_sample(store: RunStore) -
     assert sorted(passes[~np.isnan(passes)]) == [0.0, 1.0, 1.0]
 
 
-def test_tool_weights_count_a_case_once_and_runs_without_tools_apart(store: RunStore) -> None:
+def test_tool_calls_count_a_case_once_and_runs_without_tools_apart(store: RunStore) -> None:
     store.run(["search", "book"])
     store.run([])
     store.run(["search"], case="lis-osl")
     store.run(["search", "search"], case="lis-osl")
-    weights = samples.tool_weights(store.cursor, Side())
+    calls, _ = samples.tools(store.cursor, Side())
     # the case: (1 + 2) / 2 calls of search per attempt
-    assert weights == pytest.approx({"search": 2.5, "book": 1.0, samples.NO_TOOL: 1.0})
+    assert calls == pytest.approx({"search": 2.5, "book": 1.0, samples.NO_TOOL: 1.0})
 
 
-def test_tool_usage_is_the_share_of_runs_that_call_a_tool(store: RunStore) -> None:
-    store.run(["search", "search", "book"])
-    store.run(["search"])
+def test_tool_presence_counts_units_that_call_a_tool_however_often(store: RunStore) -> None:
+    store.run(["search", "search", "search", "book"])
     store.run(["search"])
     store.run([])
-    usage = samples.tool_usage(store.cursor, Side())
-    assert usage == pytest.approx({"search": 0.75, "book": 0.25})
+    store.run(["book"], case="lis-osl")
+    store.run(["search"], case="lis-osl")
+    _, presence = samples.tools(store.cursor, Side())
+    # the case calls search in half its attempts and book in the other half
+    assert presence == pytest.approx({"search": 2.5, "book": 1.5, samples.NO_TOOL: 1.0})
 
 
 def test_rule_passes_per_unit_leave_out_not_applicable(store: RunStore) -> None:
