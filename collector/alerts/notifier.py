@@ -107,6 +107,7 @@ class Notifier:
         for name in names:  # at 0 from the start, so `increase()` sees a channel's first failure
             metrics.failed.labels(name)
             metrics.queued.labels(name).set(0)
+            metrics.channel_failing.labels(name).set(0)
             for why in DROP_REASONS:
                 metrics.dropped.labels(name, why)
         self._stopping = threading.Event()
@@ -273,6 +274,7 @@ class Notifier:
             if n.status == State.FIRING and n.dedup_key not in self._firing:
                 return  # resolved while waiting: the resolved notification follows
             result = box.channel.deliver(n)
+            self.metrics.channel_failing.labels(name).set(0 if result.ok else 1)
             if result.ok:
                 box.failing = False
                 if box.last_sent is not None:
@@ -346,6 +348,7 @@ class Notifier:
         for box in self.outboxes:
             result = box.channel.deliver(replace(n))
             box.failing = not result.ok
+            self.metrics.channel_failing.labels(box.channel.name).set(0 if result.ok else 1)
             if result.ok:
                 self.metrics.sent.labels(box.channel.name, "test").inc()
             else:

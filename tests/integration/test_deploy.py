@@ -60,7 +60,8 @@ def test_promtool_accepts_the_prometheus_config_and_rules():
 
 
 def test_promtool_unit_tests_of_the_rules_pass():
-    """The decision alert holds through an outage and a restart (tests/testdata/prometheus)."""
+    """Health alerts fire on a single burst; the decision alert holds through an outage and a
+    restart (tests/testdata/prometheus)."""
     tests = sorted((TESTDATA / "prometheus").glob("*.test.yml"))
     assert tests
     check(binary("promtool"), "test", "rules", *map(str, tests))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.admin import firing, trajectory
+from tests.support.admin import firing, scraped, trajectory
 from tests.support.agents import support_run
 from tests.support.server import RunningServer, serve_deciding
 from tests.support.wait import wait_for
@@ -86,6 +86,32 @@ def test_a_dead_channel_is_counted_and_becomes_a_review_decision(tmp_path):
         assert server.metric("sextant_alerts_dropped_total", labels) >= 1
         # ingest is not held up by the failing channel
         trajectory(server, support_run(server))
+    finally:
+        server.stop()
+        dead.close()
+
+
+def test_the_channel_failing_gauge_is_1_while_a_dead_webhook_fails_and_0_once_it_answers(
+    tmp_path,
+):
+    """Dead from the start: the gauge shows it from the first failed attempt, however rarely
+    attempts come, and a delivery that succeeds clears it."""
+    dead = Receiver([503] * 1000)
+    server = webhook_server(tmp_path, dead)
+
+    def failing() -> float | None:
+        return scraped(server, "sextant_alerts_channel_failing", channel="webhook")
+
+    try:
+        assert failing() == 0.0  # exposed before any delivery
+        trajectory(server, support_run(server, approve=False))
+        firing(server, "QUARANTINE")
+        wait_for(lambda: failing() == 1.0, timeout=20)
+        assert dead.delivered() == []
+        with dead.lock:
+            dead.statuses = []  # the receiver comes back: the next re-send goes through
+        wait_for(lambda: failing() == 0.0, timeout=20)
+        assert dead.delivered()
     finally:
         server.stop()
         dead.close()
