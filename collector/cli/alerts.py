@@ -8,11 +8,11 @@ import json
 import signal
 import sys
 import threading
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from collector.cli._flags import add_command, add_format, add_url_token
+from collector.clock import SystemClock
 
 CHANNEL_COLUMNS = ["channel", "kind", "result", "http_status", "error"]
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -60,7 +60,11 @@ class SinkHandler(BaseHTTPRequestHandler):
     lock = threading.Lock()
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.send_error(400, "bad Content-Length")
+            return
         if length > MAX_BODY_BYTES:
             self.send_error(413, "body too large")
             return
@@ -69,7 +73,7 @@ class SinkHandler(BaseHTTPRequestHandler):
             doc: Any = json.loads(body)
         except ValueError:
             doc = body.decode(errors="replace")
-        received = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        received = SystemClock().now().isoformat() + "Z"  # naive UTC, as every Sextant time
         line = json.dumps({"received_at": received, "path": self.path, "body": doc})
         with self.lock:  # one whole line per request, however many arrive at once
             print(line, flush=True)
