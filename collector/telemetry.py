@@ -169,6 +169,11 @@ class AssemblerMetrics:
             "Traces whose spans could not be built into steps; stored as incomplete (build_error).",
             registry=registry,
         )
+        self.lag = Gauge(
+            "sextant_assembler_lag_seconds",
+            "How long the trace waiting longest past its close time has waited (0: none late).",
+            registry=registry,
+        )
         self.errors = Counter(
             "sextant_assembler_errors",
             "Assembly rounds that failed; their traces are retried on the next tick.",
@@ -229,6 +234,16 @@ class DecisionMetrics:
             "Commits of failing or review results that woke the decision round early.",
             registry=registry,
         )
+        self.last_round = Gauge(
+            "sextant_decision_last_round_timestamp_seconds",
+            "When the last decision round completed (Unix time; the start time before the first).",
+            registry=registry,
+        )
+        self.interval = Gauge(
+            "sextant_decision_interval_seconds",
+            "The configured decision round interval (decisions.interval_seconds).",
+            registry=registry,
+        )
         self.transitions = Counter(
             "sextant_decision_transitions",
             "Decision transitions recorded, by decision and event (firing, resolved, ack...).",
@@ -260,6 +275,12 @@ class AlertMetrics:
         self.queued = Gauge(
             "sextant_alerts_queued",
             "Notifications waiting for delivery, by channel.",
+            ["channel"],
+            registry=registry,
+        )
+        self.channel_failing = Gauge(
+            "sextant_alerts_channel_failing",
+            "1 from a channel's failed delivery attempt until one succeeds, else 0.",
             ["channel"],
             registry=registry,
         )

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from collector.alerts.channels import Alertmanager, Channel, Notification, Webhook
 from collector.clock import Clock, SystemClock
-from collector.config.sections import AlertsConfig
+from collector.config.sections import DEFAULT_SEVERITY, AlertsConfig
 from collector.decisions.state import DecisionState, Event, State, merge, summary_of
 from collector.lifecycle import remaining
 from collector.store.tables import ARROW_SCHEMAS
@@ -45,15 +45,8 @@ class DropReason(StrEnum):
 
 DROP_REASONS = tuple(DropReason)
 
-SEVERITY = {
-    Decision.DISABLE: "critical",
-    Decision.ROLLBACK: "critical",
-    Decision.QUARANTINE: "critical",
-    Decision.DOWNGRADE: "warning",
-    Decision.FAIL: "warning",
-    Decision.REVIEW: "info",
-    Decision.PASS: "none",
-}
+# A drift or reliability rule's review of a target that has too few runs yet.
+INSUFFICIENT_SAMPLES = "insufficient_samples"
 STORE_TIMEOUT_SECONDS = 30.0
 
 
@@ -107,6 +100,7 @@ class Notifier:
         for name in names:  # at 0 from the start, so `increase()` sees a channel's first failure
             metrics.failed.labels(name)
             metrics.queued.labels(name).set(0)
+            metrics.channel_failing.labels(name).set(0)
             for why in DROP_REASONS:
                 metrics.dropped.labels(name, why)
         self._stopping = threading.Event()
@@ -181,8 +175,9 @@ class Notifier:
             "service": t.service,
             "agent": t.agent,
             "version": t.version,
-            "severity": SEVERITY[state.key.decision],
-            # The alert's identity must not change while it fires: the reason it fired with.
+            # The alert's identity must not change while it fires: the severity and the reason
+            # it fired with.
+            "severity": previous.labels["severity"] if previous else self.severity(state),
             "reason": previous.labels["reason"] if previous else (f.reasons or ("unknown",))[0],
         }
         annotations = {
@@ -211,6 +206,14 @@ class Notifier:
             ends_at=iso(ends_at or self.now()) if status == State.RESOLVED else None,
             generator_url=f"{base}/api/v1/decisions/{state.id}",
         )
+
+    def severity(self, state: DecisionState) -> str:
+        """The decision's severity; a REVIEW that only waits for samples has its own (info by
+        default): a state of the target, recorded and shown, not a page."""
+        decision = state.key.decision
+        if decision == Decision.REVIEW and set(state.finding.reasons) == {INSUFFICIENT_SAMPLES}:
+            return self.config.insufficient_samples_severity
+        return {**DEFAULT_SEVERITY, **self.config.severity}[decision]
 
     def resend_due(self) -> None:
         """Firing alerts go out again each channel's interval: Alertmanager forgets alerts that
@@ -273,6 +276,7 @@ class Notifier:
             if n.status == State.FIRING and n.dedup_key not in self._firing:
                 return  # resolved while waiting: the resolved notification follows
             result = box.channel.deliver(n)
+            self.metrics.channel_failing.labels(name).set(0 if result.ok else 1)
             if result.ok:
                 box.failing = False
                 if box.last_sent is not None:
@@ -346,6 +350,7 @@ class Notifier:
         for box in self.outboxes:
             result = box.channel.deliver(replace(n))
             box.failing = not result.ok
+            self.metrics.channel_failing.labels(box.channel.name).set(0 if result.ok else 1)
             if result.ok:
                 self.metrics.sent.labels(box.channel.name, "test").inc()
             else:

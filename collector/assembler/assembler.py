@@ -96,6 +96,8 @@ class Assembler(TickingStage):
         self._lock = threading.Lock()
         self.ticker = Ticker("sextant-assembler", self._pause, self.tick)
         self._last_error = ""
+        self._round_since: float | None = None  # monotonic start of the round in progress
+        metrics.lag.set_function(self.lag)
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
         """Commit hook: note which traces got spans (runs in the writer thread, so stays cheap)."""
@@ -125,6 +127,14 @@ class Assembler(TickingStage):
         """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""
         with self._lock:
             return len(self._bounded) + self._buffers.overdue(self.clock.monotonic(), limit)
+
+    def lag(self) -> float:
+        """Seconds the longest-waiting due trace has waited past its close time (at scrape
+        time); a round in progress counts from its start, its traces being due then."""
+        now = self.clock.monotonic()
+        with self._lock:
+            since = [t for t in (self._buffers.late_since(now), self._round_since) if t is not None]
+        return max(0.0, now - min(since)) if since else 0.0
 
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet."""
@@ -173,10 +183,12 @@ class Assembler(TickingStage):
             self._bounded = []
         if not due:
             return 0
+        self._round_since = self.clock.monotonic()
         try:
             self._assemble(due)
         except Exception as exc:  # the traces go back and are retried on the next tick
             with self._lock:
+                self._round_since = None
                 self._buffers.restore([trace for trace, _ in due])
             self.metrics.errors.inc()
             if str(exc) != self._last_error:
@@ -185,6 +197,7 @@ class Assembler(TickingStage):
             return 0
         self._last_error = ""
         with self._lock:
+            self._round_since = None
             self.metrics.open_traces.set(len(self._buffers))
         return len(due)
 

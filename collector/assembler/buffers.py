@@ -124,6 +124,23 @@ class TraceBuffers:
             count += trace.root_seen
         return count
 
+    def late_since(self, now: float) -> float | None:
+        """When the trace waiting longest past its close time became due, or None when none
+        is late: the assembler's lag, whatever holds it up (failed rounds, a slow store)."""
+        due = []
+        quiet = self.config.quiet_period_seconds
+        for trace in self._by_activity.values():  # stops at the first not yet quiet
+            if trace.last_seen + quiet > now:
+                break
+            if trace.root_seen:
+                due.append(trace.last_seen + quiet)
+                break
+        if self._by_age:
+            oldest = next(iter(self._by_age.values()))
+            if oldest.first_seen + self.config.max_trace_age_seconds <= now:
+                due.append(oldest.first_seen + self.config.max_trace_age_seconds)
+        return min(due, default=None)
+
     def next_due(self) -> float | None:
         """The earliest monotonic time a trace may close (a lower bound), or None when none is
         open: the assembler sleeps until then instead of polling."""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from collector import __version__
 from collector.cli import (
+    alerts,
     bench,
     decisions,
     demo,
@@ -38,7 +39,20 @@ example:
   sextant show --latest                  # the most recent one as a tree
   sextant <command> --help               # every flag of a command, with its default"""
 
-GROUPS = (serve, bench, show, trajectories, rules, sql, replay, export, decisions, demo, drift)
+GROUPS = (
+    serve,
+    bench,
+    show,
+    trajectories,
+    rules,
+    sql,
+    replay,
+    export,
+    decisions,
+    alerts,
+    demo,
+    drift,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

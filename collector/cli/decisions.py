@@ -1,5 +1,4 @@
-"""`sextant decisions [show | ack | resolve]` and `sextant alerts test`: the decisions API from a
-terminal."""
+"""`sextant decisions [show | ack | resolve]`: the decisions API from a terminal."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from evaluators.base import precedence_text
 LIST_COLUMNS = ["decision_id", "decision", "state", "target", "reasons", "owner", "since",
                 "evidence", "by"]  # fmt: skip
 HISTORY_COLUMNS = ["seq", "changed_at", "event", "state", "actor", "note", "reasons"]
-CHANNEL_COLUMNS = ["channel", "kind", "result", "http_status", "error"]
 
 
 def register(sub: Any) -> None:
@@ -45,18 +43,6 @@ def register(sub: Any) -> None:
         p.add_argument("--note", default="", help="why, or what was done")
         add_url_token(p)
     decisions.set_defaults(func=run)
-
-    alerts = add_command(sub, "alerts", "alert channels", "sextant alerts test")
-    asub = alerts.add_subparsers(dest="alerts_command", required=True, metavar="COMMAND")
-    test = add_command(
-        asub,
-        "test",
-        "send a test alert through every configured channel; exit 1 when one fails",
-        "sextant alerts test --url http://localhost:9464",
-    )
-    add_url_token(test)
-    add_format(test)
-    alerts.set_defaults(func=alerts_test)
 
 
 def client(args: argparse.Namespace) -> Any:
@@ -100,16 +86,3 @@ def run(args: argparse.Namespace) -> int:
     doc = client(args).post_json(f"{path}/{action}", {"by": args.by, "note": args.note})
     print(f"{doc['decision_id']}: {action} by {doc['by']} ({doc['state']})")
     return 0
-
-
-def alerts_test(args: argparse.Namespace) -> int:
-    from collector.cli._output import Table, emit
-
-    doc = client(args).post_json("/api/v1/alerts/test", {})
-    channels = [{**c, "result": "ok" if c["ok"] else "FAILED"} for c in doc["channels"]]
-    if not channels and args.format == "table":
-        print("no alert channels configured (alerts.alertmanager, alerts.webhooks)")
-        return 1
-    headers = ["CHANNEL", "KIND", "RESULT", "HTTP", "ERROR"]
-    emit(Table(channels, CHANNEL_COLUMNS, headers), args.format, doc=doc)
-    return 0 if channels and all(c["ok"] for c in channels) else 1

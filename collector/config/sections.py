@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from evaluators.base import Decision
 from evaluators.durations import parse_duration
 
 # Every `*_seconds` key takes a number of seconds or the one duration grammar: 30s, 5m, 1h, 7d.
@@ -292,6 +293,19 @@ class WebhookChannel(Strict):
     )
 
 
+AlertSeverity = Literal["critical", "warning", "info", "none"]
+# The `severity` label of a decision's alert unless `alerts.severity` says otherwise.
+DEFAULT_SEVERITY: dict[Decision, AlertSeverity] = {
+    Decision.DISABLE: "critical",
+    Decision.ROLLBACK: "critical",
+    Decision.QUARANTINE: "critical",
+    Decision.DOWNGRADE: "warning",
+    Decision.FAIL: "warning",
+    Decision.REVIEW: "info",
+    Decision.PASS: "none",
+}
+
+
 class AlertsConfig(Strict):
     alertmanager: list[AlertmanagerChannel] = Field(
         default_factory=list, description="Alertmanager v2 APIs to send decisions to."
@@ -308,3 +322,13 @@ class AlertsConfig(Strict):
         1.0, gt=0, description="First retry delay; it doubles per attempt."
     )
     timeout_seconds: Seconds = Field(5.0, gt=0, description="HTTP timeout per attempt.")
+    severity: dict[Decision, AlertSeverity] = Field(
+        default_factory=dict,
+        description="The `severity` label per decision, over the defaults: critical for DISABLE,"
+        " ROLLBACK and QUARANTINE, warning for DOWNGRADE and FAIL, info for REVIEW.",
+    )
+    insufficient_samples_severity: AlertSeverity = Field(
+        "info",
+        description="The `severity` label of a REVIEW whose only reason is insufficient_samples"
+        " (a new canary short of its min_samples): a state of the target, not a page.",
+    )

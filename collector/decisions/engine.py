@@ -96,8 +96,11 @@ class DecisionEngine:
         self._active: dict[Key, DecisionState] = {}
         self._resolved_by_hand: dict[Key, datetime] = {}
         self._targets: dict[Target, datetime] = {}
+        metrics.interval.set(config.interval_seconds)
 
     def start(self) -> None:
+        # A loop that never completes its first round is as stalled as one that stopped.
+        self.metrics.last_round.set(self.clock.wall())
         self.finder.start(self.now())
         self.restore()
         self.ticker.start()
@@ -149,6 +152,7 @@ class DecisionEngine:
             changed = self._step_all(found.conditions, now)
         self.log.flush()
         self.metrics.evaluations.inc()
+        self.metrics.last_round.set(self.clock.wall())
         return changed
 
     def _step_all(self, conditions: dict[Key, Condition], now: datetime) -> list[DecisionState]:

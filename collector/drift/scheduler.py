@@ -69,6 +69,8 @@ class DriftScheduler(TickingStage):
                     continue  # evaluated per trajectory by the assembler's rounds
                 key = (text.sha256, pack.name, rule.id)
                 live.add(key)
+                if key not in self._due:  # at 0 an interval before its first run can fail
+                    self.metrics.evaluations.labels(pack.name, rule.id, "error")
                 due = self._due.setdefault(key, now + rule.interval)
                 if now >= due:
                     self._due[key] = now + rule.interval

@@ -49,3 +49,10 @@ class RulesMetrics:
         self.packs = Gauge(
             "sextant_rules_packs_active", "Rule packs being evaluated.", registry=registry
         )
+        self.refused = Gauge(
+            "sextant_rules_packs_refused",
+            "Rule pack files whose current content is refused (a last good version stays).",
+            registry=registry,
+        )
+        for result in ("loaded", "refused"):  # at 0, so `increase()` sees the first refusal
+            self.reloads.labels(result)

@@ -132,6 +132,7 @@ class PackRegistry(TickingStage):
             finally:
                 if changed:
                     self._publish()
+                self.metrics.refused.set(sum(1 for f in self._files.values() if f.errors))
         self._record()
         return changed
 
@@ -187,6 +188,9 @@ class PackRegistry(TickingStage):
             name = entry.good.pack.name
             off = frozenset(r.id for r in entry.good.pack.rules if f"{name}/{r.id}" in disabled)
             packs.append(PackText(name, entry.good.sha256, entry.good.text, off))
+            for rule in entry.good.pack.rules:  # at 0, so `increase()` sees a rule's first error
+                if rule.id not in off:
+                    self.metrics.errors.labels(name, rule.id)
         self._snapshot = tuple(packs)
         self.metrics.packs.set(len(packs))
 

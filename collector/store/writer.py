@@ -95,6 +95,8 @@ class Writer:
         self._last_error = ""
         self._last_received_at = datetime.min
         metrics.queue_limit.set(config.max_queue_rows)
+        for reason in ("queue_full", "commit_failed"):  # at 0, so `increase()` sees the first
+            metrics.dropped.labels(reason)
 
     @property
     def alive(self) -> bool:

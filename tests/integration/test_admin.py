@@ -106,3 +106,12 @@ def test_counters_that_health_alerts_read_are_exposed_at_zero_from_the_start(tmp
     assert at_zero("sextant_alerts_failed_attempts_total", channel="ops-hook")
     assert at_zero("sextant_alerts_dropped_total", channel="ops-hook", why="undeliverable")
     assert at_zero("sextant_alerts_queued", channel="ops-hook")
+    assert at_zero("sextant_alerts_channel_failing", channel="ops-hook")
+    assert at_zero("sextant_rules_reloads_total", result="refused")
+    for reason in ("queue_full", "commit_failed"):
+        assert at_zero("sextant_store_queue_dropped_total", reason=reason)
+    assert at_zero("sextant_store_commit_errors_total")
+    assert at_zero("sextant_rules_packs_refused")
+    # every rule in force can show its first evaluator error
+    assert at_zero("sextant_evaluator_errors_total", pack="default", rule="no-tool-loops")
+    assert samples[("sextant_decision_last_round_timestamp_seconds", ())] > 0

@@ -59,6 +59,8 @@ def test_version_and_every_help_shows_an_example_and_the_defaults(capsys) -> Non
         ["export", "case"],
         ["evidence"],
         ["decisions"],
+        ["alerts", "test"],
+        ["alerts", "sink"],
         ["report", "reliability"],
         ["demo"],
     ):

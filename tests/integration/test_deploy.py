@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import requests
 import yaml
 
 from collector.config import load_config
 from collector.pipeline import Pipeline
 from tests.support.binaries import binary
-from tests.support.paths import TESTDATA
+from tests.support.paths import DEPLOY, TESTDATA
+from tests.support.prometheus import alert_sink, free_port, run, stop
+from tests.support.wait import wait_for
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+ALERTMANAGER = DEPLOY / "alertmanager/alertmanager.yml"
 METRIC = re.compile(r"\b(sextant_[a-z0-9_]+)")
 RECORDED = re.compile(r"\b(sextant:[a-z0-9_:]+)")
 
@@ -60,14 +65,15 @@ def test_promtool_accepts_the_prometheus_config_and_rules():
 
 
 def test_promtool_unit_tests_of_the_rules_pass():
-    """The decision alert holds through an outage and a restart (tests/testdata/prometheus)."""
+    """Health alerts fire on a single burst; the decision alert holds through an outage and a
+    restart (tests/testdata/prometheus)."""
     tests = sorted((TESTDATA / "prometheus").glob("*.test.yml"))
     assert tests
     check(binary("promtool"), "test", "rules", *map(str, tests))
 
 
 def test_amtool_accepts_the_alertmanager_config():
-    check(binary("amtool"), "check-config", str(DEPLOY / "alertmanager/alertmanager.yml"))
+    check(binary("amtool"), "check-config", str(ALERTMANAGER))
 
 
 def test_dashboard_rules_and_argo_use_only_metrics_sextant_exports(tmp_path):
@@ -90,13 +96,79 @@ def test_dashboard_rules_and_argo_use_only_metrics_sextant_exports(tmp_path):
             assert not missing, f"{where}: {expr!r} uses unrecorded {sorted(missing)}"
 
 
+def webhook_urls(config: dict) -> list[str]:
+    return [w["url"] for r in config["receivers"] for w in r.get("webhook_configs", [])]
+
+
 def test_the_compose_stack_wires_every_service_and_mounts_files_that_exist():
     compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
-    assert set(compose["services"]) == {"sextant", "prometheus", "alertmanager", "grafana"}
-    for service in compose["services"].values():
+    services = compose["services"]
+    assert set(services) == {"sextant", "prometheus", "alertmanager", "grafana", "alert-sink"}
+    # Alertmanager's receivers are the compose sink, on the port it listens on
+    sink = services["alert-sink"]["command"]
+    assert sink[:2] == ["alerts", "sink"]
+    listens = int(sink[sink.index("--addr") + 1].rpartition(":")[2])
+    urls = webhook_urls(yaml.safe_load(ALERTMANAGER.read_text()))
+    assert urls
+    assert {(urlsplit(u).hostname, urlsplit(u).port) for u in urls} == {("alert-sink", listens)}
+    for service in services.values():
         for volume in service.get("volumes", []):
             source = volume.split(":")[0]
             if source.startswith("."):
                 assert (DEPLOY / source).exists(), source
     sextant = yaml.safe_load((DEPLOY / "sextant.yaml").read_text())
     load_config(None, environ={}, overrides=sextant)  # the compose config is a valid config
+
+
+def test_the_deploy_alertmanager_routes_each_severity_to_a_receiver_that_gets_it(tmp_path):
+    """The real Alertmanager on the deploy config, its receivers' host:port pointed at a real
+    `sextant alerts sink`: warning to oncall, critical to the pager, info recorded only."""
+    with alert_sink(tmp_path) as sink:
+        text = ALERTMANAGER.read_text().replace("http://alert-sink:5001", sink.url)
+        assert text.count(sink.url) == 3
+        config = tmp_path / "alertmanager.yml"
+        config.write_text(text)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        process = run(
+            [
+                binary("prometheus-alertmanager", "alertmanager"),
+                f"--config.file={config}",
+                f"--storage.path={tmp_path / 'am-data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--cluster.listen-address=",
+            ],
+            f"{url}/-/ready",
+            tmp_path / "alertmanager.log",
+        )
+        try:
+            ends = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
+            sent = {
+                ("SextantQuarantine", "critical"): "/hooks/page",
+                ("SextantFail", "warning"): "/hooks/sextant",
+                ("SextantReview", "info"): "/hooks/record",
+            }
+            alerts = [
+                {
+                    "labels": {"alertname": name, "severity": severity, "service": name},
+                    "endsAt": ends,
+                }
+                for name, severity in sent
+            ]
+            reply = requests.post(f"{url}/api/v2/alerts", json=alerts, timeout=5)
+            assert reply.status_code == 200, reply.text
+
+            def delivered() -> dict[tuple[str, str], str]:
+                return {
+                    (a["labels"]["alertname"], a["labels"]["severity"]): r["path"]
+                    for r in sink.received()
+                    for a in r["body"]["alerts"]
+                }
+
+            # group_wait is 10 s in the deploy config
+            wait_for(lambda: len(delivered()) == len(sent), timeout=40, interval=0.5)
+            assert delivered() == sent
+        finally:
+            stop(process)
+        stop(sink.process)
+        assert sink.process.returncode == 0  # SIGTERM ends the sink cleanly

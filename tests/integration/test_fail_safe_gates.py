@@ -1,5 +1,6 @@
 """The Argo gate and the decision alerts fail safe when Sextant stops, and one bad span reaches
-`increase()`: real Prometheus scrapes a real collector with the shipped query and rule files."""
+`increase()` and fires the health alert: real Prometheus scrapes a real collector with the
+shipped query and rule files."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.support.server import serve_deciding
 from tests.support.wait import wait_for
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+HEALTH_RULES = DEPLOY / "prometheus/sextant-alerts.rules.yml"
 CANARY = {"service": "support-desk", "agent": "support-agent", "version": "2.3.1"}
 
 
@@ -107,12 +109,15 @@ def test_a_firing_decision_alert_stays_firing_while_sextant_is_down(tmp_path: Pa
             time.sleep(0.5)
 
 
-def test_a_single_rejected_span_is_seen_by_increase(tmp_path: Path) -> None:
+def test_a_single_rejected_span_is_seen_by_increase_and_fires_the_health_alert(
+    tmp_path: Path,
+) -> None:
     server = serve_deciding(tmp_path)
     admin = server.admin_url.removeprefix("http://")
     rejected = 'sextant_receiver_items_rejected_total{protocol="grpc", reason="invalid_trace_id"}'
+    rules = [DEPLOY / "prometheus/sextant-recording.rules.yml", HEALTH_RULES]
     try:
-        with prometheus(tmp_path, admin) as prom:
+        with prometheus(tmp_path, admin, rules) as prom:
             # two scrapes at 0 before the span, as any long-running Sextant has
             def scraped_twice() -> bool:
                 found = prom.query(f"{rejected}[1m]")
@@ -127,5 +132,16 @@ def test_a_single_rejected_span_is_seen_by_increase(tmp_path: Path) -> None:
                 lambda: prom.values(f"increase({rejected}[1m]) > 0"), timeout=30, interval=0.5
             )
             assert seen[0] > 0
+
+            def alert() -> list[dict[str, Any]]:
+                return [
+                    a
+                    for a in prom.alerts()
+                    if a["labels"]["alertname"] == "SextantRejectingSpans"
+                    and a["state"] == "firing"
+                ]
+
+            fired = wait_for(alert, timeout=30, interval=0.5)[0]
+            assert fired["labels"]["reason"] == "invalid_trace_id"
     finally:
         server.stop()

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.admin import firing, trajectory
+from tests.support.admin import firing, scraped, trajectory
 from tests.support.agents import support_run
-from tests.support.server import RunningServer, serve_deciding
+from tests.support.cli import sextant
+from tests.support.drift import send_runs
+from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve, serve_deciding
 from tests.support.wait import wait_for
 from tests.support.webhook import Receiver
 
@@ -91,6 +93,32 @@ def test_a_dead_channel_is_counted_and_becomes_a_review_decision(tmp_path):
         dead.close()
 
 
+def test_the_channel_failing_gauge_is_1_while_a_dead_webhook_fails_and_0_once_it_answers(
+    tmp_path,
+):
+    """Dead from the start: the gauge shows it from the first failed attempt, however rarely
+    attempts come, and a delivery that succeeds clears it."""
+    dead = Receiver([503] * 1000)
+    server = webhook_server(tmp_path, dead)
+
+    def failing() -> float | None:
+        return scraped(server, "sextant_alerts_channel_failing", channel="webhook")
+
+    try:
+        assert failing() == 0.0  # exposed before any delivery
+        trajectory(server, support_run(server, approve=False))
+        firing(server, "QUARANTINE")
+        wait_for(lambda: failing() == 1.0, timeout=20)
+        assert dead.delivered() == []
+        with dead.lock:
+            dead.statuses = []  # the receiver comes back: the next re-send goes through
+        wait_for(lambda: failing() == 0.0, timeout=20)
+        assert dead.delivered()
+    finally:
+        server.stop()
+        dead.close()
+
+
 def test_alerts_test_reports_each_channel(tmp_path, receiver):
     unreachable = "http://127.0.0.1:9/nothing-listens-here"
     server = serve_deciding(
@@ -161,3 +189,92 @@ def test_a_waiting_alert_is_queued_once_however_often_it_is_re_sent():
         ("b", "firing"),
     ]
     assert box.queue[0].annotations["summary"] == "9"  # the newest version waits
+
+
+CANARY_PACK = """
+name: travel-canary
+version: "1.0.0"
+owner: travel-oncall
+selector: {service: travel-desk}
+rules:
+  - id: canary-tool-mix
+    type: drift
+    interval: 0.5s
+    compare:
+      baseline: {service.version: "1.4.*"}
+      candidate: {service.version: "1.5.*"}
+    current: {last: 1h}
+    metrics: [tool_choice]
+    min_samples: 15
+    reason: canary_behaviour_changed
+    on_fail: ROLLBACK
+"""
+
+
+def test_a_review_that_only_waits_for_samples_is_info_shown_and_recorded(
+    tmp_path, receiver, capsys
+):
+    """Even with REVIEW raised to warning, a new canary short of min_samples is an info alert:
+    a state of the target, in the decisions list, not a page."""
+    receiver.statuses = []
+    server = serve(
+        tmp_path,
+        {"canary": CANARY_PACK},
+        assembler=FAST,
+        drift={"tick_seconds": 0.1},
+        decisions=DECIDE_FAST,
+        alerts={"webhooks": [{"url": receiver.url}], "severity": {"REVIEW": "warning"}},
+    )
+    try:
+        tools = [["search_flights", "confirm_booking"]] * 5
+        send_runs(server.grpc_endpoint, "travel-desk", "1.4.0", tools)
+        send_runs(server.grpc_endpoint, "travel-desk", "1.5.0", tools)
+        d = firing(server, "REVIEW", service_version="1.5.0")
+        assert d["reasons"] == ["insufficient_samples"]
+        sent = wait_for(
+            lambda: [n for n in receiver.delivered() if n["labels"]["decision"] == "REVIEW"]
+        )[0]
+        assert (sent["labels"]["severity"], sent["labels"]["reason"]) == (
+            "info",
+            "insufficient_samples",
+        )
+        code, out = sextant(capsys, "decisions", "--url", server.admin_url, "--decision", "REVIEW")
+        assert code == 0
+        assert "travel-desk/travel-agent@1.5.0" in out and "insufficient_samples" in out
+        history = server.query(
+            "SELECT event FROM decisions WHERE decision_id = ? ORDER BY seq", [d["decision_id"]]
+        )
+        assert history == [("firing",)]
+    finally:
+        server.stop()
+
+
+def test_the_severity_of_a_decision_comes_from_config_and_waiting_for_samples_is_its_own():
+    from datetime import datetime
+
+    from prometheus_client import CollectorRegistry
+
+    from collector.alerts.notifier import Notifier
+    from collector.config.sections import AlertsConfig
+    from collector.decisions.state import Condition, DecisionState, Key, State, Target
+    from collector.telemetry import AlertMetrics
+    from evaluators.base import Decision
+
+    def state(decision: Decision, *reasons: str) -> DecisionState:
+        key = Key(Target("s", "a", "1"), decision, "p")
+        now = datetime(2026, 1, 1)
+        return DecisionState(key, "d-1", State.FIRING, now, now, Condition(reasons=reasons))
+
+    def severity(config: AlertsConfig, decision: Decision, *reasons: str) -> str:
+        notifier = Notifier(config, None, AlertMetrics(CollectorRegistry()), lambda: "http://s")
+        return notifier.severity(state(decision, *reasons))
+
+    default = AlertsConfig()
+    assert severity(default, Decision.QUARANTINE, "approval_boundary_violation") == "critical"
+    assert severity(default, Decision.REVIEW, "insufficient_samples") == "info"
+    raised = AlertsConfig(severity={"REVIEW": "warning"})
+    assert severity(raised, Decision.REVIEW, "insufficient_samples") == "info"
+    assert severity(raised, Decision.REVIEW, "coverage_lost_incomplete_traces") == "warning"
+    assert severity(raised, Decision.REVIEW, "insufficient_samples", "no_data") == "warning"
+    paged = AlertsConfig(insufficient_samples_severity="warning")
+    assert severity(paged, Decision.REVIEW, "insufficient_samples") == "warning"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.server import RunningServer
 from tests.support.wait import wait_for
@@ -36,3 +37,13 @@ def firing(server: RunningServer, decision: str, **where) -> dict:
         return None
 
     return wait_for(found, timeout=15)
+
+
+def scraped(server: RunningServer, name: str, **labels: str) -> float | None:
+    """The sample `name{labels}` as a scrape of `/metrics` shows it (None when absent)."""
+    text = requests.get(f"{server.admin_url}/metrics", timeout=5).text
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and s.labels == labels:
+                return s.value
+    return None

@@ -1,10 +1,11 @@
-"""Real Prometheus and Alertmanager processes on free loopback ports, started and stopped."""
+"""Real Prometheus and Alertmanager processes, and the alert sink, on free loopback ports."""
 
 from __future__ import annotations
 
 import json
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import Any
 import requests
 
 from tests.support.binaries import binary
+from tests.support.paths import ROOT
 from tests.support.wait import wait_for
 
 
@@ -97,3 +99,40 @@ def prometheus(tmp: Path, sextant: str, rule_files: Sequence[Path] = ()) -> Iter
         yield Prometheus(url)
     finally:
         stop(process)
+
+
+@dataclass
+class Sink:
+    """A running `sextant alerts sink`: its base URL and what it printed, one JSON line each."""
+
+    url: str
+    out: Path
+    process: subprocess.Popen
+
+    def received(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.out.read_text().splitlines() if line]
+
+
+@contextmanager
+def alert_sink(tmp: Path) -> Iterator[Sink]:
+    """`sextant alerts sink` in its own process on a free loopback port."""
+    port = free_port()
+    out = tmp / "sink.jsonl"
+    url = f"http://127.0.0.1:{port}"
+    args = [sys.executable, "-m", "collector.cli", "alerts", "sink", "--addr", f"127.0.0.1:{port}"]
+    with out.open("wb") as stdout:
+        process = subprocess.Popen(args, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"the alert sink exited with {process.returncode}")
+            try:
+                return requests.get(url, timeout=1).status_code == 200
+            except requests.ConnectionError:
+                return False
+
+        try:
+            wait_for(ready, timeout=30, interval=0.2)
+            yield Sink(url, out, process)
+        finally:
+            stop(process)

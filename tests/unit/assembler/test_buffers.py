@@ -112,3 +112,17 @@ def test_restore_keeps_the_clocks_of_recovered_traces() -> None:
     assert closed(b, clock) == []
     clock.advance(5)
     assert closed(b, clock) == [("new", "complete")]
+
+
+def test_the_lag_is_how_long_the_trace_waiting_longest_past_its_close_time_has_waited() -> None:
+    clock, b = FakeClock(), buffers()
+    b.add("a", 1, True, T0, clock.monotonic())
+    b.add("b", 1, False, T0, clock.monotonic())  # no root: waits for max age, not late
+    clock.advance(4)
+    assert b.late_since(clock.monotonic()) is None  # still in its quiet period
+    clock.advance(3)  # "a" was due at 5 s and nothing closed it
+    assert clock.monotonic() - b.late_since(clock.monotonic()) == 2
+    b.due(clock.monotonic())
+    assert b.late_since(clock.monotonic()) is None
+    clock.advance(60)  # "b" reached its max age at 60 s
+    assert clock.monotonic() - b.late_since(clock.monotonic()) == 7

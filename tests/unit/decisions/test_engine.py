@@ -564,3 +564,35 @@ def test_a_pending_decision_fires_when_its_for_ends_in_real_time(store):
     finally:
         engine.shutdown(deadline_in(1))
     assert [event for event, _, _ in store.history(decision_id)] == ["pending", "firing"]
+
+
+def test_the_last_round_gauge_moves_with_each_completed_round_and_not_with_a_failed_one(
+    store, monkeypatch
+):
+    clock, notifier = FakeClock(), Notifier()
+    engine = engine_over(store, clock, notifier)
+    registry = engine.metrics.last_round
+
+    def last_round() -> float:
+        [metric] = registry.collect()
+        return metric.samples[0].value
+
+    try:
+        started = clock.wall()
+        assert last_round() == started  # before the first round: the start time
+        clock.advance(10)
+        engine.evaluate()
+        assert last_round() == started + 10
+
+        def broken(now):
+            raise RuntimeError("the store is gone")
+
+        monkeypatch.setattr(engine.finder, "find", broken)
+        clock.advance(10)
+        with pytest.raises(RuntimeError):
+            engine.evaluate()
+        assert last_round() == started + 10  # a round that fails is not a round
+        [interval] = engine.metrics.interval.collect()
+        assert interval.samples[0].value == CONFIG.interval_seconds
+    finally:
+        engine.shutdown(deadline_in(5))

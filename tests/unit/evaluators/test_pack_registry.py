@@ -57,3 +57,39 @@ def test_a_broken_file_does_not_hold_back_the_other_edits(tmp_path: Path) -> Non
     finally:
         writer.shutdown(deadline_in(5))
         database.close()
+
+
+def test_a_refused_pack_shows_in_the_gauge_until_fixed_and_each_rule_can_count_errors(
+    tmp_path: Path,
+) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "a.yaml").write_text(PACK.format(name="a", version="1"))
+    database = Database(tmp_path / "s.duckdb")
+    database.open()
+    writer = Writer(database, WriterConfig(), StoreMetrics(CollectorRegistry()))
+    writer.start()
+    metrics = CollectorRegistry()
+    registry = PackRegistry(RulesConfig(paths=[rules]), database, writer, RulesMetrics(metrics))
+
+    def value(name: str, **labels: str) -> float | None:
+        return metrics.get_sample_value(name, labels)
+
+    try:
+        assert value("sextant_rules_reloads_total", result="refused") == 0
+        registry.reload()
+        assert value("sextant_evaluator_errors_total", pack="a", rule="r") == 0
+        assert value("sextant_rules_packs_refused") == 0
+        (rules / "a.yaml").write_text("name: a\nversion: [\n")
+        registry.reload()
+        assert value("sextant_rules_packs_refused") == 1
+        assert value("sextant_rules_reloads_total", result="refused") == 1
+        registry.reload()  # unchanged and still refused: no new refusal counted
+        assert value("sextant_rules_packs_refused") == 1
+        assert value("sextant_rules_reloads_total", result="refused") == 1
+        (rules / "a.yaml").write_text(PACK.format(name="a", version="2"))
+        registry.reload()
+        assert value("sextant_rules_packs_refused") == 0
+    finally:
+        writer.shutdown(deadline_in(5))
+        database.close()
