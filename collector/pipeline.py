@@ -37,6 +37,7 @@ from collector.store.database import Database
 from collector.store.export import ParquetExporter
 from collector.store.retention import Retention, RetentionMetrics
 from collector.store.writer import Writer, fan_out
+from collector.targets import TargetCap
 from collector.telemetry import (
     AlertMetrics,
     AssemblerMetrics,
@@ -69,6 +70,9 @@ class Pipeline:
         self.clock = clock = clock or SystemClock()
         storage = config.storage
         self.database = Database(storage.database, storage.memory_limit)
+        # One cap for every per-target metric: a target has its own labels everywhere or nowhere.
+        decisions = config.decisions
+        self.target_cap = TargetCap(decisions.max_targets, decisions.lookback_seconds, clock)
         store_metrics = StoreMetrics(self.registry)
         self.writer = Writer(self.database, config.writer, store_metrics, clock=clock)
         self.checkpointer = Checkpointer(
@@ -131,7 +135,7 @@ class Pipeline:
             ),
             notifier,
         )
-        self.registry.register(DecisionCollector(engine.snapshot, config.decisions.max_targets))
+        self.registry.register(DecisionCollector(engine.snapshot, self.target_cap))
         return notifier, engine
 
     def _routes(self, auth: BearerAuth) -> list[RouteGroup]:
