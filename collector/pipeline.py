@@ -25,7 +25,7 @@ from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
 from collector.drift.scheduler import DriftScheduler
 from collector.evaluation.health import EvaluatorHealth
-from collector.evaluation.metrics import RulesMetrics
+from collector.evaluation.metrics import RulesMetrics, TargetMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.stage import Evaluation
 from collector.lifecycle import Stage, deadline_in
@@ -81,7 +81,10 @@ class Pipeline:
         self.workers = WorkerPool(config.workers.processes)
         rules_metrics = RulesMetrics(self.registry)
         self.packs = PackRegistry(config.rules, self.database, self.writer, rules_metrics, clock)
-        self.evaluation = Evaluation(self.packs, EvaluatorHealth(clock), rules_metrics)
+        target_metrics = TargetMetrics(self.registry, self.target_cap)
+        self.evaluation = Evaluation(
+            self.packs, EvaluatorHealth(clock), rules_metrics, target_metrics
+        )
         self.assembler = Assembler(
             config.assembler,
             self.database,
