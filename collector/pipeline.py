@@ -45,6 +45,7 @@ from collector.telemetry import (
     DriftMetrics,
     ReceiverMetrics,
     StoreMetrics,
+    register_process_metrics,
 )
 from collector.workers import WorkerPool
 
@@ -70,6 +71,7 @@ class Pipeline:
         self.clock = clock = clock or SystemClock()
         storage = config.storage
         self.database = Database(storage.database, storage.memory_limit)
+        register_process_metrics(self.registry, storage.database)
         # One cap for every per-target metric: a target has its own labels everywhere or nowhere.
         decisions = config.decisions
         self.target_cap = TargetCap(decisions.max_targets, decisions.lookback_seconds, clock)
