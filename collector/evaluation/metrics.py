@@ -1,4 +1,4 @@
-"""Evaluation's self-metrics: rule results, verdicts, match rates, errors, pack reloads, and
+"""Evaluation's self-metrics: rule results, verdicts, match ratios, errors, pack reloads, and
 each target's runs (verdicts, duration, tokens, cost, tool errors)."""
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ class RulesMetrics:
             ["verdict"],
             registry=registry,
         )
-        self.match_rate = Histogram(
-            "sextant_evaluator_match_rate",
-            "Match rate of trajectory rules (fraction of expected steps found).",
+        self.match_ratio = Histogram(
+            "sextant_evaluator_match_ratio",
+            "Match ratio of trajectory rules (fraction of expected steps found, 0 to 1).",
             ["pack", "rule"],
             buckets=(0.25, 0.5, 0.75, 0.9, 0.99, 1.0),
             registry=registry,

@@ -48,7 +48,7 @@ class Evaluation:
             exemplar = {"trace_id": tally.examples[(verdict,)]}
             self.metrics.trajectories.labels(verdict).inc(count, exemplar)
         for pack, rule, score in tally.scores:
-            self.metrics.match_rate.labels(pack, rule).observe(score)
+            self.metrics.match_ratio.labels(pack, rule).observe(score)
         self.metrics.duration.observe(tally.seconds)
         self.targets.record(tally.targets)
 
