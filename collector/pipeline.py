@@ -25,7 +25,7 @@ from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
 from collector.drift.scheduler import DriftScheduler
 from collector.evaluation.health import EvaluatorHealth
-from collector.evaluation.metrics import RulesMetrics
+from collector.evaluation.metrics import RulesMetrics, TargetMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.stage import Evaluation
 from collector.lifecycle import Stage, deadline_in
@@ -37,6 +37,7 @@ from collector.store.database import Database
 from collector.store.export import ParquetExporter
 from collector.store.retention import Retention, RetentionMetrics
 from collector.store.writer import Writer, fan_out
+from collector.targets import TargetCap
 from collector.telemetry import (
     AlertMetrics,
     AssemblerMetrics,
@@ -44,6 +45,7 @@ from collector.telemetry import (
     DriftMetrics,
     ReceiverMetrics,
     StoreMetrics,
+    register_process_metrics,
 )
 from collector.workers import WorkerPool
 
@@ -69,6 +71,10 @@ class Pipeline:
         self.clock = clock = clock or SystemClock()
         storage = config.storage
         self.database = Database(storage.database, storage.memory_limit)
+        register_process_metrics(self.registry, storage.database)
+        # One cap for every per-target metric: a target has its own labels everywhere or nowhere.
+        decisions = config.decisions
+        self.target_cap = TargetCap(decisions.max_targets, decisions.lookback_seconds, clock)
         store_metrics = StoreMetrics(self.registry)
         self.writer = Writer(self.database, config.writer, store_metrics, clock=clock)
         self.checkpointer = Checkpointer(
@@ -77,7 +83,10 @@ class Pipeline:
         self.workers = WorkerPool(config.workers.processes)
         rules_metrics = RulesMetrics(self.registry)
         self.packs = PackRegistry(config.rules, self.database, self.writer, rules_metrics, clock)
-        self.evaluation = Evaluation(self.packs, EvaluatorHealth(clock), rules_metrics)
+        target_metrics = TargetMetrics(self.registry, self.target_cap)
+        self.evaluation = Evaluation(
+            self.packs, EvaluatorHealth(clock), rules_metrics, target_metrics
+        )
         self.assembler = Assembler(
             config.assembler,
             self.database,
@@ -131,7 +140,7 @@ class Pipeline:
             ),
             notifier,
         )
-        self.registry.register(DecisionCollector(engine.snapshot, config.decisions.max_targets))
+        self.registry.register(DecisionCollector(engine.snapshot, self.target_cap))
         return notifier, engine
 
     def _routes(self, auth: BearerAuth) -> list[RouteGroup]:

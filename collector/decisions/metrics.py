@@ -2,24 +2,26 @@
 
 `sextant_decision_state{service,agent,version,decision}` is 1 while that decision fires for the
 target and 0 otherwise; every target seen recently has a series for each decision it has had,
-and PASS is 1 for a target with nothing firing and full coverage. Targets beyond the cap share
-the `_overflow` labels so a flood of versions cannot blow up Prometheus.
+and PASS is 1 for a target with nothing firing and full coverage. `sextant_decision_info` says
+why (reason codes) and whose (owner) for each firing decision. Which targets keep their own labels
+is the shared target cap's call (`collector.targets`): the rest share `_overflow`.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from collector.decisions.engine import Snapshot
-from collector.decisions.state import EVERY_TARGET, State, Target
+from collector.decisions.state import EVERY_TARGET, DecisionState, State, Target
+from collector.targets import TARGET_LABELS, Labels, TargetCap
 from evaluators.base import DECISION_PRECEDENCE, DECISION_STRENGTH, Decision, strongest
 
-OVERFLOW = Target("_overflow", "_overflow", "_overflow")
-LABELS = ["service", "agent", "version", "decision"]
+LABELS = [*TARGET_LABELS, "decision"]
 # As a gauge, a stronger decision is a larger number: 0 PASS ... 6 DISABLE.
 GAUGE_STRENGTH = {d: len(DECISION_PRECEDENCE) - 1 - DECISION_STRENGTH[d] for d in Decision}
 STRENGTH_HELP = ", ".join(
@@ -27,11 +29,24 @@ STRENGTH_HELP = ", ".join(
 )
 
 
+@dataclass
+class Why:
+    """Reason codes and owners of what makes one decision fire for one shown target."""
+
+    reasons: set[str] = field(default_factory=set)
+    owners: set[str] = field(default_factory=set)
+
+    def add(self, state: DecisionState) -> None:
+        self.reasons.update(state.finding.reasons)
+        if state.finding.owner:
+            self.owners.add(state.finding.owner)
+
+
 class DecisionCollector(Collector):
-    def __init__(self, snapshot: Callable[[], Snapshot], max_targets: int) -> None:
+    def __init__(self, snapshot: Callable[[], Snapshot], cap: TargetCap) -> None:
         self.snapshot = snapshot
-        self.max_targets = max_targets
-        self._seen: dict[Target, set[Decision]] = {}
+        self.cap = cap
+        self._seen: dict[Labels, set[Decision]] = {}
         self._lock = threading.Lock()  # scrapes may run at the same time
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -39,59 +54,107 @@ class DecisionCollector(Collector):
             families = self._families()
         yield from families
 
+    def _shown(self, snap: Snapshot, scopes: set[Target]) -> dict[Target, Labels]:
+        """Each target's labels. Scopes (every target, one service's targets) always keep theirs;
+        the most recently active targets ask the cap first, so a restart keeps them labelled."""
+        shown = {t: labels(t) for t in scopes | {EVERY_TARGET}}
+        for target in sorted(snap.targets, key=lambda t: snap.targets[t], reverse=True):
+            if target not in shown:
+                shown[target] = self.cap.shown(labels(target), snap.targets[target])
+        for s in snap.states:
+            if s.key.target not in shown:
+                shown[s.key.target] = self.cap.shown(labels(s.key.target))
+        return shown
+
     def _families(self) -> list[GaugeMetricFamily]:
         snap = self.snapshot()
-        firing: dict[Target, set[Decision]] = {}
+        firing: dict[Target, list[DecisionState]] = {}
         pending: dict[Target, set[Decision]] = {}
         for s in snap.states:
-            into = firing if s.state == State.FIRING else pending
-            into.setdefault(s.key.target, set()).add(s.key.decision)
-        # Scopes (every target, one service's targets) fire for each target they take in.
-        scopes = {t: d for t, d in firing.items() if t.is_scope()}
-        # The most recently active targets keep their own labels.
-        ranked = sorted(snap.targets, key=lambda t: snap.targets[t], reverse=True)
-        known = set(ranked[: self.max_targets]) | set(scopes) | {EVERY_TARGET}
-        state = GaugeMetricFamily(
-            "sextant_decision_state",
-            "1 while the decision fires for the target (service x agent x version), else 0;"
-            " PASS is 1 when nothing fires and coverage is complete.",
-            labels=LABELS,
-        )
-        waiting = GaugeMetricFamily(
-            "sextant_decision_pending",
-            "1 while the decision's condition holds but it waits for its `for` duration.",
-            labels=LABELS,
-        )
-        effective = GaugeMetricFamily(
-            "sextant_target_decision_strength",
-            f"The strongest firing decision of the target as a number: {STRENGTH_HELP}.",
-            labels=["service", "agent", "version", "decision"],
-        )
-        values: dict[tuple[Target, Decision], float] = {}
+            if s.state == State.FIRING:
+                firing.setdefault(s.key.target, []).append(s)
+            else:
+                pending.setdefault(s.key.target, set()).add(s.key.decision)
+        scopes = {t for t in firing if t.is_scope()}
+        shown = self._shown(snap, scopes)
+        values: dict[tuple[Labels, Decision], float] = {}
+        why: dict[tuple[Labels, Decision], Why] = {}
+        waiting: set[tuple[Labels, Decision]] = set()
         for target in set(snap.targets) | set(firing) | set(pending):
-            shown = target if target in known else OVERFLOW
-            active = firing.get(target, set()).union(
-                *(d for scope, d in scopes.items() if scope != target and scope.covers(target))
-            )
-            seen = self._seen.setdefault(shown, set())
+            # A scope fires for each target it takes in.
+            states = [s for t, ss in firing.items() if t.covers(target) for s in ss]
+            active = {s.key.decision for s in states}
+            seen = self._seen.setdefault(shown[target], set())
             seen.update(active | pending.get(target, set()) | {Decision.PASS})
             for decision in seen:
                 on = 1.0 if decision in active else 0.0
                 if decision == Decision.PASS:
                     on = 0.0 if active else 1.0
-                values[shown, decision] = max(values.get((shown, decision), 0.0), on)
-            for decision in pending.get(target, set()):
-                waiting.add_metric([*labels(shown), decision.value], 1.0)
-        for (target, decision), value in sorted(values.items(), key=str):
-            state.add_metric([*labels(target), decision.value], value)
-        targets = {t for t, _ in values}
-        for target in targets:
-            lit = [d for (t, d), v in values.items() if t == target and v and d != "PASS"]
-            top = strongest(lit)
-            effective.add_metric([*labels(target), top.value], float(GAUGE_STRENGTH[top]))
-        self._seen = {t: d for t, d in self._seen.items() if t in targets}
-        return [state, waiting, effective]
+                key = (shown[target], decision)
+                values[key] = max(values.get(key, 0.0), on)
+            for s in states:
+                why.setdefault((shown[target], s.key.decision), Why()).add(s)
+            waiting.update((shown[target], d) for d in pending.get(target, set()))
+        kept = {t for t, _ in values}
+        self._seen = {t: d for t, d in self._seen.items() if t in kept}
+        return [
+            state_family(values),
+            pending_family(waiting),
+            info_family(why),
+            strength_family(values),
+        ]
 
 
-def labels(target: Target) -> list[str]:
-    return [target.service, target.agent, target.version]
+def state_family(values: dict[tuple[Labels, Decision], float]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "sextant_decision_state",
+        "1 while the decision fires for the target (service x agent x version), else 0;"
+        " PASS is 1 when nothing fires and coverage is complete.",
+        labels=LABELS,
+    )
+    for (target, decision), value in sorted(values.items(), key=str):
+        family.add_metric([*target, decision.value], value)
+    return family
+
+
+def pending_family(waiting: set[tuple[Labels, Decision]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "sextant_decision_pending",
+        "1 while the decision's condition holds but it waits for its `for` duration.",
+        labels=LABELS,
+    )
+    for target, decision in sorted(waiting, key=str):
+        family.add_metric([*target, decision.value], 1.0)
+    return family
+
+
+def info_family(why: dict[tuple[Labels, Decision], Why]) -> GaugeMetricFamily:
+    """Reasons and owners are sorted and joined, so the series changes only when a reason or an
+    owner is added, never from one scrape to the next."""
+    family = GaugeMetricFamily(
+        "sextant_decision_info",
+        "1 for each firing decision of a target, with its reason codes and owner (comma-joined).",
+        labels=[*LABELS, "reasons", "owner"],
+    )
+    for (target, decision), w in sorted(why.items(), key=str):
+        reasons, owners = ",".join(sorted(w.reasons)), ",".join(sorted(w.owners))
+        family.add_metric([*target, decision.value, reasons, owners], 1.0)
+    return family
+
+
+def strength_family(values: dict[tuple[Labels, Decision], float]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "sextant_target_decision_strength",
+        f"The strongest firing decision of the target as a number: {STRENGTH_HELP}.",
+        labels=TARGET_LABELS,
+    )
+    for target in sorted({t for t, _ in values}):
+        lit: list[Decision] = [
+            d for (t, d), v in values.items() if t == target and v and d != Decision.PASS
+        ]
+        family.add_metric(list(target), float(GAUGE_STRENGTH[strongest(lit)]))
+    return family
+
+
+def labels(target: Target) -> Labels:
+    return (target.service, target.agent, target.version)

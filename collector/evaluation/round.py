@@ -11,6 +11,7 @@ from typing import Any
 
 from collector.evaluation.packs import PackText, compiled
 from collector.evaluation.results import trajectory_result_rows
+from collector.evaluation.runs import Runs
 from evaluators.base import Result, overall_verdict
 from evaluators.evaluate import evaluate_pack
 from evaluators.model import Trajectory
@@ -29,6 +30,9 @@ class Tally:
     applied: Counter[str] = field(default_factory=Counter)  # pack -> trajectories it applied to
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)  # packs that raised past evaluate_pack
+    # (service, agent, version) -> its runs; a run counts once, not again when late spans
+    # rebuild it as a new revision (its tokens and time would count twice).
+    targets: dict[tuple[str, str, str], Runs] = field(default_factory=dict)
 
     def count(self, t: Trajectory, results: list[Result]) -> None:
         for r in results:
@@ -43,6 +47,9 @@ class Tally:
         verdict = overall_verdict(results).value if results else "none"
         self.verdicts[verdict] += 1
         self.examples[(verdict,)] = t.trace_id
+        if t.revision <= 1:
+            target = (t.service_name or "", t.agent_name or "", t.service_version or "")
+            self.targets.setdefault(target, Runs()).count(t, verdict)
 
 
 @dataclass

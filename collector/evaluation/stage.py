@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from collector.evaluation.health import EvaluatorHealth
-from collector.evaluation.metrics import RulesMetrics
+from collector.evaluation.metrics import RulesMetrics, TargetMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.round import RoundEvaluator
 
@@ -18,10 +18,17 @@ class Evaluation:
     """Hands the assembler an evaluator over the packs in force for each round, and records
     what the round concluded once its rows are stored."""
 
-    def __init__(self, packs: PackRegistry, health: EvaluatorHealth, metrics: RulesMetrics) -> None:
+    def __init__(
+        self,
+        packs: PackRegistry,
+        health: EvaluatorHealth,
+        metrics: RulesMetrics,
+        targets: TargetMetrics,
+    ) -> None:
         self.packs = packs
         self.health = health
         self.metrics = metrics
+        self.targets = targets
 
     def evaluator(self) -> RoundEvaluator:
         return RoundEvaluator(self.packs.snapshot())
@@ -41,8 +48,9 @@ class Evaluation:
             exemplar = {"trace_id": tally.examples[(verdict,)]}
             self.metrics.trajectories.labels(verdict).inc(count, exemplar)
         for pack, rule, score in tally.scores:
-            self.metrics.match_rate.labels(pack, rule).observe(score)
+            self.metrics.match_ratio.labels(pack, rule).observe(score)
         self.metrics.duration.observe(tally.seconds)
+        self.targets.record(tally.targets)
 
     def status(self) -> dict[str, Any]:
         """Packs in force (and refused) with each rule's health, for `/api/v1/rules`."""

@@ -35,8 +35,9 @@ def exported_names(tmp_path: Path) -> set[str]:
     names = set()
     for family in Pipeline(config).registry.collect():
         suffixes = {
-            "counter": ["_total", "_created"],
-            "histogram": ["_bucket", "_sum", "_count", "_created"],
+            "counter": ["_total"],
+            "histogram": ["_bucket", "_sum", "_count"],
+            "info": ["_info"],
             "gauge": [""],
         }.get(family.type, [""])
         names.update(family.name + s for s in suffixes)
@@ -46,7 +47,7 @@ def exported_names(tmp_path: Path) -> set[str]:
 def expressions() -> dict[str, list[str]]:
     dashboard = json.loads((DEPLOY / "grafana/dashboards/sextant.json").read_text())
     found = {
-        "dashboard": [t["expr"] for p in dashboard["panels"] for t in p["targets"]],
+        "dashboard": [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])],
         "rules": [],
         "argo": [],
     }
