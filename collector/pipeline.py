@@ -177,7 +177,9 @@ class Pipeline:
 
     def stages(self) -> list[Stage]:
         """The threaded stages in start order (shutdown runs the other way)."""
-        upkeep = [x for x in (self.exporter, self.retention) if x is not None]
+        # The exporter stops before retention: its shutdown interrupts the export retention
+        # may be running, so retention's stop does not wait for a whole export.
+        upkeep = [x for x in (self.retention, self.exporter) if x is not None]
         return [
             self.writer,
             self.checkpointer,

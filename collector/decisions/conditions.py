@@ -29,6 +29,7 @@ from collector.decisions.state import (
 )
 from collector.evaluation.packs import PackText, compiled
 from collector.store.database import Database
+from collector.store.reader import Reader
 from evaluators.base import Decision, Verdict
 from evaluators.policies import DecisionPolicy
 from evaluators.rulepack import RulePack
@@ -99,6 +100,7 @@ class ConditionFinder:
     ) -> None:
         self.config = config
         self.database = database
+        self.reader = Reader(database)  # interrupted by the engine's shutdown
         self.packs = packs
         self.coverage = coverage
         self.failing = failing  # the alert channels that cannot deliver
@@ -120,15 +122,12 @@ class ConditionFinder:
         """What holds at `now`. One read transaction: a policy's groups and its distinct-run
         count must see the same results, or a run committed in between counts without its
         evidence."""
-        cursor = self.database.cursor()
-        try:
+        with self.reader.cursor() as cursor:
             cursor.begin()
             try:
                 return self._find(cursor, now)
             finally:
                 cursor.rollback()
-        finally:
-            cursor.close()
 
     def _find(self, cursor: duckdb.DuckDBPyConnection, now: datetime) -> Found:
         packs = [compiled(p) for p in self.packs.snapshot()]

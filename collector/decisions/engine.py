@@ -38,6 +38,7 @@ from collector.decisions.state import (
     strongest_first,
 )
 from collector.store.database import Database
+from collector.store.reader import Interrupted
 from collector.store.writer import Writer
 from collector.telemetry import DecisionMetrics
 from collector.ticker import Ticker
@@ -106,6 +107,8 @@ class DecisionEngine:
         self.ticker.start()
 
     def shutdown(self, deadline: float) -> None:
+        self.ticker.stopping.set()
+        self.finder.reader.stop(deadline)  # a long round ends at its query
         self.ticker.shutdown(deadline)
         self.log.flush()
 
@@ -146,7 +149,11 @@ class DecisionEngine:
     def evaluate(self) -> list[DecisionState]:
         """One round: find what holds now, step every decision, record and notify transitions."""
         now = self.now()
-        found = self.finder.find(now)
+        try:
+            found = self.finder.find(now)
+        except Interrupted:
+            log.info("decision round abandoned: shutting down")
+            return []
         with self._lock:
             self._targets = found.targets
             changed = self._step_all(found.conditions, now)

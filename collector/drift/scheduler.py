@@ -17,6 +17,7 @@ from collector.drift.reliability import evaluate_reliability
 from collector.evaluation.packs import PackText, compiled
 from collector.evaluation.results import window_result_row
 from collector.store.database import Database
+from collector.store.reader import Interrupted, Reader
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.telemetry import DriftMetrics
@@ -51,11 +52,18 @@ class DriftScheduler(TickingStage):
         self.metrics = metrics
         self.clock = clock or SystemClock()
         self.ticker = Ticker("sextant-drift", config.tick_seconds, self.tick)
+        self.reader = Reader(database)
         self._due: dict[tuple[str, str, str], float] = {}  # (pack sha, pack, rule) -> due time
 
     def start(self) -> None:
         if self.config.enabled:
             super().start()
+
+    def shutdown(self, deadline: float) -> None:
+        """Stop between rules, interrupt the query in flight, and join before the deadline."""
+        self.ticker.stopping.set()
+        self.reader.stop(deadline)
+        self.ticker.shutdown(deadline)
 
     def tick(self) -> int:
         """Evaluate the rules that are due; returns how many ran."""
@@ -67,6 +75,8 @@ class DriftScheduler(TickingStage):
             for rule in pack.rules:
                 if not isinstance(rule, DriftRule | ReliabilityRule):
                     continue  # evaluated per trajectory by the assembler's rounds
+                if self.ticker.stopping.is_set():
+                    return ran  # shutting down: the rules left wait for the next start
                 key = (text.sha256, pack.name, rule.id)
                 live.add(key)
                 if key not in self._due:  # at 0 an interval before its first run can fail
@@ -86,15 +96,17 @@ class DriftScheduler(TickingStage):
         """Evaluate one rule over every target it selects and store the results."""
         at = naive_utc(now)
         started = time.perf_counter()
-        cursor = self.database.cursor()
+        log.debug("window rule %s/%s: evaluating", pack.name, rule.id)
         try:
-            outcomes = self.evaluate(cursor, pack, rule, at)
+            with self.reader.cursor() as cursor:
+                outcomes = self.evaluate(cursor, pack, rule, at)
+        except Interrupted:
+            log.info("window rule %s/%s abandoned: shutting down", pack.name, rule.id)
+            return []
         except Exception:
             log.exception("window rule %s/%s failed; retried next interval", pack.name, rule.id)
             self.metrics.evaluations.labels(pack.name, rule.id, "error").inc()
             return []
-        finally:
-            cursor.close()
         self.metrics.duration.observe(time.perf_counter() - started)
         rows = [window_result_row(pack, sha256, rule, o, at) for o in outcomes]
         for outcome in outcomes:

@@ -16,6 +16,8 @@ import pyarrow.dataset as ds
 
 from collector.clock import Clock, SystemClock
 from collector.store.database import Database
+from collector.store.reader import Interrupted
+from collector.store.reader import Reader as RoundReader
 from collector.ticker import Ticker, TickingStage
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,16 @@ def database_reader(database: Database) -> Reader:
     return read
 
 
+def interruptible_reader(rounds: RoundReader) -> Reader:
+    """Reads that shutdown can interrupt (`Interrupted` is raised in the exporting thread)."""
+
+    def read(sql: str, params: list) -> Iterator[pa.RecordBatch]:
+        with rounds.cursor() as cursor:
+            yield from cursor.sql(sql, params=params or None).to_arrow_reader(READ_BATCH_ROWS)
+
+    return read
+
+
 def start_of_day(moment: datetime) -> datetime:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
@@ -115,18 +127,34 @@ class ParquetExporter(TickingStage):
         self.database = database
         self.clock = clock or SystemClock()
         self.directory = directory
-        self.ticker = Ticker("sextant-export", interval, self.export)
+        self.ticker = Ticker("sextant-export", interval, self._periodic)
+        self.reader = RoundReader(database)
         self._lock = threading.Lock()
         self._since: datetime | None = None
+
+    def shutdown(self, deadline: float) -> None:
+        """Interrupt an export in flight (the next start exports every day again)."""
+        self.ticker.stopping.set()
+        self.reader.stop(deadline)
+        self.ticker.shutdown(deadline)
+
+    def _periodic(self) -> None:
+        try:
+            self.export()
+        except Interrupted:
+            log.info("export to %s abandoned: shutting down", self.directory)
 
     def export(
         self, since: datetime | None = None, until: datetime | None = None
     ) -> dict[str, int]:
+        """Export the days since the last periodic export (or the given range); raises
+        `Interrupted` at shutdown, leaving partitions half written until the next export."""
         with self._lock:
             now = self.clock.now()
             periodic = since is None and until is None
+            log.debug("export to %s: starting", self.directory)
             written = export_parquet(
-                database_reader(self.database),
+                interruptible_reader(self.reader),
                 self.directory,
                 self._since if periodic else since,
                 until,

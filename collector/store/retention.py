@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter
 from collector.clock import Clock, SystemClock
 from collector.store.database import Database
 from collector.store.export import DATE_COLUMNS, start_of_day
+from collector.store.reader import Interrupted
 from collector.ticker import Ticker, TickingStage
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,11 @@ class Retention(TickingStage):
     def run(self) -> dict[str, int]:
         cutoff = self.cutoff()
         if self.export is not None:
-            self.export(cutoff)  # raises on failure: nothing is deleted unexported
+            try:
+                self.export(cutoff)  # raises on failure: nothing is deleted unexported
+            except Interrupted:
+                log.info("retention skipped: its export was interrupted by shutdown")
+                return {}
         deleted: dict[str, int] = {}
         cursor = self.database.cursor()
         try:

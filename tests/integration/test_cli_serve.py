@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -19,47 +18,7 @@ import requests
 
 from collector.store.schema import SCHEMA_VERSION
 from tests.support.otlp import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
-
-LISTEN = re.compile(r"(OTLP/gRPC|OTLP/HTTP|admin) listening on ([\d.]+):(\d+)")
-
-
-class Serve:
-    """A `sextant serve` child process and the ports it logged."""
-
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "collector.cli", "serve", *args],
-            cwd=cwd,
-            env={**os.environ, **(env or {})},
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.ports: dict[str, int] = {}
-        self.lines: list[str] = []
-        deadline = time.monotonic() + 60
-        while len(self.ports) < 3 and time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            if match := LISTEN.search(line):
-                self.ports[match.group(1)] = int(match.group(3))
-        self._drain = threading.Thread(target=self._read_rest, daemon=True)
-        self._drain.start()
-
-    def _read_rest(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        self.proc.send_signal(sig)
-        code = self.proc.wait(60)
-        self._drain.join(5)
-        return code
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
+from tests.support.process import EPHEMERAL, Serve
 
 
 def run_failing(args: list[str], cwd: Path, env: dict[str, str] | None = None):
@@ -71,16 +30,6 @@ def run_failing(args: list[str], cwd: Path, env: dict[str, str] | None = None):
         text=True,
         timeout=60,
     )
-
-
-EPHEMERAL = [
-    "--grpc-addr",
-    "127.0.0.1:0",
-    "--http-addr",
-    "127.0.0.1:0",
-    "--admin-addr",
-    "127.0.0.1:0",
-]
 
 
 def export(port: int, body: bytes) -> None:

@@ -1,0 +1,69 @@
+"""The read cursor of a background round, which shutdown interrupts from another thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import duckdb
+
+from collector.lifecycle import remaining
+from collector.store.database import Database
+
+POLL_SECONDS = 0.05
+
+
+class Interrupted(Exception):
+    """The round was stopped by shutdown, not failed: nothing to count or retry."""
+
+
+class Reader:
+    """Hands out one cursor at a time; `interrupt()` stops the query running on it and makes
+    every later one fail, so a round of many queries ends at its next query, not its last.
+
+    A thread still inside DuckDB when the interpreter exits aborts the process (and keeps the
+    store from being closed), so a stage that reads must stop reading before its deadline."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._lock = threading.Lock()
+        self._cursor: duckdb.DuckDBPyConnection | None = None
+        self.interrupted = False
+
+    @contextmanager
+    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._lock:
+            if self.interrupted:
+                raise Interrupted
+            cursor = self._cursor = self.database.cursor()
+        try:
+            yield cursor
+        except Exception as exc:
+            # DuckDB says so as InterruptException, or as an OSError through an Arrow stream;
+            # once shutdown has interrupted the reader, any failure of the round is its doing.
+            if self.interrupted or isinstance(exc, duckdb.InterruptException):
+                raise Interrupted from exc
+            raise
+        finally:
+            with self._lock:
+                self._cursor = None
+                cursor.close()
+
+    def interrupt(self) -> None:
+        with self._lock:
+            self.interrupted = True
+            if self._cursor is not None:
+                self._cursor.interrupt()
+
+    def stop(self, deadline: float) -> None:
+        """Interrupt until no cursor is out or the deadline passes: an interrupt that lands
+        between two queries is lost, the next one catches the query after it."""
+        while True:
+            self.interrupt()
+            with self._lock:
+                busy = self._cursor is not None
+            if not busy or not remaining(deadline):
+                return
+            time.sleep(min(POLL_SECONDS, remaining(deadline)))
