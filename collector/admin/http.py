@@ -36,7 +36,10 @@ def json_error(status: int, message: str) -> web.Response:
 def error_reply(exc: SextantError) -> web.Response:
     """A Sextant error as its HTTP status: bad input 4xx, transient 503, anything else 500."""
     status = exc.http_status if isinstance(exc, PermanentError | TransientError) else 500
-    return json_error(status, str(exc))
+    response = json_error(status, str(exc))
+    if isinstance(exc, TransientError):  # shutting down, overloaded: say when to come back
+        response.headers["Retry-After"] = str(exc.retry_after_seconds)
+    return response
 
 
 def reply(doc: Any, status: int = 200) -> web.Response:
