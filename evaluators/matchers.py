@@ -11,19 +11,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from evaluators.model import Step
+from evaluators.regex import checked_pattern, compile_pattern, schema_validator
 
 GLOB_CHARS = set("*?[")
 MISSING = object()
-
-
-def checked_regex(value: str | None) -> str | None:
-    """A pack's regex, refused at load (with the reason) when it does not compile."""
-    if value is not None:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regex {value!r}: {exc}") from exc
-    return value
 
 
 class Strict(BaseModel):
@@ -46,7 +37,7 @@ class Condition(Strict):
     json_schema: dict[str, Any] | None = Field(
         None, alias="schema", description="The value validates against this JSON schema."
     )
-    _regex: re.Pattern[str] | None = PrivateAttr(None)
+    _regex: Any = PrivateAttr(None)
     _validator: Any = PrivateAttr(None)
 
     @model_validator(mode="before")
@@ -57,7 +48,7 @@ class Condition(Strict):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
-        return checked_regex(value)
+        return checked_pattern(value)
 
     @field_validator("json_schema")
     @classmethod
@@ -66,20 +57,16 @@ class Condition(Strict):
             import jsonschema
 
             try:
-                jsonschema.validators.validator_for(value).check_schema(value)
+                schema_validator(value)
             except jsonschema.SchemaError as exc:
                 raise ValueError(f"invalid JSON schema: {exc.message}") from exc
         return value
 
     def model_post_init(self, _: Any) -> None:
         if self.regex is not None:
-            self._regex = re.compile(self.regex)
+            self._regex = compile_pattern(self.regex)
         if self.json_schema is not None:
-            import jsonschema
-
-            self._validator = jsonschema.validators.validator_for(self.json_schema)(
-                self.json_schema
-            )
+            self._validator = schema_validator(self.json_schema)
 
     def check(self, value: Any) -> bool:
         """`value` is MISSING when the key is absent."""
@@ -216,12 +203,12 @@ class StepMatcher(Strict):
         default_factory=dict,
         description="JSON path into the tool's parsed result ($ = all of it) -> condition.",
     )
-    _name_regex: re.Pattern[str] | None = PrivateAttr(None)
+    _name_regex: Any = PrivateAttr(None)
 
     @field_validator("name_regex")
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
-        return checked_regex(value)
+        return checked_pattern(value)
 
     @field_validator("name", "agent")
     @classmethod
@@ -237,7 +224,7 @@ class StepMatcher(Strict):
 
     def model_post_init(self, _: Any) -> None:
         if self.name_regex is not None:
-            self._name_regex = re.compile(self.name_regex)
+            self._name_regex = compile_pattern(self.name_regex)
 
     def matches(self, step: Step) -> bool:
         if self.kind is not None:

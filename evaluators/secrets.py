@@ -6,13 +6,14 @@ Evidence names the step and the detector, never the matched text.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import Field, field_validator
 
 from evaluators.base import Finding, Verdict
 from evaluators.model import Step, Trajectory
+from evaluators.regex import compile_pattern
 from evaluators.rules import RuleBase
 
 DETECTORS: dict[str, re.Pattern[str]] = {
@@ -78,9 +79,9 @@ class SecretsRule(RuleBase):
     def _compile(cls, value: dict[str, str]) -> dict[str, str]:
         for name, pattern in value.items():
             try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"pattern {name!r} is not a valid regex: {exc}") from exc
+                compile_pattern(pattern)
+            except ValueError as exc:
+                raise ValueError(f"pattern {name!r}: {exc}") from exc
         return value
 
 
@@ -110,7 +111,8 @@ def card_inside(run: str) -> bool:
     return False
 
 
-def found(detector: str, pattern: re.Pattern[str], text: str) -> bool:
+def found(detector: str, pattern: Any, text: str) -> bool:
+    """`pattern`: a built-in detector (`re`) or a pack's own pattern (RE2)."""
     if not might_hold(detector, text):
         return False
     for match in pattern.finditer(text):
@@ -121,7 +123,7 @@ def found(detector: str, pattern: re.Pattern[str], text: str) -> bool:
 
 def evaluate_secrets(t: Trajectory, rule: SecretsRule) -> Finding:
     checks = {d: DETECTORS[d] for d in rule.detectors}
-    checks.update({name: re.compile(p) for name, p in rule.patterns.items()})
+    checks.update({name: compile_pattern(p) for name, p in rule.patterns.items()})
     hits: list[str] = []
     evidence: list[str] = []
     for step in t.steps:

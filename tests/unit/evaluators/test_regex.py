@@ -1,0 +1,63 @@
+"""Pack regexes cannot freeze the collector: matching is linear in the text, and what RE2
+cannot do in linear time is refused when the pack loads, with the pattern and the reason."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from evaluators.rulepack import RulePackError, load_text
+
+CATASTROPHIC = "^(a+)+$"  # exponential under a backtracking engine
+EVIL_TEXT = "a" * 5000 + "!"  # `re` would need longer than the universe for this
+
+
+def pack(rule: str) -> str:
+    return f"name: p\nversion: '1'\nowner: sre\nrules:\n{rule}"
+
+
+def test_a_catastrophic_pattern_runs_in_linear_time() -> None:
+    loaded = load_text(
+        pack(
+            "  - id: q\n    type: tool_args\n    step: {name: search}\n"
+            f"    args: {{q: {{regex: '{CATASTROPHIC}'}}}}\n    reason: bad_query\n"
+        ),
+        "p.yaml",
+    ).pack
+    matcher = loaded.rules[0].args["q"]
+    started = time.perf_counter()
+    assert matcher.check(EVIL_TEXT) is False
+    assert matcher.check("aaaa") is True
+    assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [(r"(a)\1", "invalid escape sequence"), ("(?=a)b", "invalid perl operator")],
+)
+def test_backreferences_and_lookaround_are_refused_at_load(pattern: str, why: str) -> None:
+    text = pack(
+        f"  - id: n\n    type: presence\n    step: {{name_regex: '{pattern}'}}\n    reason: r\n"
+    )
+    with pytest.raises(RulePackError) as caught:
+        load_text(text, "p.yaml")
+    [error] = caught.value.errors
+    assert error.startswith("p.yaml:") and "name_regex" in error
+    assert why in error and "RE2" in error
+
+
+def test_json_schema_patterns_are_linear_too() -> None:
+    loaded = load_text(
+        pack(
+            "  - id: s\n    type: tool_args\n    step: {name: search}\n"
+            f"    args: {{q: {{json_schema: {{type: string, pattern: '{CATASTROPHIC}'}}}}}}\n"
+            "    reason: bad_query\n"
+        ),
+        "p.yaml",
+    ).pack
+    matcher = loaded.rules[0].args["q"]
+    started = time.perf_counter()
+    assert matcher.check(EVIL_TEXT) is False
+    assert matcher.check("aa") is True
+    assert time.perf_counter() - started < 0.5
