@@ -119,6 +119,19 @@ class Pipeline:
         self.admin = AdminServer(config.admin, self._routes(auth), grace)
         self._started = False
         self._stopped = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.invalidated = ""  # why the store gave up; the process exits for a restart
+        self.failed: asyncio.Event | None = None
+        self.writer.on_invalidated = self._store_invalidated
+
+    def _store_invalidated(self, why: str) -> None:
+        """From the writer's thread: stop taking data and end the process, whose supervisor
+        opens the store again (DuckDB replays its WAL; nothing acknowledged is lost)."""
+        if not self.invalidated:
+            log.critical("store invalidated, exiting so that it is reopened: %s", why)
+        self.invalidated = why
+        if self.failed is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.failed.set)
 
     def _decisions(
         self, config: SextantConfig, receiver_metrics: ReceiverMetrics
@@ -202,11 +215,17 @@ class Pipeline:
             return "starting"
         if self._stopped:
             return "shutting down"
+        if self.invalidated:
+            return f"store invalidated ({self.invalidated}); exiting for a restart"
         if not self.writer.alive:
             return "store writer is not running"
+        if self.writer.failing:
+            return f"store cannot commit: {self.writer.failing}"
         return None
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.failed = asyncio.Event()
         try:
             self.database.open()
             for stage in self.stages():

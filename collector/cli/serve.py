@@ -40,7 +40,13 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     return found
 
 
-async def run_server(config: Any) -> None:
+# sysexits' EX_TEMPFAIL: the store gave up (disk full, an I/O error) and must be reopened; a
+# supervisor (systemd, Kubernetes, compose) restarts the process, DuckDB replays its WAL.
+EXIT_STORE_INVALIDATED = 75
+
+
+async def run_server(config: Any) -> int:
+    """Serve until SIGTERM/SIGINT (exit 0) or until the store is invalidated (exit 75)."""
     import asyncio
     import signal
 
@@ -52,9 +58,16 @@ async def run_server(config: Any) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await pipeline.start()
+    assert pipeline.failed is not None
     try:
-        await stop.wait()
+        waits = [asyncio.ensure_future(e.wait()) for e in (stop, pipeline.failed)]
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for wait in pending:
+            wait.cancel()
+        if pipeline.invalidated:
+            return EXIT_STORE_INVALIDATED
         log.info("signal received; draining in-flight requests and flushing")
+        return 0
     finally:
         await pipeline.shutdown()
 
@@ -69,5 +82,4 @@ def run(args: argparse.Namespace) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     import asyncio
 
-    asyncio.run(run_server(config))
-    return 0
+    return asyncio.run(run_server(config))

@@ -45,6 +45,12 @@ def fan_out(*hooks: CommitHook) -> CommitHook:
     return each
 
 
+def invalidated(exc: BaseException) -> bool:
+    """DuckDB gives a database up after a failure it cannot roll back (a WAL write that failed
+    halfway, for one): every later statement fails until the file is opened again."""
+    return isinstance(exc, duckdb.FatalException) or "invalidated" in str(exc)
+
+
 def settle(future: concurrent.futures.Future[None], error: Exception | None = None) -> None:
     """Complete a request's future; one whose client gave up (cancelled) is left as it is."""
     with contextlib.suppress(concurrent.futures.InvalidStateError):
@@ -86,6 +92,7 @@ class Writer:
         self.config = config
         self.metrics = metrics
         self.on_commit = on_commit
+        self.on_invalidated: Callable[[str], None] | None = None  # the store must be reopened
         self._queue: deque[Pending] = deque()
         self._queued_rows = 0
         self._cond = threading.Condition()
@@ -101,6 +108,11 @@ class Writer:
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive() and not self._stopping
+
+    @property
+    def failing(self) -> str:
+        """Why the last commit failed ('' once one succeeds): disk full, a broken store."""
+        return self._last_error
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="sextant-writer", daemon=True)
@@ -259,6 +271,8 @@ class Writer:
         if message != self._last_error:  # one log line per distinct failure, not per commit
             log.error("group commit failed, clients will retry: %s", message)
             self._last_error = message
+        if invalidated(exc) and self.on_invalidated is not None:
+            self.on_invalidated(message)
         self.metrics.commit_errors.inc()
         rows = sum(item.rows for item in taken)
         self.metrics.dropped.labels("commit_failed").inc(rows)

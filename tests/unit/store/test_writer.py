@@ -114,3 +114,29 @@ def test_shutdown_flushes_everything_queued_then_refuses(store) -> None:
     with pytest.raises(ShuttingDown):
         writer.submit("spans", batch(1))
     writer.shutdown(deadline_in(1))  # twice is fine
+
+
+def test_an_invalidated_database_is_reported_once_it_happens(store) -> None:
+    database, writer, _ = store
+    real = database._con
+    seen: list[str] = []
+    writer.on_invalidated = seen.append
+
+    class Invalidated:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def execute(self, sql, *args):
+            if sql.startswith("INSERT"):
+                raise duckdb.FatalException("database has been invalidated because of a write")
+            return real.execute(sql, *args)
+
+    database._con = Invalidated()
+    writer.start()
+    with pytest.raises(StoreUnavailable):
+        writer.submit("spans", batch(3)).result(10)
+    database._con = real
+    assert len(seen) == 1 and "invalidated" in seen[0]
+    assert "FatalException" in writer.failing
+    writer.submit("spans", batch(2)).result(10)
+    assert writer.failing == ""  # a commit that succeeds clears it

@@ -1,0 +1,77 @@
+"""Disk full: the store refuses writes (503, nothing acknowledged is lost), `/readyz` says why,
+and once space returns the same process takes data again and stops cleanly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import grpc
+import pytest
+import requests
+
+from tests.support.otlp import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
+from tests.support.process import EPHEMERAL, Serve
+
+FS_MB = 24
+FILLER_BYTES = 8_000_000  # removed to give the store its space back
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of FS_MB MiB (needs root, as CI runs)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={FS_MB}m", "tmpfs", str(mount)], check=True
+    )
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_refuses_then_recovers_without_losing_an_acknowledged_span(
+    small_disk: Path,
+) -> None:
+    (small_disk / "filler").write_bytes(b"\0" * FILLER_BYTES)
+    serve = Serve([*EPHEMERAL, "--data-dir", str(small_disk / "d")], small_disk)
+    admin = f"http://127.0.0.1:{serve.ports['admin']}"
+    acked: list[str] = []
+    with grpc.insecure_channel(f"127.0.0.1:{serve.ports['OTLP/gRPC']}") as channel:
+        call = channel.unary_unary(TRACE_EXPORT)
+
+        def send() -> grpc.StatusCode | None:
+            trace_id = new_trace_id()
+            try:
+                call(trace_request(simple_spans(50, trace_id)).SerializeToString(), timeout=10)
+            except grpc.RpcError as exc:
+                return exc.code()
+            acked.append(trace_id.hex())
+            return None
+
+        refused = None
+        for _ in range(3000):
+            if (refused := send()) is not None:
+                break
+        assert refused == grpc.StatusCode.UNAVAILABLE, "the disk never filled"
+        ready = requests.get(f"{admin}/readyz", timeout=5)
+        assert ready.status_code == 503
+        assert "No space left on device" in ready.json()["reason"]
+
+        (small_disk / "filler").unlink()
+        after = [send() for _ in range(20)]
+        assert after[-5:] == [None] * 5, after  # the same process commits again
+        assert requests.get(f"{admin}/readyz", timeout=5).status_code == 200
+
+    assert serve.stop() == 0, serve.output[-3000:]
+    assert "stopped; store closed cleanly" in serve.output
+    con = duckdb.connect(str(small_disk / "d" / "sextant.duckdb"), read_only=True)
+    stored = dict(con.execute("SELECT trace_id, count(*) FROM spans GROUP BY 1").fetchall())
+    assert all(stored.get(t) == 50 for t in acked)
+    con.close()
