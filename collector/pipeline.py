@@ -119,6 +119,9 @@ class Pipeline:
         self.admin = AdminServer(config.admin, self._routes(auth), grace)
         self._started = False
         self._stopped = False
+        self._watch_the_store()
+
+    def _watch_the_store(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.invalidated = ""  # why the store gave up; the process exits for a restart
         self.failed: asyncio.Event | None = None

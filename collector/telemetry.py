@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import collector
+from collector.receivers.misdirected import Misdirected
 
 # A `_created` series for every counter and histogram doubles what Prometheus stores and says
 # only when the process started, which `process_start_time_seconds` already says. The switch is
@@ -71,6 +72,7 @@ class ReceiverMetrics:
             ["signal"],
             registry=registry,
         )
+        self.misdirected = Misdirected(registry)
 
 
 class StoreMetrics:

@@ -297,10 +297,20 @@ LOGS = (
 )
 
 
-def decode(body: bytes, request: R, levels: tuple[tuple[str, str], ...], fill: Any) -> R:
-    """resource → scope → items, the same three levels in both signals."""
+def decode(
+    body: bytes,
+    request: R,
+    levels: tuple[tuple[str, str], ...],
+    fill: Any,
+    ignored: list[str] | None = None,
+) -> R:
+    """resource → scope → items, the same three levels in both signals. Top-level keys other
+    than the request's one are appended to `ignored` (a sender in the wrong shape sends
+    nothing, so it is told)."""
     doc = load(body)
     (top_key, top_field), (scope_key, scope_field), (item_key, item_field) = levels
+    if ignored is not None:
+        ignored.extend(sorted(key for key in doc if key != top_key))
     try:
         for rpath, r_doc in items(doc, top_key, ""):
             resource_level = getattr(request, top_field).add()
@@ -320,12 +330,12 @@ def decode(body: bytes, request: R, levels: tuple[tuple[str, str], ...], fill: A
     return request
 
 
-def traces_from_json(body: bytes) -> ExportTraceServiceRequest:
-    return decode(body, ExportTraceServiceRequest(), TRACES, fill_span)
+def traces_from_json(body: bytes, ignored: list[str] | None = None) -> ExportTraceServiceRequest:
+    return decode(body, ExportTraceServiceRequest(), TRACES, fill_span, ignored)
 
 
-def logs_from_json(body: bytes) -> ExportLogsServiceRequest:
-    return decode(body, ExportLogsServiceRequest(), LOGS, fill_log)
+def logs_from_json(body: bytes, ignored: list[str] | None = None) -> ExportLogsServiceRequest:
+    return decode(body, ExportLogsServiceRequest(), LOGS, fill_log, ignored)
 
 
 def to_json(message: Message) -> bytes:

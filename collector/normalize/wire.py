@@ -13,10 +13,9 @@ from collector.store.tables import SIGNAL_TABLES, arrow_batch
 
 PARSERS = {
     ("traces", "protobuf"): traces_from_protobuf,
-    ("traces", "json"): traces_from_json,
     ("logs", "protobuf"): logs_from_protobuf,
-    ("logs", "json"): logs_from_json,
 }
+JSON_PARSERS = {"traces": traces_from_json, "logs": logs_from_json}
 
 
 @dataclass(frozen=True)
@@ -29,6 +28,8 @@ class Decoded:
     truncated_rows: int
     # Rejected items by the service.name of their resource; "" where none can be told.
     rejected_by_service: dict[str, int] = field(default_factory=dict)
+    # Top-level keys of an OTLP/JSON body that are not the request's (ignored).
+    ignored_keys: tuple[str, ...] = ()
 
     @property
     def rejected_total(self) -> int:
@@ -37,7 +38,11 @@ class Decoded:
 
 def decode_request(signal: str, encoding: str, data: bytes, max_attribute_length: int) -> Decoded:
     """Parse, validate and normalize one export request; raises MalformedRequest on bad bytes."""
-    request = PARSERS[signal, encoding](data)
+    ignored: list[str] = []
+    if encoding == "json":
+        request = JSON_PARSERS[signal](data, ignored)
+    else:
+        request = PARSERS[signal, encoding](data)
     decode = decode_spans if signal == "traces" else decode_logs
     batch: Batch = decode(request, max_attribute_length)
     table = arrow_batch(SIGNAL_TABLES[signal], batch.columns) if batch.rows else None
@@ -47,4 +52,5 @@ def decode_request(signal: str, encoding: str, data: bytes, max_attribute_length
         dict(batch.rejected),
         batch.truncated_rows,
         dict(batch.rejected_by_service),
+        tuple(ignored),
     )

@@ -49,6 +49,7 @@ class ExportReply:
 
     rejected: int = 0
     message: str = ""
+    ignored_keys: tuple[str, ...] = ()  # of an OTLP/JSON body: the sender is told, and noted
 
     def response(self, signal: str) -> Message:
         """The OTLP export response of `signal`, with partial_success set only when needed."""
@@ -78,6 +79,11 @@ def describe(decoded: Decoded, noun: str, limit: int) -> str:
         parts.append(
             f"{decoded.truncated_rows} {noun} stored with attribute values truncated to"
             f" {limit} characters"
+        )
+    if decoded.ignored_keys:
+        keys = ", ".join(repr(k) for k in decoded.ignored_keys)
+        parts.append(
+            f"ignored unknown top-level keys {keys}: OTLP/JSON sends resourceSpans or resourceLogs"
         )
     return "; ".join(parts)
 
@@ -151,4 +157,4 @@ class Ingest:
             if decoded.truncated_rows:
                 m.truncated.labels(signal).inc(decoded.truncated_rows)
         message = describe(decoded, NOUNS[signal], self.limits.max_attribute_length)
-        return ExportReply(decoded.rejected_total, message)
+        return ExportReply(decoded.rejected_total, message, decoded.ignored_keys)

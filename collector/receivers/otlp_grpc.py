@@ -122,5 +122,9 @@ class OtlpGrpcReceiver:
                 error = SextantError(f"internal error: {type(exc).__name__}")
             outcome["status"] = status_label(error)
         code = getattr(error, "grpc_code", grpc.StatusCode.INTERNAL)
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            agent = dict(context.invocation_metadata() or ()).get("user-agent")
+            peer = f"{context.peer()} ({agent})"
+            self.metrics.misdirected.note("grpc", "unauthenticated", peer, f"{signal} export")
         await context.abort(code, str(error), trailing_metadata=status_details(error, code))
         raise AssertionError("unreachable: abort raises")

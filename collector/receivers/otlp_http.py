@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 PROTOBUF_TYPES = {PROTOBUF, "application/protobuf"}
+# refusals that mean the sender is misconfigured: HTTP status -> reason
+MISDIRECTED = {401: "unauthenticated", 415: "unsupported_media_type"}
 
 
 # Decompression is ours (aiohttp's is switched off) so the size limit applies to inflated bytes.
@@ -174,19 +176,28 @@ class OtlpHttpReceiver:
 
     async def _not_found(self, request: web.Request) -> web.Response:
         if request.path in ("/v1/traces", "/v1/logs"):
+            self._misdirected(request, "method_not_allowed")
             return web.Response(
                 status=405, text=f"{request.path} accepts POST only", headers={"Allow": "POST"}
             )
+        self._misdirected(request, "not_found")
         return web.Response(
             status=404,
             text=f"no such path {request.path}; OTLP/HTTP takes POST /v1/traces and /v1/logs",
         )
+
+    def _misdirected(self, request: web.Request, reason: str) -> None:
+        agent = request.headers.get("User-Agent", "no User-Agent")
+        what = f"{request.method} {request.path}"
+        self.metrics.misdirected.note("http", reason, f"{request.remote} ({agent})", what)
 
     def _handler(self, signal: str) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def export(request: web.Request) -> web.Response:
             async def consume(body: bytes, kind: str) -> bytes:
                 encoding = "json" if kind == JSON else "protobuf"
                 answer = await self.ingest.consume(signal, encoding, body, "http")
+                if answer.ignored_keys:
+                    self._misdirected(request, "unknown_json_keys")
                 return encode(answer.response(signal), kind)
 
             return await self._answer(request, signal, consume)
@@ -215,6 +226,8 @@ class OtlpHttpReceiver:
                 log.exception("unexpected error in OTLP/HTTP %s export", signal)
                 error = SextantError(f"internal error: {type(exc).__name__}")
             outcome["status"] = status_label(error)
+        if misdirected := MISDIRECTED.get(getattr(error, "http_status", 0)):
+            self._misdirected(request, misdirected)
         if isinstance(error, PermanentError) and error.http_status == 401:
             response = error_response(error, kind)
             response.headers["WWW-Authenticate"] = 'Bearer realm="sextant"'
