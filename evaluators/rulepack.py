@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,27 +157,63 @@ def hint(error: ErrorDetails) -> str:
     return str(error["msg"])
 
 
-def refuse_aliases(text: str, source: str) -> None:
-    """YAML aliases let a few bytes expand into gigabytes; a pack has no need for them."""
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+# What a pack may be. Packs are evaluated on every trajectory, so a pack's cost is paid on all
+# traffic: these bound it (the shipped packs are a few KB with a handful of rules each).
+MAX_PACK_BYTES = 1024 * 1024
+MAX_RULES = 500
+MAX_DEPTH = 32  # nesting of mappings and lists
+MAX_INTEGER_DIGITS = 100
+# libyaml when PyYAML has it: linear, and it refuses absurd nesting itself instead of spending
+# minutes on it.
+LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LONG_INTEGER = re.compile(rf"[-+]?[0-9_]{{{MAX_INTEGER_DIGITS + 1},}}")
+
+
+def refuse_shapes(text: str, source: str) -> None:
+    """One pass over the YAML events before anything is built from them: aliases (a few bytes
+    expanding into gigabytes), nesting past MAX_DEPTH, integers too long to be a setting."""
+    depth = 0
+    for event in yaml.parse(text, Loader=LOADER):
+        line = event.start_mark.line + 1 if event.start_mark else 0
         if isinstance(event, yaml.AliasEvent):
-            line = event.start_mark.line + 1 if event.start_mark else 0
             raise RulePackError([f"{source}:{line}: YAML aliases (*name) are not allowed in packs"])
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise RulePackError([f"{source}:{line}: nested deeper than {MAX_DEPTH} levels"])
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif (
+            isinstance(event, yaml.ScalarEvent)
+            and not event.style  # plain, not quoted
+            and LONG_INTEGER.fullmatch(event.value)
+        ):
+            raise RulePackError(
+                [f"{source}:{line}: an integer of more than {MAX_INTEGER_DIGITS} digits"]
+            )
 
 
 def load_text(text: str, source: str) -> LoadedPack:
+    if len(text.encode()) > MAX_PACK_BYTES:
+        raise RulePackError([f"{source}: larger than {MAX_PACK_BYTES} bytes; split the pack"])
     try:
-        refuse_aliases(text, source)
-        data = yaml.safe_load(text)
-        root = yaml.compose(text)
+        refuse_shapes(text, source)
+        data = yaml.load(text, Loader=LOADER)
+        root = yaml.compose(text, Loader=LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
         raise RulePackError([f"{where}: not valid YAML: {exc}"]) from exc
-    except RecursionError as exc:
-        raise RulePackError([f"{source}: nested too deeply"]) from exc
+    except (RecursionError, ValueError) as exc:
+        raise RulePackError([f"{source}: cannot be read as a pack: {exc}"]) from exc
     if not isinstance(data, dict):
         raise RulePackError([f"{source}:1: a rule pack is a mapping with name, version, rules"])
+    rules = data.get("rules")
+    if isinstance(rules, list) and len(rules) > MAX_RULES:
+        line = line_of(root, ("rules",))
+        raise RulePackError(
+            [f"{source}:{line}: rules: {len(rules)} rules, more than {MAX_RULES} in one pack"]
+        )
     try:
         pack = RulePack.model_validate(data)
     except ValidationError as exc:
