@@ -159,7 +159,7 @@ def check_table_function(name: str) -> None:
 
 def check_function(name: str) -> None:
     if name.lower() in side_effect_functions():
-        raise QueryRefused(f"function {name} is not allowed: it changes state")
+        raise QueryRefused(f"function {name} is not allowed: it has side effects")
 
 
 def check_table(node: dict[str, Any], database: str, tables: set[str], ctes: set[str]) -> None:
