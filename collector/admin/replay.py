@@ -11,7 +11,7 @@ from aiohttp import web
 from collector.admin.http import authorize, error_reply, reply
 from collector.auth import BearerAuth
 from collector.errors import SextantError
-from collector.store.readonly import QueryRefused
+from collector.store.sqlcheck import QueryRefused
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
 

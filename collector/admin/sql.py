@@ -3,52 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-import decimal
-from typing import Any
 
 import orjson
-import pyarrow as pa
 from aiohttp import web
 
+from collector.admin.answers import ArrowAnswer, JsonAnswer
 from collector.admin.http import authorize, error_reply
 from collector.auth import BearerAuth
 from collector.config.sections import SqlConfig
 from collector.errors import SextantError
 from collector.store.database import Database
-from collector.store.readonly import QueryRefused, QueryResult, run_read_only
+from collector.store.readonly import MIB, SqlLimits, run_read_only, truncation_note
+from collector.store.sqlcheck import QueryRefused
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 # Queries run in threads; a few at a time keeps readers from starving the writer of CPU.
 MAX_CONCURRENT_QUERIES = 4
 
 
-def to_json(value: Any) -> Any:
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
-
-
-def table_json(result: QueryResult) -> bytes:
-    table = result.table
-    columns = [{"name": f.name, "type": str(f.type)} for f in table.schema]
-    rows = [list(row.values()) for row in table.to_pylist()]
-    doc = {
-        "columns": columns,
-        "rows": rows,
-        "row_count": len(rows),
-        "truncated": result.truncated,
-        "elapsed_ms": round(result.elapsed_seconds * 1000, 3),
-    }
-    return orjson.dumps(doc, default=to_json, option=orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z)
-
-
-def arrow_stream(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+def limits_of(config: SqlConfig, max_rows: int | None = None) -> SqlLimits:
+    return SqlLimits(
+        max_rows=max_rows or config.max_rows,
+        max_bytes=config.max_result_mib * MIB,
+        memory_limit=config.memory_limit,
+        timeout_seconds=config.timeout_seconds,
+    )
 
 
 class SqlRoutes:
@@ -70,23 +49,25 @@ class SqlRoutes:
             authorize(self.auth, request)
             sql, params, max_rows, fmt = await self._parse(request)
             async with self._slots:
-                result = await asyncio.to_thread(self._run, sql, params, max_rows)
+                # The query and its encoding both run in the thread: the event loop only sends.
+                body, content_type, headers = await asyncio.to_thread(
+                    self._answer, sql, params, max_rows, fmt
+                )
         except SextantError as exc:
             return error_reply(exc)
-        if fmt == "arrow":
-            return web.Response(
-                body=arrow_stream(result.table),
-                content_type=ARROW_STREAM,
-                headers={"X-Sextant-Truncated": str(result.truncated).lower()},
-            )
-        return web.Response(body=table_json(result), content_type="application/json")
+        return web.Response(body=body, content_type=content_type, headers=headers)
 
     async def _limits(self, request: web.Request) -> web.Response:
         try:
             authorize(self.auth, request)
         except SextantError as exc:
             return error_reply(exc)
-        limits = {"max_rows": self.config.max_rows, "timeout_seconds": self.config.timeout_seconds}
+        limits = {
+            "max_rows": self.config.max_rows,
+            "max_result_mib": self.config.max_result_mib,
+            "memory_limit": self.config.memory_limit,
+            "timeout_seconds": self.config.timeout_seconds,
+        }
         return web.json_response(limits)
 
     async def _parse(self, request: web.Request) -> tuple[str, list | None, int, str]:
@@ -109,6 +90,18 @@ class SqlRoutes:
             raise QueryRefused('"format" must be "json" or "arrow"')
         return doc["sql"], params, max_rows, fmt
 
-    def _run(self, sql: str, params: list | None, max_rows: int) -> QueryResult:
-        timeout = self.config.timeout_seconds
-        return self.database.read(run_read_only, sql, params, max_rows, timeout)
+    def _answer(
+        self, sql: str, params: list | None, max_rows: int, fmt: str
+    ) -> tuple[bytes | memoryview, str, dict[str, str]]:
+        """The reply's body, content type and headers."""
+        limits = limits_of(self.config, max_rows)
+        if fmt == "arrow":
+            arrow = ArrowAnswer()
+            outcome = self.database.read(run_read_only, sql, params, limits, arrow)
+            headers = {"X-Sextant-Truncated": str(outcome.truncated).lower()}
+            if outcome.truncated_by:
+                headers["X-Sextant-Truncated-By"] = outcome.truncated_by
+            return arrow.body(), ARROW_STREAM, headers
+        json = JsonAnswer()
+        outcome = self.database.read(run_read_only, sql, params, limits, json)
+        return json.body(outcome, truncation_note(outcome, limits)), "application/json", {}

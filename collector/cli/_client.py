@@ -68,12 +68,27 @@ class AdminClient:
             raise Unreachable(f"cannot reach {request.full_url}: {exc}") from exc
 
     def sql(self, sql: str, params: list | None = None, max_rows: int | None = None) -> Any:
-        """A query's rows as an Arrow table. Without `max_rows`, all of them: an error if the
-        collector's row limit (sql.max_rows) would cut them short."""
+        """A query's rows as an Arrow table: an error if the collector's byte limit cut them
+        short, or (without `max_rows`: all of them) its row limit (sql.max_rows)."""
+        table, truncated_by = self.sql_answer(sql, params, max_rows or self.max_rows())
+        if truncated_by == "max_bytes":
+            raise SextantError(
+                f"{self.url}: the answer passed the collector's sql.max_result_mib after"
+                f" {table.num_rows} rows; narrow the selection (--since/--until) or read a"
+                " stopped collector's file (--db)"
+            )
+        if truncated_by and not max_rows:
+            raise SextantError(
+                f"{self.url}: more than {table.num_rows} rows (the collector's sql.max_rows);"
+                " narrow the selection (--since/--until)"
+            )
+        return table
+
+    def sql_answer(self, sql: str, params: list | None, max_rows: int) -> tuple[Any, str | None]:
+        """A query's rows as an Arrow table, and which limit cut them short (None: no limit)."""
         import pyarrow as pa
 
-        doc: dict[str, Any] = {"sql": sql, "format": "arrow", "params": params or None}
-        doc["max_rows"] = max_rows or self.max_rows()
+        doc = {"sql": sql, "format": "arrow", "params": params or None, "max_rows": max_rows}
         request = urllib.request.Request(
             self.url + "/api/v1/sql",
             orjson.dumps(doc, default=str),
@@ -82,13 +97,9 @@ class AdminClient:
         )
         with self.open(request) as reply:
             truncated = reply.headers.get("X-Sextant-Truncated") == "true"
+            truncated_by = reply.headers.get("X-Sextant-Truncated-By", "max_rows")
             table = pa.ipc.open_stream(reply.read()).read_all()
-        if truncated and not max_rows:
-            raise SextantError(
-                f"{self.url}: more than {doc['max_rows']} rows (the collector's sql.max_rows);"
-                " narrow the selection (--since/--until)"
-            )
-        return table
+        return table, truncated_by if truncated else None
 
     def max_rows(self) -> int:
         """The collector's sql.max_rows, asked once."""

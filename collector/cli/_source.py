@@ -15,8 +15,9 @@ import pyarrow as pa
 from collector.cli._client import AdminClient
 from collector.cli._errors import NotFound, Unreachable
 from collector.errors import SextantError
-from collector.store.readonly import first_line, lock_down, open_file_read_only
+from collector.store.readonly import lock_down, open_file_read_only
 from collector.store.schema import create_table
+from collector.store.sqlcheck import first_line
 from collector.store.tables import TABLES
 from collector.store.views import create_views
 

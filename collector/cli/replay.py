@@ -226,7 +226,7 @@ def store_in_file(source: Any, db: Path | None, table: Any) -> int:
     import duckdb
 
     from collector.errors import SextantError
-    from collector.store.readonly import first_line
+    from collector.store.sqlcheck import first_line
     from collector.store.tables import INSERTS
 
     if db is None:

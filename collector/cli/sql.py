@@ -26,29 +26,40 @@ def register(sub: Any) -> None:
     sql.set_defaults(func=run)
 
 
-def query(args: argparse.Namespace) -> tuple[Any, bool]:
-    """Rows (Arrow) and whether the row limit cut them short."""
+def query(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """Rows (Arrow) and which limit cut them short: "max_rows", "max_bytes" or None."""
     from collector.cli._source import DuckDBSource, SourceSpec
-    from collector.store.readonly import run_read_only
+    from collector.config.sections import SqlConfig
+    from collector.store.readonly import MIB, SqlLimits, TableAnswer, run_read_only
 
     source = SourceSpec.of(args).open()
     try:
         if isinstance(source, DuckDBSource):
-            found = run_read_only(source.con, args.query, None, args.max_rows, FILE_TIMEOUT_SECONDS)
-            return found.table, found.truncated
+            config = SqlConfig()
+            limits = SqlLimits(
+                args.max_rows,
+                config.max_result_mib * MIB,
+                config.memory_limit,
+                FILE_TIMEOUT_SECONDS,
+            )
+            answer = TableAnswer()
+            found = run_read_only(source.con, args.query, None, limits, answer)
+            return answer.table(), found.truncated_by
         # One more row than asked tells whether there were more.
-        table = source.client.sql(args.query, max_rows=args.max_rows + 1)
-        return table.slice(0, args.max_rows), table.num_rows > args.max_rows
+        table, truncated_by = source.client.sql_answer(args.query, None, args.max_rows + 1)
+        if table.num_rows > args.max_rows:
+            return table.slice(0, args.max_rows), "max_rows"
+        return table, truncated_by if truncated_by == "max_bytes" else None
     finally:
         source.close()
 
 
 def run(args: argparse.Namespace) -> int:
     from collector.cli._output import Table, emit
-    from collector.store.readonly import QueryRefused
+    from collector.store.sqlcheck import QueryRefused
 
     try:
-        table, truncated = query(args)
+        table, truncated_by = query(args)
     except QueryRefused as exc:
         print(f"sextant: query refused: {exc}", file=sys.stderr)
         return 1
@@ -56,6 +67,12 @@ def run(args: argparse.Namespace) -> int:
     footer = f"({len(rows)} row{'s' if len(rows) != 1 else ''})"
     shown = Table(rows, table.column_names, max_width=CELL_WIDTH, rule=True, footer=footer)
     emit(shown, args.format)
-    if truncated:
+    if truncated_by == "max_rows":
         print(f"sextant: only the first {args.max_rows} rows shown (--max-rows)", file=sys.stderr)
+    elif truncated_by == "max_bytes":
+        print(
+            f"sextant: only the first {len(rows)} rows shown: the answer reached"
+            " sql.max_result_mib",
+            file=sys.stderr,
+        )
     return 0

@@ -127,6 +127,15 @@ class SqlConfig(Strict):
     timeout_seconds: Seconds = Field(
         30.0, gt=0, description="A query still running after this long is interrupted."
     )
+    max_result_mib: int = Field(
+        64, gt=0, description="Most MiB of one answer (JSON or Arrow); the rows beyond are cut."
+    )
+    memory_limit: str = Field(
+        "64MB",
+        pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
+        description="DuckDB operator_memory_limit of each query: sorts and hash tables spill to"
+        " disk beyond it.",
+    )
 
 
 class ExportConfig(Strict):

@@ -1,4 +1,5 @@
-"""Read-only SQL over the store: which statements may run, with a row limit and a deadline."""
+"""Read-only SQL over the store: a checked query run with a row, byte, memory and time budget,
+its answer encoded as it streams."""
 
 from __future__ import annotations
 
@@ -7,107 +8,81 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import duckdb
 import pyarrow as pa
 
-from collector.errors import PermanentError
+from collector.store.sqlcheck import QueryRefused, check_read_only, first_line
 
-# DESCRIBE, SHOW, SUMMARIZE, FROM-first queries and VALUES all parse as SELECT.
-ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-ALLOWED_NAMES = "SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE and EXPLAIN"
+# Small batches keep what one batch costs in Python small next to the byte budget.
+BATCH_ROWS = 2048
+MIB = 1024 * 1024
 
 
-class QueryRefused(PermanentError):
-    """The statement is not a single read-only query, or it failed: the message says why."""
+@dataclass(frozen=True)
+class SqlLimits:
+    """What one query may use: rows and bytes of answer, DuckDB operator memory, time."""
+
+    max_rows: int
+    max_bytes: int
+    memory_limit: str
+    timeout_seconds: float
+
+
+class Answer(Protocol):
+    """Where a query's rows go as they stream, counting the bytes of what it has built."""
+
+    size: int
+
+    def start(self, schema: pa.Schema) -> None: ...
+
+    def write(self, batch: pa.RecordBatch, room: int) -> int:
+        """Take the batch's first rows that fit in `room` more bytes; return how many."""
+        ...
 
 
 @dataclass
-class QueryResult:
-    table: pa.Table
-    truncated: bool
+class QueryOutcome:
+    rows: int
+    truncated_by: str | None  # "max_rows", "max_bytes" or None
     elapsed_seconds: float
 
-
-def statement_kind(con: duckdb.DuckDBPyConnection, sql: str) -> str:
-    """The one statement's type name; refuses empty input, several statements and bad syntax."""
-    try:
-        statements = con.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryRefused(first_line(exc)) from exc
-    except ValueError as exc:  # a statement type the Python API has no name for
-        raise QueryRefused(f"statement not allowed: only {ALLOWED_NAMES} may run") from exc
-    if not statements:
-        raise QueryRefused("no SQL statement given")
-    if len(statements) > 1:
-        raise QueryRefused(f"one statement at a time ({len(statements)} given)")
-    return statements[0].type.name
-
-
-def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Refuse anything but one query. EXPLAIN ANALYZE runs what it explains, so its statement
-    is checked as well."""
-    kind = statement_kind(con, sql)
-    if kind not in {t.name for t in ALLOWED}:
-        raise QueryRefused(f"{kind} statements are not allowed: only {ALLOWED_NAMES} may run")
-    if kind == "EXPLAIN":
-        inner = explained(sql)
-        inner_kind = statement_kind(con, inner)
-        if inner_kind != "SELECT":
-            raise QueryRefused(
-                f"EXPLAIN {inner_kind} is not allowed: only queries may be explained"
-            )
-
-
-def explained(sql: str) -> str:
-    """The statement after EXPLAIN [ANALYZE] [(options)], found with DuckDB's tokenizer."""
-    tokens = duckdb.tokenize(sql)
-    i = 1
-    if i < len(tokens) and sql[tokens[i][0] :].split(None, 1)[0].upper() in ("ANALYZE", "ANALYSE"):
-        i += 1
-    if i < len(tokens) and sql[tokens[i][0]] == "(":
-        depth = 0
-        while i < len(tokens):
-            char = sql[tokens[i][0]]
-            depth += char == "("
-            depth -= char == ")"
-            i += 1
-            if depth == 0:
-                break
-    return sql[tokens[i][0] :] if i < len(tokens) else ""
+    @property
+    def truncated(self) -> bool:
+        return self.truncated_by is not None
 
 
 def run_read_only(
     cursor: duckdb.DuckDBPyConnection,
     sql: str,
     params: list | None,
-    max_rows: int,
-    timeout_seconds: float,
-) -> QueryResult:
-    """Run one checked query in a read-only transaction, interrupted at the deadline.
+    limits: SqlLimits,
+    answer: Answer,
+) -> QueryOutcome:
+    """Run one checked query in a read-only transaction, interrupted at the deadline, its
+    intermediates held to `limits.memory_limit` (DuckDB's per-connection operator_memory_limit:
+    sorts and hash tables spill to disk beyond it) and its answer cut at the row or byte limit.
 
-    The transaction is the second line of defence after the statement check; the store runs with
-    external access disabled, the third (no file, network or extension from SQL)."""
+    The statement check comes first; the transaction is the second line of defence; the store runs
+    with external access disabled and its configuration locked, the third."""
     check_read_only(cursor, sql)
     started = time.perf_counter()
-    timer = threading.Timer(timeout_seconds, cursor.interrupt)
+    cursor.execute("SET operator_memory_limit = ?", [limits.memory_limit])
+    timer = threading.Timer(limits.timeout_seconds, cursor.interrupt)
     cursor.execute("BEGIN TRANSACTION READ ONLY")
     timer.start()
     try:
         relation = cursor.sql(sql, params=params or None)
         if relation is None:  # cannot happen for a checked query; guards the type below
             raise QueryRefused("the statement returned no rows")
-        reader = relation.to_arrow_reader(min(max_rows + 1, 65536))
-        batches, rows = [], 0
-        for batch in reader:
-            batches.append(batch)
-            rows += batch.num_rows
-            if rows > max_rows:
-                break
-        table = pa.Table.from_batches(batches, reader.schema)
+        reader = relation.to_arrow_reader(BATCH_ROWS)
+        answer.start(reader.schema)
+        rows, truncated_by = stream(reader, limits, answer)
     except duckdb.InterruptException as exc:
         raise QueryRefused(
-            f"query interrupted at its deadline of {timeout_seconds:g} s (sql.timeout_seconds)"
+            f"query interrupted at its deadline of {limits.timeout_seconds:g} s"
+            " (sql.timeout_seconds)"
         ) from exc
     except duckdb.Error as exc:
         raise QueryRefused(first_line(exc)) from exc
@@ -115,12 +90,65 @@ def run_read_only(
         timer.cancel()
         with contextlib.suppress(duckdb.Error):  # a failed query already ended the transaction
             cursor.execute("ROLLBACK")
-    truncated = table.num_rows > max_rows
-    return QueryResult(table.slice(0, max_rows), truncated, time.perf_counter() - started)
+    return QueryOutcome(rows, truncated_by, time.perf_counter() - started)
 
 
-def first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+def stream(
+    reader: pa.RecordBatchReader, limits: SqlLimits, answer: Answer
+) -> tuple[int, str | None]:
+    """Hand batches to the answer until the rows run out or a limit is reached."""
+    rows = 0
+    for batch in reader:
+        over_rows = rows + batch.num_rows > limits.max_rows
+        if over_rows:
+            batch = batch.slice(0, limits.max_rows - rows)
+        taken = answer.write(batch, limits.max_bytes - answer.size)
+        rows += taken
+        if taken < batch.num_rows:
+            return rows, "max_bytes"
+        if over_rows:
+            return rows, "max_rows"
+    return rows, None
+
+
+def truncation_note(outcome: QueryOutcome, limits: SqlLimits) -> str | None:
+    """What cut the answer short, in words, naming the setting."""
+    if outcome.truncated_by == "max_bytes":
+        return (
+            f"the answer reached {limits.max_bytes / MIB:g} MiB (sql.max_result_mib) after"
+            f" {outcome.rows} rows; select fewer rows or columns"
+        )
+    if outcome.truncated_by == "max_rows":
+        return f"only the first {outcome.rows} rows (max_rows)"
+    return None
+
+
+class TableAnswer:
+    """The rows kept as Arrow batches (a command's answer), counted by their Arrow size."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.batches: list[pa.RecordBatch] = []
+        self.schema = pa.schema([])
+
+    def start(self, schema: pa.Schema) -> None:
+        self.schema = schema
+
+    def write(self, batch: pa.RecordBatch, room: int) -> int:
+        batch = batch.slice(0, rows_within(batch, room))
+        self.batches.append(batch)
+        self.size += batch.nbytes
+        return batch.num_rows
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_batches(self.batches, self.schema)
+
+
+def rows_within(batch: pa.RecordBatch, room: int) -> int:
+    """How many of the batch's first rows fit in `room` bytes, by their average Arrow size."""
+    if batch.nbytes <= room:
+        return batch.num_rows
+    return int(batch.num_rows * max(room, 0) / batch.nbytes)
 
 
 def open_file_read_only(path: Path) -> duckdb.DuckDBPyConnection:
@@ -141,7 +169,12 @@ def open_file_read_only(path: Path) -> duckdb.DuckDBPyConnection:
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:
-    """Settings that need extensions (ICU for the time zone) first, then no external access:
-    it cannot be re-enabled for the life of the database."""
+    """Settings that need extensions (ICU for the time zone) first, then no external access and
+    no configuration changes, for the life of the database: no SQL can turn on logging, change a
+    limit or reach a file (the database's own files are refused by the statement check, since
+    DuckDB lets those through). Only operator_memory_limit stays settable, for run_read_only to
+    give each query's cursor its budget (SET statements never pass the check)."""
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_external_access = false")
+    con.execute("SET allowed_configs = ['operator_memory_limit']")
+    con.execute("SET lock_configuration = true")

@@ -1,0 +1,100 @@
+"""The SQL endpoint's answers, encoded batch by batch as the rows stream in: JSON or an Arrow IPC
+stream, each counting its own bytes so the byte limit holds for what is sent."""
+
+from __future__ import annotations
+
+import decimal
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from collector.store.readonly import QueryOutcome, rows_within
+
+JSON_OPTIONS = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
+
+
+def to_json(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, default=to_json, option=JSON_OPTIONS)
+
+
+class JsonAnswer:
+    """`{"columns", "rows", "row_count", "truncated", ...}`, the rows encoded a batch at a time."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.columns: list[dict[str, str]] = []
+        self.parts: list[bytes] = []
+
+    def start(self, schema: pa.Schema) -> None:
+        self.columns = [{"name": f.name, "type": str(f.type)} for f in schema]
+        self.size = len(dumps(self.columns)) + 512  # the envelope: counts, flags and the note
+
+    def write(self, batch: pa.RecordBatch, room: int) -> int:
+        # JSON is rarely smaller than Arrow: twice the rows that fit as Arrow is enough to try.
+        batch = batch.slice(0, min(batch.num_rows, 2 * rows_within(batch, room) + 1))
+        rows = list(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+        encoded = dumps(rows)[1:-1]  # the rows without the list's brackets
+        if len(encoded) + 1 <= room:
+            self._add(encoded)
+            return len(rows)
+        taken = 0
+        for row in rows:  # the batch does not fit whole: as many rows as do
+            encoded = dumps(row)
+            if len(encoded) + 1 > room:
+                break
+            room -= len(encoded) + 1
+            self._add(encoded)
+            taken += 1
+        return taken
+
+    def _add(self, encoded: bytes) -> None:
+        self.parts.append(b"," + encoded if self.parts else encoded)
+        self.size += len(encoded) + 1
+
+    def body(self, outcome: QueryOutcome, note: str | None) -> bytes:
+        tail = {
+            "row_count": outcome.rows,
+            "truncated": outcome.truncated,
+            "truncated_by": outcome.truncated_by,
+            "note": note,
+            "elapsed_ms": round(outcome.elapsed_seconds * 1000, 3),
+        }
+        head = b'{"columns":' + dumps(self.columns) + b',"rows":['
+        parts, self.parts = self.parts, []
+        return b"".join([head, *parts, b"],", dumps(tail)[1:]])
+
+
+class ArrowAnswer:
+    """An Arrow IPC stream, written as the batches come."""
+
+    def __init__(self) -> None:
+        self.sink = pa.BufferOutputStream()
+        self.writer = pa.ipc.new_stream(self.sink, pa.schema([]))
+
+    @property
+    def size(self) -> int:
+        return self.sink.tell()
+
+    def start(self, schema: pa.Schema) -> None:
+        self.sink = pa.BufferOutputStream()
+        self.writer = pa.ipc.new_stream(self.sink, schema)
+
+    def write(self, batch: pa.RecordBatch, room: int) -> int:
+        batch = batch.slice(0, rows_within(batch, room))
+        if batch.num_rows:
+            self.writer.write_batch(batch)
+        return batch.num_rows
+
+    def body(self) -> memoryview:
+        """The stream, without copying it out of Arrow's buffer."""
+        self.writer.close()
+        return memoryview(self.sink.getvalue())
