@@ -116,7 +116,7 @@ class Pipeline:
             config.http, config.limits, auth, self.ingest, receiver_metrics, grace
         )
         self.exporter, self.retention = self._store_upkeep(config)
-        self.admin = AdminServer(config.admin, self._routes(auth), grace)
+        self.admin = AdminServer(config.admin, self._routes(), auth, grace)
         self._started = False
         self._stopped = False
 
@@ -143,14 +143,14 @@ class Pipeline:
         self.registry.register(DecisionCollector(engine.snapshot, self.target_cap))
         return notifier, engine
 
-    def _routes(self, auth: BearerAuth) -> list[RouteGroup]:
+    def _routes(self) -> list[RouteGroup]:
         return [
             HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
             TrajectoryRoutes(self.database, self.clock.now),
-            DecisionRoutes(self.decisions, self.notifier, self.database, auth),
-            SqlRoutes(self.config.sql, self.database, auth),
-            ReplayRoutes(self.writer, auth),
-            BaselineRoutes(self.database, self.writer, auth, self.clock.now),
+            DecisionRoutes(self.decisions, self.notifier, self.database),
+            SqlRoutes(self.config.sql, self.database),
+            ReplayRoutes(self.writer),
+            BaselineRoutes(self.database, self.writer, self.clock.now),
         ]
 
     def _store_upkeep(

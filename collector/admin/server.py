@@ -6,19 +6,25 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from collector.admin.http import MAX_BODY_BYTES, RouteGroup
+from collector.admin.http import MAX_BODY_BYTES, RouteGroup, guard
+from collector.auth import BearerAuth
 from collector.config.sections import AdminConfig
 from collector.httpserver import HttpServer
 
 
 class AdminServer:
     """Serves the route groups it is handed (health, trajectories, rules, decisions, SQL,
-    replay, baselines); it knows no stage itself."""
+    replay, baselines) behind one guard: the token on every path but /metrics, /healthz and
+    /readyz. It knows no stage itself."""
 
     def __init__(
-        self, config: AdminConfig, routes: Iterable[RouteGroup], shutdown_timeout: float
+        self,
+        config: AdminConfig,
+        routes: Iterable[RouteGroup],
+        auth: BearerAuth,
+        shutdown_timeout: float,
     ) -> None:
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[guard(auth)])
         for group in routes:
             group.register(app)
         host, port = config.host_port

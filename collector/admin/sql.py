@@ -10,8 +10,7 @@ import orjson
 import pyarrow as pa
 from aiohttp import web
 
-from collector.admin.http import authorize, error_reply
-from collector.auth import BearerAuth
+from collector.admin.http import error_reply
 from collector.config.sections import SqlConfig
 from collector.errors import SextantError
 from collector.store.database import Database
@@ -52,12 +51,11 @@ def arrow_stream(table: pa.Table) -> bytes:
 
 
 class SqlRoutes:
-    """POST /api/v1/sql and GET /api/v1/sql/limits, behind the bearer tokens."""
+    """POST /api/v1/sql and GET /api/v1/sql/limits (behind the admin server's guard)."""
 
-    def __init__(self, config: SqlConfig, database: Database, auth: BearerAuth) -> None:
+    def __init__(self, config: SqlConfig, database: Database) -> None:
         self.config = config
         self.database = database
-        self.auth = auth
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
 
     def register(self, app: web.Application) -> None:
@@ -67,7 +65,6 @@ class SqlRoutes:
 
     async def _sql(self, request: web.Request) -> web.Response:
         try:
-            authorize(self.auth, request)
             sql, params, max_rows, fmt = await self._parse(request)
             async with self._slots:
                 result = await asyncio.to_thread(self._run, sql, params, max_rows)
@@ -82,10 +79,6 @@ class SqlRoutes:
         return web.Response(body=table_json(result), content_type="application/json")
 
     async def _limits(self, request: web.Request) -> web.Response:
-        try:
-            authorize(self.auth, request)
-        except SextantError as exc:
-            return error_reply(exc)
         limits = {"max_rows": self.config.max_rows, "timeout_seconds": self.config.timeout_seconds}
         return web.json_response(limits)
 
