@@ -26,6 +26,9 @@ class DecisionRoutes:
         self.engine = engine
         self.notifier = notifier
         self.database = database
+        # One alert test at a time: each holds a worker thread of the event loop's pool for up
+        # to alerts.timeout_seconds per channel, and that pool also serves /metrics and reads.
+        self._testing = asyncio.Lock()
 
     def register(self, app: web.Application) -> None:
         app.router.add_get("/api/v1/decisions", self._list)
@@ -99,5 +102,10 @@ class DecisionRoutes:
         return reply({"targets": targets})
 
     async def _test(self, request: web.Request) -> web.Response:
-        report = await asyncio.to_thread(self.notifier.test)
+        if self._testing.locked():
+            response = error(409, "an alert test is already running; try again once it answers")
+            response.headers["Retry-After"] = "5"
+            return response
+        async with self._testing:
+            report = await asyncio.to_thread(self.notifier.test)
         return reply({"channels": report})

@@ -321,7 +321,12 @@ class AlertsConfig(Strict):
     backoff_seconds: Seconds = Field(
         1.0, gt=0, description="First retry delay; it doubles per attempt."
     )
-    timeout_seconds: Seconds = Field(5.0, gt=0, description="HTTP timeout per attempt.")
+    timeout_seconds: Seconds = Field(
+        5.0,
+        gt=0,
+        description="Total deadline of one delivery attempt: connecting, sending and the whole"
+        " reply (a receiver that trickles bytes cannot stretch it).",
+    )
     severity: dict[Decision, AlertSeverity] = Field(
         default_factory=dict,
         description="The `severity` label per decision, over the defaults: critical for DISABLE,"
