@@ -195,7 +195,8 @@ class Pipeline:
     def admin_url(self) -> str:
         host = self.config.admin.host_port[0]
         host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-        return f"http://{host}:{self.admin.port}"
+        scheme = "https" if self.config.admin.tls else "http"
+        return f"{scheme}://{host}:{self.admin.port}"
 
     def not_ready_reason(self) -> str | None:
         if not self._started:

@@ -34,8 +34,30 @@ def parse_addr(value: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+class TlsConfig(Strict):
+    cert_file: Path = Field(description="PEM certificate chain the listener presents, leaf first.")
+    key_file: Path = Field(description="PEM private key of cert_file.")
+    client_ca_file: Path | None = Field(
+        None, description="PEM CA certificates that client certificates are verified against."
+    )
+    require_client_cert: bool = Field(
+        False,
+        description="Refuse connections without a client certificate that client_ca_file signed"
+        " (mutual TLS).",
+    )
+
+    @model_validator(mode="after")
+    def _check_client_ca(self) -> TlsConfig:
+        if self.require_client_cert and self.client_ca_file is None:
+            raise ValueError("tls.require_client_cert needs tls.client_ca_file (the CA to trust)")
+        return self
+
+
 class Listener(Strict):
     addr: str = Field(description="HOST:PORT to listen on; port 0 picks a free port.")
+    tls: TlsConfig | None = Field(
+        None, description="Serve TLS with these certificate files; none: plain text."
+    )
 
     @field_validator("addr")
     @classmethod
