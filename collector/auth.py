@@ -16,6 +16,11 @@ class BearerAuth:
     def __init__(self, tokens: list[str]) -> None:
         self._tokens = [t.encode() for t in tokens]
 
+    @property
+    def enabled(self) -> bool:
+        """False when no token is configured: every request passes."""
+        return bool(self._tokens)
+
     def check(self, header: str | None) -> None:
         if not self._tokens:
             return

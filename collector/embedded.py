@@ -38,11 +38,13 @@ class Embedded:
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.pipeline.http.port}"
+        scheme = "https" if self.pipeline.config.http.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.pipeline.http.port}"
 
     @property
     def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.pipeline.admin.port}"
+        scheme = "https" if self.pipeline.config.admin.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.pipeline.admin.port}"
 
     def stop(self) -> None:
         """Shut down (drain, flush, close the store) and wait for it."""

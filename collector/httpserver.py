@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Any
 
 from aiohttp import web
@@ -25,7 +26,8 @@ def bind(host: str, port: int, what: str) -> socket.socket:
 
 
 class HttpServer:
-    """An aiohttp app bound to one address; `shutdown` lets in-flight requests finish."""
+    """An aiohttp app bound to one address, TLS when given a context; `shutdown` lets in-flight
+    requests finish."""
 
     def __init__(
         self,
@@ -34,9 +36,11 @@ class HttpServer:
         port: int,
         what: str,
         shutdown_timeout: float,
+        ssl_context: ssl.SSLContext | None = None,
         **handler_args: Any,
     ) -> None:
         self.app = app
+        self.ssl_context = ssl_context
         self.shutdown_timeout = shutdown_timeout
         self.handler_args = handler_args
         self.host = host
@@ -55,7 +59,7 @@ class HttpServer:
             **self.handler_args,
         )
         await self.runner.setup()
-        await web.SockSite(self.runner, sock).start()
+        await web.SockSite(self.runner, sock, ssl_context=self.ssl_context).start()
 
     async def shutdown(self, deadline: float) -> None:
         """Stop listening; in-flight requests get the grace given at construction (aiohttp

@@ -116,7 +116,7 @@ class Pipeline:
             config.http, config.limits, auth, self.ingest, receiver_metrics, grace
         )
         self.exporter, self.retention = self._store_upkeep(config)
-        self.admin = AdminServer(config.admin, self._routes(auth), grace)
+        self.admin = AdminServer(config.admin, self._routes(), auth, grace)
         self._started = False
         self._stopped = False
         self._watch_the_store()
@@ -159,14 +159,14 @@ class Pipeline:
         self.registry.register(DecisionCollector(engine.snapshot, self.target_cap))
         return notifier, engine
 
-    def _routes(self, auth: BearerAuth) -> list[RouteGroup]:
+    def _routes(self) -> list[RouteGroup]:
         return [
             HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
             TrajectoryRoutes(self.database, self.clock.now),
-            DecisionRoutes(self.decisions, self.notifier, self.database, auth),
-            SqlRoutes(self.config.sql, self.database, auth),
-            ReplayRoutes(self.writer, auth),
-            BaselineRoutes(self.database, self.writer, auth, self.clock.now),
+            DecisionRoutes(self.decisions, self.notifier, self.database),
+            SqlRoutes(self.config.sql, self.database),
+            ReplayRoutes(self.writer),
+            BaselineRoutes(self.database, self.writer, self.clock.now),
         ]
 
     def _store_upkeep(
@@ -211,7 +211,8 @@ class Pipeline:
     def admin_url(self) -> str:
         host = self.config.admin.host_port[0]
         host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-        return f"http://{host}:{self.admin.port}"
+        scheme = "https" if self.config.admin.tls else "http"
+        return f"{scheme}://{host}:{self.admin.port}"
 
     def not_ready_reason(self) -> str | None:
         if not self._started:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
 from collector.auth import BearerAuth
-from collector.errors import PermanentError, SextantError, TransientError
+from collector.errors import PermanentError, SextantError, TransientError, Unauthenticated
 
 MAX_LIST = 1000
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a chunk of replay results as Arrow
 STORE_TIMEOUT_SECONDS = 30.0
+# Open by design: Prometheus scrapes and the kubelet's probes carry no token. They tell nothing
+# about the agents' runs (metrics are counts by target), so everything else needs the token.
+OPEN_PATHS = frozenset({"/metrics", "/healthz", "/readyz"})
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class RouteGroup(Protocol):
@@ -46,6 +51,30 @@ def reply(doc: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(doc), status=status, content_type="application/json")
 
 
-def authorize(auth: BearerAuth, request: web.Request) -> None:
-    """Raises Unauthenticated (401) unless the request carries a configured bearer token."""
+def authorize(auth: BearerAuth, request: web.Request, certificates: bool = False) -> None:
+    """Raises Unauthenticated (401) unless the request carries a configured bearer token or, when
+    `certificates`, came on a connection whose client certificate the TLS handshake verified."""
+    if certificates and request.transport is not None:
+        if request.transport.get_extra_info("peercert"):
+            return
+        if not auth.enabled:
+            raise Unauthenticated("a client certificate (or a bearer token) is needed")
     auth.check(request.headers.get("Authorization"))
+
+
+def guard(auth: BearerAuth, certificates: bool = False) -> Any:
+    """Middleware: every path but OPEN_PATHS needs the token (deny by default, so a new route
+    is never open by mistake); 401 with a Bearer challenge otherwise."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in OPEN_PATHS:
+            try:
+                authorize(auth, request, certificates)
+            except Unauthenticated as exc:
+                response = error_reply(exc)
+                response.headers["WWW-Authenticate"] = 'Bearer realm="sextant"'
+                return response
+        return await handler(request)
+
+    return check

@@ -6,23 +6,36 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from collector.admin.http import MAX_BODY_BYTES, RouteGroup
+from collector.admin.http import MAX_BODY_BYTES, RouteGroup, guard
+from collector.auth import BearerAuth
 from collector.config.sections import AdminConfig
 from collector.httpserver import HttpServer
+from collector.tls import reloading_context
 
 
 class AdminServer:
     """Serves the route groups it is handed (health, trajectories, rules, decisions, SQL,
-    replay, baselines); it knows no stage itself."""
+    replay, baselines) behind one guard: the token on every path but /metrics, /healthz and
+    /readyz, or, with `admin.tls.client_ca_file`, a client certificate it verified. It knows no
+    stage itself."""
 
     def __init__(
-        self, config: AdminConfig, routes: Iterable[RouteGroup], shutdown_timeout: float
+        self,
+        config: AdminConfig,
+        routes: Iterable[RouteGroup],
+        auth: BearerAuth,
+        shutdown_timeout: float,
     ) -> None:
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        tls = config.tls
+        certificates = tls is not None and tls.client_ca_file is not None
+        app = web.Application(
+            client_max_size=MAX_BODY_BYTES, middlewares=[guard(auth, certificates)]
+        )
         for group in routes:
             group.register(app)
         host, port = config.host_port
-        self.server = HttpServer(app, host, port, "the admin API", shutdown_timeout)
+        context = reloading_context(tls, "the admin API (admin.tls)") if tls else None
+        self.server = HttpServer(app, host, port, "the admin API", shutdown_timeout, context)
 
     @property
     def port(self) -> int:

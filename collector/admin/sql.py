@@ -8,8 +8,7 @@ import orjson
 from aiohttp import web
 
 from collector.admin.answers import ArrowAnswer, JsonAnswer
-from collector.admin.http import authorize, error_reply
-from collector.auth import BearerAuth
+from collector.admin.http import error_reply
 from collector.config.sections import SqlConfig
 from collector.errors import SextantError
 from collector.store.database import Database
@@ -31,12 +30,11 @@ def limits_of(config: SqlConfig, max_rows: int | None = None) -> SqlLimits:
 
 
 class SqlRoutes:
-    """POST /api/v1/sql and GET /api/v1/sql/limits, behind the bearer tokens."""
+    """POST /api/v1/sql and GET /api/v1/sql/limits (behind the admin server's guard)."""
 
-    def __init__(self, config: SqlConfig, database: Database, auth: BearerAuth) -> None:
+    def __init__(self, config: SqlConfig, database: Database) -> None:
         self.config = config
         self.database = database
-        self.auth = auth
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
 
     def register(self, app: web.Application) -> None:
@@ -46,7 +44,6 @@ class SqlRoutes:
 
     async def _sql(self, request: web.Request) -> web.Response:
         try:
-            authorize(self.auth, request)
             sql, params, max_rows, fmt = await self._parse(request)
             async with self._slots:
                 # The query and its encoding both run in the thread: the event loop only sends.
@@ -58,10 +55,6 @@ class SqlRoutes:
         return web.Response(body=body, content_type=content_type, headers=headers)
 
     async def _limits(self, request: web.Request) -> web.Response:
-        try:
-            authorize(self.auth, request)
-        except SextantError as exc:
-            return error_reply(exc)
         limits = {
             "max_rows": self.config.max_rows,
             "max_result_mib": self.config.max_result_mib,

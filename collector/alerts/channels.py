@@ -6,13 +6,13 @@ retries and re-sending live in the notifier.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import orjson
 
 from collector.clock import Clock
@@ -45,18 +45,38 @@ class Delivery:
 
 
 def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Delivery:
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    """One POST that takes at most `timeout` seconds in all: connecting, sending and reading the
+    reply share it. (A per-read timeout, urllib's, lets a receiver that trickles a byte every few
+    seconds hold the calling thread for minutes.) Called from the notifier's channel threads and
+    the admin API's worker threads, none of which runs an event loop: each call runs its own."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            return Delivery(True, False, reply.status)
-    except urllib.error.HTTPError as exc:
-        detail = exc.read()[:200].decode(errors="replace")
-        # 429 and 5xx are the receiver's trouble and pass; other 4xx will fail again the same way.
-        retry = exc.code == 429 or exc.code >= 500
-        return Delivery(False, retry, exc.code, f"HTTP {exc.code}: {detail}")
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Delivery(False, True, None, f"cannot reach {url}: {reason}")
+        return asyncio.run(post_within(url, body, headers, timeout))
+    except TimeoutError:
+        return Delivery(
+            False,
+            True,
+            None,
+            f"no complete reply from {url} within {timeout:g} s (alerts.timeout_seconds)",
+        )
+
+
+async def post_within(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Delivery:
+    deadline = aiohttp.ClientTimeout(total=timeout)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=deadline, trust_env=True) as session,
+            session.post(url, data=body, headers=headers, allow_redirects=False) as reply,
+        ):
+            if reply.status < 300:
+                return Delivery(True, False, reply.status)
+            detail = (await reply.content.read(200)).decode(errors="replace")
+    except aiohttp.ClientError as exc:
+        if isinstance(exc, TimeoutError):
+            raise
+        return Delivery(False, True, None, f"cannot reach {url}: {exc}")
+    # 429 and 5xx are the receiver's trouble and pass; other 4xx will fail again the same way.
+    retry = reply.status == 429 or reply.status >= 500
+    return Delivery(False, retry, reply.status, f"HTTP {reply.status}: {detail}")
 
 
 class Alertmanager:

@@ -34,8 +34,30 @@ def parse_addr(value: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+class TlsConfig(Strict):
+    cert_file: Path = Field(description="PEM certificate chain the listener presents, leaf first.")
+    key_file: Path = Field(description="PEM private key of cert_file.")
+    client_ca_file: Path | None = Field(
+        None, description="PEM CA certificates that client certificates are verified against."
+    )
+    require_client_cert: bool = Field(
+        False,
+        description="Refuse connections without a client certificate that client_ca_file signed"
+        " (mutual TLS).",
+    )
+
+    @model_validator(mode="after")
+    def _check_client_ca(self) -> TlsConfig:
+        if self.require_client_cert and self.client_ca_file is None:
+            raise ValueError("tls.require_client_cert needs tls.client_ca_file (the CA to trust)")
+        return self
+
+
 class Listener(Strict):
     addr: str = Field(description="HOST:PORT to listen on; port 0 picks a free port.")
+    tls: TlsConfig | None = Field(
+        None, description="Serve TLS with these certificate files; none: plain text."
+    )
 
     @field_validator("addr")
     @classmethod
@@ -330,7 +352,12 @@ class AlertsConfig(Strict):
     backoff_seconds: Seconds = Field(
         1.0, gt=0, description="First retry delay; it doubles per attempt."
     )
-    timeout_seconds: Seconds = Field(5.0, gt=0, description="HTTP timeout per attempt.")
+    timeout_seconds: Seconds = Field(
+        5.0,
+        gt=0,
+        description="Total deadline of one delivery attempt: connecting, sending and the whole"
+        " reply (a receiver that trickles bytes cannot stretch it).",
+    )
     severity: dict[Decision, AlertSeverity] = Field(
         default_factory=dict,
         description="The `severity` label per decision, over the defaults: critical for DISABLE,"

@@ -15,6 +15,7 @@ from collector.errors import SextantError, StartupError, TransientError, status_
 from collector.lifecycle import remaining
 from collector.receivers.ingest import Ingest, metered
 from collector.telemetry import ReceiverMetrics
+from collector.tls import grpc_credentials
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,13 @@ class OtlpGrpcReceiver:
             )
         )
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        tls = self.config.tls
         try:
-            bound = server.add_insecure_port(target)
+            if tls is None:
+                bound = server.add_insecure_port(target)
+            else:
+                credentials = grpc_credentials(tls, "OTLP/gRPC (grpc.tls)")
+                bound = server.add_secure_port(target, credentials)
         except RuntimeError as exc:
             raise StartupError(
                 f"cannot listen on {host}:{port} for OTLP/gRPC: address in use or not available"

@@ -26,6 +26,7 @@ from collector.httpserver import HttpServer
 from collector.normalize import otlp_json
 from collector.receivers.ingest import Ingest, metered
 from collector.telemetry import ReceiverMetrics
+from collector.tls import reloading_context
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +161,9 @@ class OtlpHttpReceiver:
         app.router.add_post("/v1/logs", self._handler("logs"))
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         host, port = config.host_port
+        tls = reloading_context(config.tls, "OTLP/HTTP (http.tls)") if config.tls else None
         self.server = HttpServer(
-            app, host, port, "OTLP/HTTP", shutdown_timeout, auto_decompress=False
+            app, host, port, "OTLP/HTTP", shutdown_timeout, tls, auto_decompress=False
         )
 
     @property

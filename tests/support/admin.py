@@ -13,7 +13,11 @@ def trajectory(server: RunningServer, trace_id: str, revision: int = 1) -> dict:
     """The trajectory of `trace_id` once it has reached `revision`."""
 
     def fetch():
-        reply = requests.get(f"{server.admin_url}/api/v1/trajectories/{trace_id}", timeout=5)
+        reply = requests.get(
+            f"{server.admin_url}/api/v1/trajectories/{trace_id}",
+            headers=server.auth_headers,
+            timeout=5,
+        )
         if reply.status_code == 200 and reply.json()["revision"] >= revision:
             return reply.json()
         return None
@@ -22,7 +26,12 @@ def trajectory(server: RunningServer, trace_id: str, revision: int = 1) -> dict:
 
 
 def decisions(server: RunningServer, **params) -> list[dict]:
-    reply = requests.get(f"{server.admin_url}/api/v1/decisions", params=params, timeout=5)
+    reply = requests.get(
+        f"{server.admin_url}/api/v1/decisions",
+        params=params,
+        headers=server.auth_headers,
+        timeout=5,
+    )
     reply.raise_for_status()
     return reply.json()["decisions"]
 

@@ -32,9 +32,9 @@ def booking_run(provider: TracerProvider) -> str:
 
 def support_run(server: RunningServer, approve: bool = True, user: str = "mira") -> str:
     """A support-desk run that changes an account, asking for approval first unless told not to."""
-    provider = provider_for(
-        OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True), service="support-desk"
-    )
+    headers = {k.lower(): v for k, v in server.auth_headers.items()}
+    exporter = OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True, headers=headers)
+    provider = provider_for(exporter, service="support-desk")
     script = AgentScript(provider.get_tracer("support"))
     with script.agent(
         "support-agent", "Change my e-mail", "Done.", **{"enduser.id": "mira"}

@@ -24,6 +24,12 @@ class RunningServer(Embedded):
     """A real pipeline on loopback ports, with ways to look inside it."""
 
     rules_dir: Path | None = None  # the folder of packs it evaluates, when `serve` wrote one
+    token: str | None = None  # the first of `auth.tokens`, which the helpers send
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """What a client with the token sends (nothing when no token is configured)."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         return self.pipeline.database.cursor().execute(sql, params or []).fetchall()
@@ -44,7 +50,8 @@ def start_server(data_dir: Path, **sections: Any) -> RunningServer:
     for key, value in defaults.items():
         merged.setdefault(key, value)
     running = start(loopback_config(**merged))
-    return RunningServer(running.pipeline, running.loop, running.thread)
+    tokens = merged.get("auth", {}).get("tokens") or [None]
+    return RunningServer(running.pipeline, running.loop, running.thread, token=tokens[0])
 
 
 def write_packs(rules: Path, packs: Path | Mapping[str, str | Path]) -> Path:
