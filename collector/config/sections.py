@@ -126,6 +126,10 @@ class IngestConfig(Strict):
         ge=0,
         description="Requests smaller than this are decoded in the receiver: cheaper than a hop.",
     )
+    max_wait_seconds: Seconds = Field(
+        2.0,
+        description="Refuse exports (retryable) while the oldest one in flight has waited longer.",
+    )
 
 
 class RetentionConfig(Strict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import time
 from collections import Counter
@@ -16,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.config.sections import IngestConfig, LimitsConfig
 from collector.errors import MalformedRequest
 from collector.normalize.wire import Decoded, decode_request
+from collector.receivers.admission import Admission
 from collector.store.tables import SIGNAL_TABLES
 from collector.store.writer import Writer
 from collector.telemetry import ReceiverMetrics
@@ -116,6 +118,7 @@ class Ingest:
     ) -> None:
         self.writer = writer
         self.workers = workers
+        self.admission = Admission(config.max_wait_seconds)
         start_at_zero(metrics)
         self.config = config
         self.limits = limits
@@ -135,7 +138,10 @@ class Ingest:
             return decode_request(signal, encoding, data, limit)
         return await self.workers.run_async(decode_request, signal, encoding, data, limit)
 
-    async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> ExportReply:
+    async def _submit(
+        self, signal: str, encoding: str, data: bytes, protocol: str
+    ) -> tuple[Decoded, concurrent.futures.Future[None] | None]:
+        """Decode and queue the rows; the writer lingers for requests on their way here."""
         m = self.metrics
         with self.writer.incoming():
             try:
@@ -147,14 +153,18 @@ class Ingest:
             m.received.labels(protocol, signal).inc(decoded.rows + decoded.rejected_total)
             for reason, count in decoded.rejected.items():
                 m.rejected.labels(protocol, signal, reason).inc(count)
-            committed = None
-            if decoded.table is not None:
-                committed = self.writer.submit(SIGNAL_TABLES[signal], decoded.table)
-        if committed is not None:
-            # shield: a client that disconnects must not cancel the commit other requests share.
-            await asyncio.shield(asyncio.wrap_future(committed))
-            m.accepted.labels(protocol, signal).inc(decoded.rows)
-            if decoded.truncated_rows:
-                m.truncated.labels(signal).inc(decoded.truncated_rows)
+            if decoded.table is None:
+                return decoded, None
+            return decoded, self.writer.submit(SIGNAL_TABLES[signal], decoded.table)
+
+    async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> ExportReply:
+        with self.admission.admitted():  # until the commit: its wait counts too
+            decoded, committed = await self._submit(signal, encoding, data, protocol)
+            if committed is not None:
+                # shield: a client that disconnects must not cancel the commit others share.
+                await asyncio.shield(asyncio.wrap_future(committed))
+                self.metrics.accepted.labels(protocol, signal).inc(decoded.rows)
+                if decoded.truncated_rows:
+                    self.metrics.truncated.labels(signal).inc(decoded.truncated_rows)
         message = describe(decoded, NOUNS[signal], self.limits.max_attribute_length)
         return ExportReply(decoded.rejected_total, message, decoded.ignored_keys)
