@@ -31,7 +31,7 @@ def evaluate_rule(t: Trajectory, rule: Rule) -> Finding:
     kind = RULE_TYPES[rule.type]
     if kind.evaluate is None:
         raise ValueError(f"{rule.type} rules are evaluated over windows, not single runs")
-    if BUILD_ERROR in t.incomplete_reasons:
+    if BUILD_ERROR in (t.incomplete_reasons or ()):  # None in a trajectory read from JSON
         # The spans could not be read into steps: there is nothing to judge, only to look at.
         return Finding(
             Verdict.REVIEW, "the trace could not be built into steps", reason=BUILD_ERROR
