@@ -9,6 +9,8 @@ from evaluators.model import Trajectory
 from evaluators.registry import RULE_TYPES, Rule
 from evaluators.rulepack import RulePack
 
+BUILD_ERROR = "build_error"  # the incomplete reason of a trace whose spans could not be built
+
 
 def when_applies(t: Trajectory, rule: Rule) -> bool:
     when = rule.when
@@ -29,6 +31,11 @@ def evaluate_rule(t: Trajectory, rule: Rule) -> Finding:
     kind = RULE_TYPES[rule.type]
     if kind.evaluate is None:
         raise ValueError(f"{rule.type} rules are evaluated over windows, not single runs")
+    if BUILD_ERROR in (t.incomplete_reasons or ()):  # None in a trajectory read from JSON
+        # The spans could not be read into steps: there is nothing to judge, only to look at.
+        return Finding(
+            Verdict.REVIEW, "the trace could not be built into steps", reason=BUILD_ERROR
+        )
     try:
         finding = kind.evaluate(t, rule)
     except Exception as exc:

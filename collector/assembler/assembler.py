@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from datetime import datetime
+from functools import partial
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -13,7 +14,14 @@ import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.spans import REMOTE_PARENT, SPAN_FIELDS
-from collector.assembler.work import Closing, Evaluates, build_batch
+from collector.assembler.work import (
+    Built,
+    Closing,
+    Evaluates,
+    build_batch,
+    build_isolated,
+    merged_tables,
+)
 from collector.clock import Clock, SystemClock
 from collector.config.sections import AssemblerConfig
 from collector.store.database import Database
@@ -231,18 +239,34 @@ class Assembler(TickingStage):
             for trace, reason in due
         ]
         evaluator = self.evaluation.evaluator() if self.evaluation else None
-        args = (spans, closing, self.price_overrides, self.clock.now(), evaluator)
-        if spans.num_rows <= INLINE_BUILD_SPANS:
-            built = build_batch(*args)
-        else:
-            built = self.workers.run(build_batch, *args)
-        for error in built.build_errors:
-            self.metrics.build_errors.inc()
-            log.warning("trajectory stored as incomplete (build_error): %s", error)
-        if built.closed:
-            self.writer.submit_tables(built.tables).result(STORE_TIMEOUT_SECONDS)
-        now = self.clock.monotonic()
+        builds = build_isolated(partial(self._build, self.clock.now()), spans, closing, evaluator)
+        for built in builds:
+            for error in built.build_errors:
+                self.metrics.build_errors.inc()
+                log.warning("trajectory stored as incomplete (build_error): %s", error)
+        if any(built.closed for built in builds):
+            self.writer.submit_tables(merged_tables(builds)).result(STORE_TIMEOUT_SECONDS)
         last_seen = {trace.trace_id: trace.last_seen for trace, _ in due}
+        for built in builds:
+            self._count(built, last_seen)
+        self.metrics.round_duration.observe(time.perf_counter() - started)
+
+    def _build(
+        self,
+        closed_at: datetime,
+        spans: pa.Table,
+        closing: list[Closing],
+        evaluator: Evaluates | None,
+        **kw: Any,
+    ) -> Built:
+        args = (spans, closing, self.price_overrides, closed_at, evaluator, kw.get("failed"))
+        if spans.num_rows <= INLINE_BUILD_SPANS:
+            return build_batch(*args)
+        return self.workers.run(build_batch, *args)
+
+    def _count(self, built: Built, last_seen: dict[str, float]) -> None:
+        """A stored batch in the metrics, and its evaluator's tally handed on."""
+        now = self.clock.monotonic()
         for trace_id, reason, revision, late in built.closed:
             self.metrics.closed.labels(reason).inc()
             self.metrics.latency.observe(max(0.0, now - last_seen[trace_id]))
@@ -253,4 +277,3 @@ class Assembler(TickingStage):
             self.metrics.steps.labels(kind).inc(count)
         if self.evaluation is not None and built.evaluator is not None:
             self.evaluation.record(built.evaluator)
-        self.metrics.round_duration.observe(time.perf_counter() - started)

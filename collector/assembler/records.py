@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from collector.store.tables import rows_table
+from collector.store.tables import out_of_range, rows_table
 from evaluators.base import Result, overall_verdict
 from evaluators.model import Trajectory
 
@@ -19,9 +19,10 @@ def trajectory_row(
     last_received: datetime,
     closed_at: datetime,
     results: list[Result],
+    build_error: str | None = None,
 ) -> dict[str, Any]:
     totals = t.totals()
-    return {
+    row = {
         "trace_id": t.trace_id,
         "revision": t.revision,
         "is_current": True,
@@ -57,44 +58,49 @@ def trajectory_row(
         # No rule applied: no verdict (an unevaluated run is not a pass).
         "verdict": overall_verdict(results).value if results else None,
         "verdict_reasons": sorted({r.reason for r in results if r.reason}) or None,
+        "build_error": build_error,
     }
+    # Totals past their column's range (token counts summed past int64) are kept as text; the
+    # run was evaluated on the true value.
+    unrepresentable = out_of_range("trajectories", row)
+    row["unrepresentable"] = orjson.dumps(unrepresentable).decode() if unrepresentable else None
+    return row
 
 
 def step_rows(t: Trajectory) -> list[dict[str, Any]]:
     rows = []
     for s in t.steps:
-        rows.append(
-            {
-                "trace_id": t.trace_id,
-                "revision": t.revision,
-                "seq": s.seq,
-                "span_id": s.span_id,
-                "parent_span_id": s.parent_span_id,
-                "depth": s.depth,
-                "kind": s.kind,
-                "span_kind": s.span_kind,
-                "name": s.name,
-                "agent_name": s.agent_name,
-                "tool_name": s.tool_name,
-                "tool_call_id": s.tool_call_id,
-                "arguments": None
-                if s.arguments is None
-                else orjson.dumps(s.arguments, option=orjson.OPT_NON_STR_KEYS).decode(),
-                "result": s.result,
-                "status": s.status,
-                "error_type": s.error_type,
-                "model": s.model,
-                "input_tokens": s.input_tokens,
-                "output_tokens": s.output_tokens,
-                "cost_usd": s.cost_usd,
-                "approval_status": s.approval_status,
-                "policy_name": s.policy_name,
-                "policy_decision": s.policy_decision,
-                "state_target": s.state_target,
-                "start_time_unix_nano": s.start_time_unix_nano,
-                "end_time_unix_nano": s.end_time_unix_nano,
-            }
-        )
+        row = {
+            "trace_id": t.trace_id,
+            "revision": t.revision,
+            "seq": s.seq,
+            "span_id": s.span_id,
+            "parent_span_id": s.parent_span_id,
+            "depth": s.depth,
+            "kind": s.kind,
+            "span_kind": s.span_kind,
+            "name": s.name,
+            "agent_name": s.agent_name,
+            "tool_name": s.tool_name,
+            "tool_call_id": s.tool_call_id,
+            "arguments": None
+            if s.arguments is None
+            else orjson.dumps(s.arguments, option=orjson.OPT_NON_STR_KEYS).decode(),
+            "result": s.result,
+            "status": s.status,
+            "error_type": s.error_type,
+            "model": s.model,
+            "input_tokens": s.input_tokens,
+            "output_tokens": s.output_tokens,
+            "cost_usd": s.cost_usd,
+            "approval_status": s.approval_status,
+            "policy_name": s.policy_name,
+            "policy_decision": s.policy_decision,
+            "state_target": s.state_target,
+            "start_time_unix_nano": s.start_time_unix_nano,
+            "end_time_unix_nano": s.end_time_unix_nano,
+        }
+        rows.append(row)
     return rows
 
 

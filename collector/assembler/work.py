@@ -3,12 +3,14 @@ handed to the round's evaluator, as rows for the store."""
 
 from __future__ import annotations
 
+import copy
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
@@ -82,7 +84,11 @@ def build_batch(
     price_overrides: dict[str, Any],
     closed_at: datetime,
     evaluator: Evaluates | None = None,
+    failed: dict[str, str] | None = None,
 ) -> Built:
+    """The round's rows. A trace that raises while it is built, evaluated or turned into rows
+    is stored as a build error instead; so are the traces named in `failed` (trace id ->
+    error), which an earlier attempt found to stop a whole batch."""
     prices = prices_for(price_overrides)
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in spans.to_pylist():
@@ -95,21 +101,80 @@ def build_batch(
             continue  # nothing stored under this id any more (deleted by retention)
         covered = item.covered
         late = sum(1 for r in span_rows if covered is not None and r["received_at"] > covered)
-        try:
-            t = build_trajectory(item.trace_id, span_rows, prices, item.revision, item.reason, late)
-        except Exception as exc:  # bad data in one trace must not stop the others
+        error = (failed or {}).get(item.trace_id)
+        if error is None:
+            try:  # bad data in one trace must not stop the others
+                t = build_trajectory(
+                    item.trace_id, span_rows, prices, item.revision, item.reason, late
+                )
+                parts = trace_rows(t, span_rows, closed_at, evaluator)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            built.build_errors.append(f"{item.trace_id}: {error}")
             t = unbuildable(item, span_rows, late)
-            built.build_errors.append(f"{item.trace_id}: {type(exc).__name__}: {exc}")
-        results: list[Result] = []
-        if evaluator is not None:
-            results, result_rows = evaluator.evaluate(t, closed_at)
-            rows["results"].extend(result_rows)
-        received = [r["received_at"] for r in span_rows]
-        rows["trajectories"].append(
-            trajectory_row(t, min(received), max(received), closed_at, results)
-        )
-        rows["steps"].extend(step_rows(t))
+            parts = trace_rows(t, span_rows, closed_at, evaluator, error)
+        for table, table_rows in zip(("trajectories", "steps", "results"), parts, strict=True):
+            rows[table].extend(table_rows)
         built.closed.append((t.trace_id, t.close_reason, t.revision, late))
         built.step_kinds.update(s.kind for s in t.steps)
     built.tables = as_tables(rows)
     return built
+
+
+def trace_rows(
+    t: Trajectory,
+    span_rows: list[dict[str, Any]],
+    closed_at: datetime,
+    evaluator: Evaluates | None,
+    build_error: str | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """One trajectory's rows of `trajectories`, `steps` and `results`, made whole before any
+    is added to the round's (so a trace that raises half way leaves nothing behind)."""
+    steps = step_rows(t)
+    results: list[Result] = []
+    result_rows: list[dict[str, Any]] = []
+    if evaluator is not None:
+        results, result_rows = evaluator.evaluate(t, closed_at)
+    received = [r["received_at"] for r in span_rows]
+    trajectory = trajectory_row(t, min(received), max(received), closed_at, results, build_error)
+    return [trajectory], steps, result_rows
+
+
+class Builds(Protocol):
+    """Builds one batch of a round (in a worker process or inline)."""
+
+    def __call__(
+        self, spans: pa.Table, closing: list[Closing], evaluator: Evaluates | None, **kw: Any
+    ) -> Built: ...
+
+
+def build_isolated(
+    build: Builds, spans: pa.Table, closing: list[Closing], evaluator: Evaluates | None
+) -> list[Built]:
+    """The round's batches. A batch that raises (a value no table can hold, a worker that dies
+    on it) is split in halves until each trace that raises is alone; that trace is then stored
+    as a build error with the error's text and the rest of the round goes on, so one trace
+    never stops a round, nor the rounds after it. Each attempt gets a fresh copy of the
+    evaluator, so a failed attempt leaves nothing in its tally."""
+    try:
+        return [build(spans, closing, copy.deepcopy(evaluator))]
+    except Exception as exc:
+        if len(closing) == 1:
+            failed = {closing[0].trace_id: f"{type(exc).__name__}: {exc}"}
+            return [build(spans, closing, copy.deepcopy(evaluator), failed=failed)]
+    half = len(closing) // 2
+    out: list[Built] = []
+    for part in (closing[:half], closing[half:]):
+        ids = pa.array([item.trace_id for item in part], pa.string())
+        out += build_isolated(
+            build, spans.filter(pc.is_in(spans["trace_id"], ids)), part, evaluator
+        )
+    return out
+
+
+def merged_tables(builds: list[Built]) -> dict[str, pa.Table]:
+    """The tables of a round's batches, as one commit."""
+    if len(builds) == 1:
+        return builds[0].tables
+    return {name: pa.concat_tables([b.tables[name] for b in builds]) for name in builds[0].tables}

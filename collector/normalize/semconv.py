@@ -119,7 +119,7 @@ MODEL_SET = frozenset(MODEL_KEYS)
 def normalized(
     attrs: dict[str, Any], name: str, events: list[dict[str, Any]], status_code: int
 ) -> tuple[Any, ...]:
-    """Every normalized column of one span, in SPAN_COLUMNS order from step_kind to error_type.
+    """Every normalized column of one span, in SPAN_COLUMNS order from step_kind to the end.
 
     Most spans carry only a few of the keys probed here, so one set intersection decides which
     lookups are worth making; on the ingest hot path that halves the cost of this function.
@@ -129,8 +129,9 @@ def normalized(
     if kind == "tool":
         tool = tool_name(attrs, name)
         call_id, arguments, result = tool_fields(attrs)
+        kept = kept_as_text(attrs)
     else:
-        tool = call_id = arguments = result = None
+        tool = call_id = arguments = result = kept = None
     has_tokens = not TOKEN_SET.isdisjoint(keys)
     return (
         kind,
@@ -146,6 +147,7 @@ def normalized(
         text(first(attrs, CONVERSATION_KEYS)) if not CONVERSATION_SET.isdisjoint(keys) else None,
         text(first(attrs, USER_KEYS)) if not USER_SET.isdisjoint(keys) else None,
         error_type(attrs, events, status_code),
+        kept,
     )
 
 
@@ -221,14 +223,52 @@ def agent_name(attrs: dict[str, Any], name: str, kind: str) -> str | None:
     return None
 
 
+# orjson writes JSON nested at most 254 levels deep, and readers walk values recursively: JSON
+# text nested deeper than this is kept as the text itself (and flagged), never as a value.
+MAX_JSON_DEPTH = 128
+
+
+def nests_deeper(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a decoded JSON value has containers nested more than `limit` levels deep."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def json_or_text(value: Any) -> tuple[Any, bool]:
+    """A JSON-looking string decoded, anything else as it is; and whether it is JSON kept as
+    text because it nests too deep. Counting brackets first keeps the walk off the hot path."""
+    if not (isinstance(value, str) and value[:1] in ("{", "[", '"')):
+        return value, False
+    deep = value.count("{") + value.count("[") > MAX_JSON_DEPTH
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        return value, deep and str(exc).startswith("depth limit")
+    if deep and nests_deeper(parsed):
+        return value, True
+    return parsed, False
+
+
 def parse_json(value: Any) -> Any:
-    """A JSON-looking string decoded; anything else returned as it is."""
-    if isinstance(value, str) and value[:1] in ("{", "[", '"'):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
+    """A JSON-looking string decoded; anything else (or JSON nested too deep) as it is."""
+    return json_or_text(value)[0]
+
+
+def kept_as_text(attrs: dict[str, Any]) -> list[str] | None:
+    """The tool keys whose JSON is kept as text because it nests too deep, None when none."""
+    keys = [k for k in TOOL_JSON_KEYS if k in attrs and json_or_text(attrs[k])[1]]
+    return keys or None
 
 
 def unwrap_arguments(value: Any) -> Any:
@@ -278,12 +318,15 @@ def as_json_text(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
+TOOL_ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
+TOOL_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
+TOOL_JSON_KEYS = TOOL_ARGUMENT_KEYS + TOOL_RESULT_KEYS
+
+
 def tool_fields(attrs: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
     """(call id, arguments as JSON text, result text) of a tool span."""
-    raw_args = first(attrs, ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input"))
-    raw_result = first(
-        attrs, ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
-    )
+    raw_args = first(attrs, TOOL_ARGUMENT_KEYS)
+    raw_result = first(attrs, TOOL_RESULT_KEYS)
     parsed_args = parse_json(raw_args)
     parsed_result = parse_json(raw_result)
     call_id = first(attrs, ("gen_ai.tool.call.id", "tool.id", "jsonrpc.request.id"))

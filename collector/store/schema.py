@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
-SPANS = (
+# The spans table as schema version 1 created it; later versions add columns at the end.
+SPANS_V1 = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),
     ("span_id", "VARCHAR NOT NULL", pa.string()),
     ("parent_span_id", "VARCHAR", pa.string()),
@@ -51,6 +52,11 @@ SPANS = (
     ("user_id", "VARCHAR", pa.string()),
     ("error_type", "VARCHAR", pa.string()),
     ("received_at", "TIMESTAMP", None),
+)
+SPANS = (
+    *SPANS_V1,
+    # Keys whose values nest too deep to be stored as JSON values: kept as their text.
+    ("kept_as_text", "VARCHAR[]", pa.list_(pa.string())),
 )
 
 LOGS = (
@@ -120,6 +126,10 @@ TRAJECTORIES = (
     *TRAJECTORIES_V2,
     ("verdict", "VARCHAR", pa.string()),
     ("verdict_reasons", "VARCHAR[]", pa.list_(pa.string())),
+    # Why the trace could not be built (its trajectory then has no steps), NULL when it was.
+    ("build_error", "VARCHAR", pa.string()),
+    # {column: decimal text} for totals past their column's range (the column is then NULL).
+    ("unrepresentable", "JSON", pa.string()),
 )
 
 STEPS = (
@@ -305,7 +315,7 @@ MIGRATIONS: dict[int, list[str]] = {
     1: [
         "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL,"
         " applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)",
-        with_key("spans", SPANS, "trace_id, span_id"),
+        with_key("spans", SPANS_V1, "trace_id, span_id"),
         create_table("logs", LOGS),
     ],
     2: [
@@ -333,5 +343,10 @@ MIGRATIONS: dict[int, list[str]] = {
     5: [
         with_key("baselines", BASELINES, "name"),
         with_key("baseline_members", BASELINE_MEMBERS, "name, trace_id, revision"),
+    ],
+    6: [
+        "ALTER TABLE spans ADD COLUMN kept_as_text VARCHAR[]",
+        "ALTER TABLE trajectories ADD COLUMN build_error VARCHAR",
+        "ALTER TABLE trajectories ADD COLUMN unrepresentable JSON",
     ],
 }

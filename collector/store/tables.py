@@ -79,3 +79,29 @@ def arrow_batch(table: str, columns: dict[str, list]) -> pa.Table:
 def rows_table(table: str, rows: list[dict]) -> pa.Table:
     """Row dicts as an Arrow table of the store's batch schema (missing keys are NULL)."""
     return pa.Table.from_pylist(rows, schema=ARROW_SCHEMAS[table])
+
+
+def integer_range(typ: pa.DataType) -> tuple[int, int]:
+    bits = typ.bit_width
+    if pa.types.is_unsigned_integer(typ):
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+# The integer columns of each table and the values their type holds.
+INTEGER_RANGES = {
+    name: {f.name: integer_range(f.type) for f in schema if pa.types.is_integer(f.type)}
+    for name, schema in ARROW_SCHEMAS.items()
+}
+
+
+def out_of_range(table: str, row: dict) -> dict[str, str]:
+    """Set the integers of `row` that its table's columns cannot hold to None; returns them as
+    {column: decimal text}, so the caller can keep them as text instead of failing the batch."""
+    kept: dict[str, str] = {}
+    for name, (low, high) in INTEGER_RANGES[table].items():
+        value = row.get(name)
+        if isinstance(value, int) and not low <= value <= high:
+            kept[name] = str(value)
+            row[name] = None
+    return kept

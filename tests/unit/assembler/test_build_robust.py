@@ -143,3 +143,31 @@ def test_one_trace_that_cannot_be_built_does_not_stop_the_others(monkeypatch) ->
     assert stored[bad.hex()]["status"] == "incomplete"
     assert stored[bad.hex()]["incomplete_reasons"] == ["build_error"]
     assert built.build_errors == [f"{bad.hex()}: ValueError: unreadable"]
+
+
+def test_a_batch_that_raises_is_bisected_down_to_the_traces_that_raise() -> None:
+    """A value that stops a whole batch (here: a builder that raises for any batch holding
+    two chosen traces) costs those two traces, stored as build errors, and nothing else."""
+    ids = [new_trace_id() for _ in range(8)]
+    rows = rows_for(
+        [{"trace_id": t, "span_id": new_span_id(), "name": "invoke_agent a"} for t in ids]
+    )
+    spans = pa.Table.from_pylist(rows).select([*SPAN_FIELDS, "received_at"])
+    poison = {ids[2].hex(), ids[5].hex()}
+    attempts: list[int] = []
+
+    def build(part: pa.Table, closing: list[Closing], evaluator, **kw) -> work.Built:
+        attempts.append(len(closing))
+        if poison & {c.trace_id for c in closing} and not kw.get("failed"):
+            raise OverflowError("Python int too large to convert to C long")
+        return build_batch(part, closing, {}, NOW, evaluator, kw.get("failed"))
+
+    closing = [Closing(t.hex(), "complete", 1) for t in ids]
+    builds = work.build_isolated(build, spans, closing, None)
+    stored = {r["trace_id"]: r for r in work.merged_tables(builds)["trajectories"].to_pylist()}
+    assert set(stored) == {t.hex() for t in ids}  # every trace closes once
+    errors = {t for t, r in stored.items() if r["build_error"]}
+    assert errors == poison
+    assert all("OverflowError" in stored[t]["build_error"] for t in poison)
+    assert all(stored[t]["status"] == "ok" for t in set(stored) - poison)
+    assert len(attempts) < 2 * 8  # halves, not one attempt per trace and never the whole again
