@@ -8,7 +8,9 @@ import concurrent.futures
 import logging
 import multiprocessing
 import os
+import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -17,6 +19,26 @@ from collector.errors import TransientError
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+# How often a worker checks that the process that started it is still there.
+PARENT_CHECK_SECONDS = 0.2
+
+
+def watch_parent(parent: int) -> None:
+    """The initializer of every worker: exit once `parent` is gone, so that a main process
+    killed outright (SIGKILL, OOM killer) leaves no orphans behind.
+
+    A thread polling the parent's pid, not prctl(PR_SET_PDEATHSIG): the kernel sends that signal
+    when the *thread* that started the worker ends, and pools are started from passing threads.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        # No cleanup, as if the parent's end had taken the worker with it: what it was doing
+        # was for the parent alone.
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="sextant-parent-watch", daemon=True).start()
 
 
 def warm_up() -> int:
@@ -49,7 +71,10 @@ class WorkerPool:
         # Every worker is started at once (the pool starts them all on the first submits), so
         # the warm-up answers name every worker process.
         pool = concurrent.futures.ProcessPoolExecutor(
-            self.workers, mp_context=multiprocessing.get_context("spawn")
+            self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=watch_parent,
+            initargs=(os.getpid(),),
         )
         warmed = [pool.submit(warm_up) for _ in range(self.workers)]
         self._pids = sorted({future.result() for future in warmed})

@@ -19,13 +19,21 @@ def register(sub: Any) -> None:
         sub,
         "serve",
         "run the collector (embedded defaults with no flags)",
-        "sextant serve --config sextant.yaml --admin-addr 127.0.0.1:9464",
+        "sextant serve --config sextant.yaml --rules ./packs --admin-addr 127.0.0.1:9464",
     )
     serve.add_argument("--config", type=Path, help="YAML config file")
     serve.add_argument("--data-dir", help="directory of sextant.duckdb (default: ./sextant-data)")
     serve.add_argument("--grpc-addr", help="OTLP/gRPC HOST:PORT (default: 0.0.0.0:4317)")
     serve.add_argument("--http-addr", help="OTLP/HTTP HOST:PORT (default: 0.0.0.0:4318)")
     serve.add_argument("--admin-addr", help="admin HTTP HOST:PORT (default: 0.0.0.0:9464)")
+    serve.add_argument(
+        "--rules",
+        type=Path,
+        action="append",
+        metavar="PATH",
+        help="a rule pack file or a directory of packs, instead of rules.paths (default: the"
+        " shipped packs); repeat for more",
+    )
     serve.set_defaults(func=run)
 
 
@@ -34,6 +42,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     found: dict[str, Any] = {}
     if args.data_dir:
         found["storage"] = {"data_dir": args.data_dir}
+    if args.rules:
+        found["rules"] = {"paths": [str(p) for p in args.rules]}
     for flag, section in (("grpc_addr", "grpc"), ("http_addr", "http"), ("admin_addr", "admin")):
         if getattr(args, flag):
             found[section] = {"addr": getattr(args, flag)}
@@ -76,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from collector.config import load_config
 
     config = load_config(args.config, overrides=overrides(args))
-    logging.getLogger().setLevel(config.log_level.upper())
+    logging.getLogger().setLevel(config.log_level)
     # DuckDB's Arrow scan takes the GIL back many times per commit; with the default 5 ms switch
     # interval the writer stalls behind the decoding thread, so let threads hand over sooner.
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)

@@ -1,15 +1,16 @@
-"""SextantConfig: the one configuration model, loaded from YAML and overridden by SEXTANT_* env."""
+"""SextantConfig: the one configuration model: a YAML file < SEXTANT_* environment < flags."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from collector.config.environment import SextantEnvironment, environment_values
 from collector.config.sections import (
     AdminConfig,
     AlertsConfig,
@@ -26,16 +27,20 @@ from collector.config.sections import (
     RulesConfig,
     SqlConfig,
     StorageConfig,
-    Strict,
     WorkersConfig,
     WriterConfig,
 )
 from collector.errors import ConfigError
 
-ENV_PREFIX = "SEXTANT_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-class SextantConfig(Strict):
+class SextantConfig(BaseSettings):
+    """Strict like every section (unknown keys are errors, frozen once loaded); as settings,
+    `SextantConfig()` reads the SEXTANT_* environment the way `load_config` does."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+
     grpc: GrpcConfig = Field(default_factory=GrpcConfig, description="OTLP/gRPC receiver.")
     http: HttpConfig = Field(default_factory=HttpConfig, description="OTLP/HTTP receiver.")
     admin: AdminConfig = Field(default_factory=AdminConfig, description="Admin HTTP server.")
@@ -62,7 +67,27 @@ class SextantConfig(Strict):
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."
     )
-    log_level: str = Field("INFO", description="Python logging level name.")
+    log_level: str = Field(
+        "INFO", description="Python logging level name: DEBUG, INFO, WARNING, ERROR, CRITICAL."
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, SextantEnvironment(settings_cls)
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_log_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
+        return value.upper()
 
     @model_validator(mode="after")
     def _check_retention_export(self) -> SextantConfig:
@@ -71,25 +96,6 @@ class SextantConfig(Strict):
                 "storage.retention.export_first needs export.parquet_dir (where to export to)"
             )
         return self
-
-
-def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """SEXTANT_SECTION__KEY=value as a nested dict; values are read as YAML scalars."""
-    out: dict[str, Any] = {}
-    for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        path = name[len(ENV_PREFIX) :].lower().split("__")
-        node = out
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"{name}: conflicts with another SEXTANT_ variable")
-        try:
-            node[path[-1]] = yaml.safe_load(raw) if raw else raw
-        except yaml.YAMLError:
-            node[path[-1]] = raw
-    return out
 
 
 def merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,12 +109,15 @@ def merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def describe(error: ValidationError, source: str) -> str:
-    lines = [f"invalid configuration ({source}):"]
+    """One line for one error; a heading and a line per key for several."""
+    found = []
     for item in error.errors():
         field = ".".join(str(p) for p in item["loc"]) or "(top level)"
         reason = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
-        lines.append(f"  {field}: {reason}")
-    return "\n".join(lines)
+        found.append(f"{field}: {reason}")
+    if len(found) == 1:
+        return f"invalid configuration ({source}): {found[0]}"
+    return "\n  ".join([f"invalid configuration ({source}):", *found])
 
 
 def load_config(
@@ -130,7 +139,7 @@ def load_config(
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
         data = loaded
-    env = env_overrides(os.environ if environ is None else environ)
+    env = environment_values(SextantConfig, environ)
     if env:
         source += " + SEXTANT_* environment"
     data = merge(merge(data, env), overrides or {})

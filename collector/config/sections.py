@@ -3,6 +3,7 @@ description, cross-field checks that name the YAML keys."""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -241,7 +242,9 @@ class AssemblerConfig(Strict):
         return self
 
 
-BUILTIN_RULES = Path(__file__).resolve().parents[2] / "rules"
+# The shipped packs, as package data: `collector/data/rules` links to the top-level `rules/` in
+# the source tree and is a copy of it in a wheel, so both find them here.
+BUILTIN_RULES = Path(str(resources.files("collector.data") / "rules")).resolve()
 
 
 class RulesConfig(Strict):

@@ -103,6 +103,12 @@ class PackRegistry(TickingStage):
 
     def start(self) -> None:
         self.reload()
+        # Said once at start: a path may appear later (a mounted volume) and is then loaded.
+        for path in self.config.paths:
+            if not path.exists():
+                log.warning("rules.paths: %s does not exist; no packs from it until it does", path)
+        if not self._files:
+            log.warning("no rule packs found: nothing is evaluated until a pack appears")
         super().start()
 
     def snapshot(self) -> tuple[PackText, ...]:

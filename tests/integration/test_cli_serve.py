@@ -238,3 +238,16 @@ def test_sigkill_with_open_traces_loses_no_trajectory(tmp_path: Path) -> None:
         assert t["status"] == "ok"
     finally:
         assert again.stop() == 0
+
+
+def test_worker_processes_die_with_a_killed_main_process(tmp_path: Path) -> None:
+    """SIGKILL leaves the main process no chance to stop its pool: the workers notice alone."""
+    from tests.support.process import children, running
+    from tests.support.wait import wait_for
+
+    serve = Serve([*EPHEMERAL, "--data-dir", str(tmp_path / "d")], tmp_path)
+    assert set(serve.ports) == {"OTLP/gRPC", "OTLP/HTTP", "admin"}, serve.output
+    workers = wait_for(lambda: len(children(serve.proc.pid)) >= 2 and children(serve.proc.pid))
+    serve.proc.kill()
+    serve.proc.wait(30)
+    wait_for(lambda: not any(running(pid) for pid in workers), timeout=5)

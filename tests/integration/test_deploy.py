@@ -173,3 +173,27 @@ def test_the_deploy_alertmanager_routes_each_severity_to_a_receiver_that_gets_it
             stop(process)
         stop(sink.process)
         assert sink.process.returncode == 0  # SIGTERM ends the sink cleanly
+
+
+def test_the_image_runs_as_a_user_and_its_healthcheck_asks_a_running_collector(tmp_path: Path):
+    """No Docker daemon in the tests: the Dockerfile's USER is read, its HEALTHCHECK command is
+    run against a real `sextant serve` (on the port the test got) and against nothing."""
+    import sys
+
+    from tests.support.process import EPHEMERAL, Serve
+
+    text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+    lines = [line.split(None, 1) for line in text.splitlines() if line and line[0] != "#"]
+    user = [rest.strip() for word, rest in lines if word == "USER"]
+    assert user and user[-1].split(":")[0] not in ("root", "0")
+    (health,) = [rest for word, rest in lines if word == "HEALTHCHECK"]
+    command = json.loads(health[health.index("CMD") + 3 :].strip())
+    assert command[0] == "python" and "/healthz" in command[-1], command
+
+    serve = Serve([*EPHEMERAL, "--data-dir", str(tmp_path / "d")], tmp_path)
+    probe = [sys.executable, *command[1:-1], command[-1].replace("9464", str(serve.ports["admin"]))]
+    try:
+        assert subprocess.run(probe, timeout=30).returncode == 0
+    finally:
+        assert serve.stop() == 0
+    assert subprocess.run(probe, capture_output=True, timeout=30).returncode != 0

@@ -78,3 +78,63 @@ def test_every_seconds_key_takes_the_duration_grammar(tmp_path: Path) -> None:
     assert config.assembler.max_trace_age_seconds == 600.0
     assert config.decisions.window_seconds == 3600.0
     assert config.writer.max_linger_seconds == WriterConfig().max_linger_seconds  # untouched
+
+
+@pytest.mark.parametrize("value", ["a,b", " a , b ", "[a, b]", '["a", "b"]'], ids=repr)
+def test_list_keys_from_the_environment_take_a_comma_list_or_yaml_or_json(value: str) -> None:
+    config = load_config(None, environ={"SEXTANT_AUTH__TOKENS": value})
+    assert [t.get_secret_value() for t in config.auth.tokens] == ["a", "b"]
+
+
+def test_rules_keys_from_the_environment() -> None:
+    environ = {
+        "SEXTANT_RULES__PATHS": "/x",
+        "SEXTANT_RULES__DISABLED": '["default/no_secrets", "travel"]',
+        "SEXTANT_STORAGE__RETENTION__DAYS": "7",
+        "SEXTANT_PRICING__MODELS": '{"m-1": {"input": 1, "output": 2}}',
+    }
+    config = load_config(None, environ=environ)
+    assert config.rules.paths == [Path("/x")]
+    assert config.rules.disabled == ["default/no_secrets", "travel"]
+    assert config.storage.retention.days == 7
+    assert config.pricing.models["m-1"].output == 2
+
+
+def test_the_cli_s_variables_and_other_tools_are_not_config() -> None:
+    from collector.cli._flags import TOKEN_ENV
+
+    environ = {TOKEN_ENV: "t", "SEXTANT_URL": "http://x", "SEXTANT_HOME": "/h"}
+    assert load_config(None, environ=environ) == load_config(None, environ={})
+    # and never can be: no key of the config is named like them
+    from collector.config import SextantConfig
+
+    names = {name.removeprefix("SEXTANT_").lower() for name in environ}
+    assert names.isdisjoint(SextantConfig.model_fields)
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"SEXTANT_GRPCC__ADDR": "x:1"}, "SEXTANT_GRPCC__ADDR: unknown section"),
+        ({"SEXTANT_GRPC__ADRR": "x:1"}, "grpc.adrr: unknown key"),
+        ({"SEXTANT_LOG_LEVEL": "loud"}, "log_level: Value error, expected one of DEBUG, INFO"),
+        ({"SEXTANT_RULES__PATHS": "[unclosed"}, "paths: not valid YAML or JSON"),
+    ],
+)
+def test_environment_errors_are_one_line_naming_the_key(environ, message) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, environ=environ)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_log_level_is_taken_in_any_case() -> None:
+    assert load_config(None, environ={"SEXTANT_LOG_LEVEL": "debug"}).log_level == "DEBUG"
+
+
+def test_settings_read_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from collector.config import SextantConfig
+
+    monkeypatch.setenv("SEXTANT_GRPC__ADDR", "127.0.0.1:7000")
+    monkeypatch.setenv("SEXTANT_TOKEN", "the CLI's")
+    assert SextantConfig().grpc.addr == "127.0.0.1:7000"

@@ -17,9 +17,8 @@ def test_refuses_while_the_oldest_request_in_flight_waits_too_long() -> None:
         clock.advance(1.5)
         with admission.admitted():  # still under the bound: taken
             clock.advance(1.0)
-            with pytest.raises(Overloaded) as refused:
-                with admission.admitted():
-                    pass
+            with pytest.raises(Overloaded) as refused, admission.admitted():
+                pass
             assert refused.value.retry_after_seconds == 1
             assert "waited 2.5 s" in str(refused.value)
     assert admission.oldest_wait() == 0.0

@@ -1,0 +1,76 @@
+"""Sextant as a user installs it: a wheel built from the source, installed into a fresh venv with
+its dependencies, finds its shipped packs and runs the demo to its expected table."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# What a build needs, as deploy/Dockerfile copies it.
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "collector", "evaluators", "rules")
+
+
+def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def build_wheel(tmp_path: Path) -> Path:
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            ignore = shutil.ignore_patterns("__pycache__")
+            shutil.copytree(ROOT / name, source / name, symlinks=True, ignore=ignore)
+        else:
+            shutil.copy(ROOT / name, source / name)
+    pip = [sys.executable, "-m", "pip"]
+    run(*pip, "wheel", source, "--no-deps", "-q", "-w", tmp_path / "dist", cwd=tmp_path)
+    (wheel,) = (tmp_path / "dist").glob("sextant_otel-*.whl")
+    return wheel
+
+
+def install(wheel: Path, target: Path, wheelhouse: Path) -> Path:
+    """A fresh venv with the wheel and its dependencies, offline from `wheelhouse` once it
+    holds them (pytest's cache, so later runs skip the downloads)."""
+    venv.create(target, with_pip=True)
+    python = target / "bin" / "python"
+    offline = [python, "-m", "pip", "install", "-q", "--no-index", "--find-links", wheelhouse]
+    try:
+        run(*offline, wheel, cwd=target)
+    except AssertionError:  # the first run, or new dependencies: fetch them once
+        run(sys.executable, "-m", "pip", "download", "-q", "-d", wheelhouse, wheel, cwd=target)
+        run(*offline, wheel, cwd=target)
+    return python
+
+
+@pytest.mark.slow
+def test_a_wheel_in_a_fresh_venv_runs_the_demo(tmp_path: Path, request: pytest.FixtureRequest):
+    wheelhouse = request.config.cache.mkdir("sextant-wheelhouse")
+    python = install(build_wheel(tmp_path), tmp_path / "venv", wheelhouse)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only what was installed
+    where = run(python, "-c", "import collector; print(collector.__file__)", cwd=tmp_path, env=env)
+    assert str(tmp_path / "venv") in where
+
+    sextant = tmp_path / "venv" / "bin" / "sextant"
+    out = run(
+        sextant, "demo", "--runs", "2", "--data-dir", tmp_path / "demo", cwd=tmp_path, env=env
+    )
+    summary = out[out.index("TARGET") :].splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in summary[1:6]}
+    assert rows["support-desk/support-agent@2.3.0"][:5] == ["2", "2", "0", "0", "PASS"]
+    assert rows["support-desk/support-agent@2.4.0-rc1"][:6] == [
+        "2", "0", "2", "0", "QUARANTINE", "(approval_boundary_violation)",
+    ]  # fmt: skip
+    assert rows["travel-desk/travel-agent@1.0.0"][4] == "REVIEW"
+    assert rows["triage-desk/triage-agent@1.5.0"][4] == "ROLLBACK"
