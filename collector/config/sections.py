@@ -128,8 +128,8 @@ class IngestConfig(Strict):
         description="Requests smaller than this are decoded in the receiver: cheaper than a hop.",
     )
     max_wait_seconds: Seconds = Field(
-        2.0,
-        description="Refuse exports (retryable) while the oldest one in flight has waited longer.",
+        1.0,
+        description="Refuse exports (retryable) that the work in flight would keep waiting longer.",
     )
 
 

@@ -158,7 +158,7 @@ class Ingest:
             return decoded, self.writer.submit(SIGNAL_TABLES[signal], decoded.table)
 
     async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> ExportReply:
-        with self.admission.admitted():  # until the commit: its wait counts too
+        with self.admission.admitted(len(data)):  # until the commit: its wait counts too
             decoded, committed = await self._submit(signal, encoding, data, protocol)
             if committed is not None:
                 # shield: a client that disconnects must not cancel the commit others share.

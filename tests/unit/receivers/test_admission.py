@@ -1,5 +1,5 @@
-"""Exports are refused (retryably) while the oldest one in flight has waited too long, and taken
-again as soon as the backlog clears."""
+"""Exports are refused (retryably) when the work in flight would keep a new one waiting too
+long, or when the oldest in flight has waited too long; taken again once the backlog clears."""
 
 from __future__ import annotations
 
@@ -9,30 +9,49 @@ from collector.clock import FakeClock
 from collector.errors import Overloaded
 from collector.receivers.admission import Admission
 
+KB = 1000
+
 
 def test_refuses_while_the_oldest_request_in_flight_waits_too_long() -> None:
     clock = FakeClock()
     admission = Admission(2.0, clock.monotonic)
-    with admission.admitted():  # a request that takes long
+    with admission.admitted(KB):  # a request that takes long
         clock.advance(1.5)
-        with admission.admitted():  # still under the bound: taken
+        with admission.admitted(KB):  # still under the bound: taken
             clock.advance(1.0)
-            with pytest.raises(Overloaded) as refused, admission.admitted():
+            with pytest.raises(Overloaded) as refused, admission.admitted(KB):
                 pass
             assert refused.value.retry_after_seconds == 1
-            assert "waited 2.5 s" in str(refused.value)
+            assert "wait about 2.5 s" in str(refused.value)
     assert admission.oldest_wait() == 0.0
-    with admission.admitted():  # the backlog cleared: taken again
+    with admission.admitted(KB):  # the backlog cleared: taken again
         pass
 
 
-def test_the_oldest_is_the_earliest_still_in_flight() -> None:
+def test_refuses_when_the_bytes_in_flight_take_longer_than_the_bound() -> None:
     clock = FakeClock()
-    admission = Admission(2.0, clock.monotonic)
-    first = admission.admitted()
-    first.__enter__()
-    clock.advance(1.0)
-    with admission.admitted():
-        clock.advance(0.5)
-        first.__exit__(None, None, None)  # the oldest finishes first
-        assert admission.oldest_wait() == pytest.approx(0.5)
+    admission = Admission(1.0, clock.monotonic)
+    for _ in range(3):  # it finishes 100 KB in 0.1 s: 1 MB/s
+        with admission.admitted(100 * KB):
+            clock.advance(0.1)
+    held = [admission.admitted(400 * KB) for _ in range(3)]
+    held[0].__enter__()
+    held[1].__enter__()  # 0.8 MB in flight: 0.8 s of work ahead, a new one is taken
+    assert admission.expected_wait() == pytest.approx(0.8)
+    held[2].__enter__()  # 1.2 s ahead: refused
+    with pytest.raises(Overloaded), admission.admitted(KB):
+        pass
+    for place in held:
+        place.__exit__(None, None, None)
+
+
+def test_idle_time_does_not_lower_the_rate() -> None:
+    clock = FakeClock()
+    admission = Admission(1.0, clock.monotonic)
+    for _ in range(5):
+        clock.advance(10.0)  # idle between requests
+        with admission.admitted(100 * KB):
+            clock.advance(0.1)
+    assert admission.expected_wait() == 0.0
+    with admission.admitted(500 * KB):
+        assert admission.expected_wait() == pytest.approx(0.5)
