@@ -16,7 +16,7 @@ from collector.config import load_config
 from collector.pipeline import Pipeline
 from tests.support.binaries import binary
 from tests.support.paths import DEPLOY, TESTDATA
-from tests.support.prometheus import alert_sink, free_port, run, stop
+from tests.support.prometheus import alert_sink, alertmanager, stop
 from tests.support.wait import wait_for
 
 ALERTMANAGER = DEPLOY / "alertmanager/alertmanager.yml"
@@ -129,20 +129,7 @@ def test_the_deploy_alertmanager_routes_each_severity_to_a_receiver_that_gets_it
         assert text.count(sink.url) == 3
         config = tmp_path / "alertmanager.yml"
         config.write_text(text)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        process = run(
-            [
-                binary("prometheus-alertmanager", "alertmanager"),
-                f"--config.file={config}",
-                f"--storage.path={tmp_path / 'am-data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--cluster.listen-address=",
-            ],
-            f"{url}/-/ready",
-            tmp_path / "alertmanager.log",
-        )
-        try:
+        with alertmanager(config, tmp_path) as url:
             ends = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
             sent = {
                 ("SextantQuarantine", "critical"): "/hooks/page",
@@ -169,8 +156,6 @@ def test_the_deploy_alertmanager_routes_each_severity_to_a_receiver_that_gets_it
             # group_wait is 10 s in the deploy config
             wait_for(lambda: len(delivered()) == len(sent), timeout=40, interval=0.5)
             assert delivered() == sent
-        finally:
-            stop(process)
         stop(sink.process)
         assert sink.process.returncode == 0  # SIGTERM ends the sink cleanly
 

@@ -16,8 +16,8 @@ import requests
 
 from tests.support.admin import firing, trajectory
 from tests.support.agents import support_run
-from tests.support.binaries import binary
-from tests.support.prometheus import free_port, prometheus, run, stop
+from tests.support.prometheus import alertmanager as running_alertmanager
+from tests.support.prometheus import prometheus
 from tests.support.server import serve_deciding
 from tests.support.wait import wait_for
 from tests.support.webhook import Receiver
@@ -32,7 +32,7 @@ def hook() -> Iterator[Receiver]:
 
 @pytest.fixture
 def alertmanager(tmp_path: Path, hook: Receiver) -> Iterator[str]:
-    port = free_port()
+    """Every alert to the test's webhook receiver, at once."""
     config = tmp_path / "alertmanager.yml"
     config.write_text(
         json.dumps(
@@ -50,20 +50,8 @@ def alertmanager(tmp_path: Path, hook: Receiver) -> Iterator[str]:
             }
         )
     )
-    url = f"http://127.0.0.1:{port}"
-    process = run(
-        [
-            binary("prometheus-alertmanager", "alertmanager"),
-            f"--config.file={config}",
-            f"--storage.path={tmp_path / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-        ],
-        f"{url}/-/ready",
-        tmp_path / "alertmanager.log",
-    )
-    yield url
-    stop(process)
+    with running_alertmanager(config, tmp_path) as url:
+        yield url
 
 
 def test_prometheus_sees_a_decision_fire(tmp_path: Path) -> None:

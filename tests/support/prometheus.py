@@ -101,6 +101,28 @@ def prometheus(tmp: Path, sextant: str, rule_files: Sequence[Path] = ()) -> Iter
         stop(process)
 
 
+@contextmanager
+def alertmanager(config: Path, tmp: Path) -> Iterator[str]:
+    """The real Alertmanager on `config`, alone (no cluster) on a free loopback port: its URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = run(
+        [
+            binary("prometheus-alertmanager", "alertmanager"),
+            f"--config.file={config}",
+            f"--storage.path={tmp / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        f"{url}/-/ready",
+        tmp / "alertmanager.log",
+    )
+    try:
+        yield url
+    finally:
+        stop(process)
+
+
 @dataclass
 class Sink:
     """A running `sextant alerts sink`: its base URL and what it printed, one JSON line each."""
