@@ -21,6 +21,7 @@ from collector.assembler.assembler import Assembler
 from collector.auth import BearerAuth
 from collector.clock import Clock, SystemClock
 from collector.config import SextantConfig
+from collector.console.routes import ConsoleRoutes
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
 from collector.drift.scheduler import DriftScheduler
@@ -167,6 +168,7 @@ class Pipeline:
             SqlRoutes(self.config.sql, self.database),
             ReplayRoutes(self.writer),
             BaselineRoutes(self.database, self.writer, self.clock.now),
+            ConsoleRoutes(self.decisions, self.database, self.clock.now),
         ]
 
     def _store_upkeep(

@@ -1,0 +1,50 @@
+"""The console in real headless Chromium: what a person opening the admin port sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser
+
+from tests.support.admin import firing, trajectory
+from tests.support.agents import support_run
+from tests.support.browser import browser, new_page
+from tests.support.server import RunningServer, serve_deciding
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    with browser() as launched:
+        yield launched
+
+
+@pytest.fixture
+def quarantined(tmp_path: Path) -> Iterator[RunningServer]:
+    """A collector whose support-desk target is QUARANTINEd by a run that skipped approval."""
+    server = serve_deciding(tmp_path)
+    try:
+        trajectory(server, support_run(server, approve=True))
+        trajectory(server, support_run(server, approve=False))
+        firing(server, "QUARANTINE")
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+def test_the_home_page_lists_targets_with_their_decision_reasons_and_runs(
+    chromium: Browser, quarantined: RunningServer, javascript: bool
+) -> None:
+    with new_page(chromium, javascript) as page:
+        page.goto(quarantined.admin_url + "/")
+        assert page.title() == "Targets · Sextant"
+        row = page.locator('#targets tr[data-target^="support-desk/"]')
+        assert row.count() == 1
+        cells = row.locator("td").all_inner_texts()
+        assert cells[:2] == ["support-desk", "support-agent"]
+        assert cells[3] == "QUARANTINE"
+        assert "approval_boundary_violation" in cells[4]
+        assert cells[6] == "2"  # runs in the last hour
+        assert cells[7] == "1 / 1 / 0"  # one passed, one failed the approval rule

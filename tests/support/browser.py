@@ -1,0 +1,43 @@
+"""Real headless Chromium (Debian's `chromium`) driven by Playwright, for the console's tests.
+
+Playwright's own browser download is not used: CI reaches package registries only, so the
+system Chromium is launched by path."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from playwright.sync_api import Browser, Page, sync_playwright
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser")
+
+
+def chromium_path() -> str:
+    for name in CHROMIUM_NAMES:
+        if found := shutil.which(name):
+            return found
+    raise RuntimeError("no chromium on PATH: scripts/test installs Debian's chromium package")
+
+
+@contextmanager
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
+        launched = playwright.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=["--no-sandbox"]
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@contextmanager
+def new_page(chromium: Browser, javascript: bool = True) -> Iterator[Page]:
+    context = chromium.new_context(java_script_enabled=javascript)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
