@@ -10,7 +10,7 @@ from playwright.sync_api import Browser
 
 from tests.support.admin import firing, trajectory
 from tests.support.agents import support_run
-from tests.support.browser import browser, new_page
+from tests.support.browser import browser, new_page, screenshot
 from tests.support.server import RunningServer, serve_deciding
 
 
@@ -48,3 +48,5 @@ def test_the_home_page_lists_targets_with_their_decision_reasons_and_runs(
         assert "approval_boundary_violation" in cells[4]
         assert cells[6] == "2"  # runs in the last hour
         assert cells[7] == "1 / 1 / 0"  # one passed, one failed the approval rule
+        if javascript:
+            screenshot(page, "targets")

@@ -5,9 +5,11 @@ system Chromium is launched by path."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
@@ -41,3 +43,12 @@ def new_page(chromium: Browser, javascript: bool = True) -> Iterator[Page]:
         yield context.new_page()
     finally:
         context.close()
+
+
+def screenshot(page: Page, name: str) -> None:
+    """With SEXTANT_SCREENSHOTS=DIR, the page as DIR/NAME.png (the README's pictures)."""
+    folder = os.environ.get("SEXTANT_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.set_viewport_size({"width": 1280, "height": 720})
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
