@@ -98,8 +98,9 @@ class Pipeline:
             clock,
             self.evaluation,
         )
+        drift_metrics = DriftMetrics(self.registry, self.target_cap)
         self.drift = DriftScheduler(
-            config.drift, self.database, self.writer, self.packs, DriftMetrics(self.registry), clock
+            config.drift, self.database, self.writer, self.packs, drift_metrics, clock
         )
         receiver_metrics = ReceiverMetrics(self.registry)
         self.ingest = Ingest(

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 import collector
 from collector.receivers.misdirected import Misdirected
+from collector.targets import OVERFLOW, TARGET_LABELS, Labels, TargetCap
 
 # A `_created` series for every counter and histogram doubles what Prometheus stores and says
 # only when the process started, which `process_start_time_seconds` already says. The switch is
@@ -208,9 +209,13 @@ class AssemblerMetrics:
 
 
 class DriftMetrics:
-    """Window rules: labels are pack, rule and target (never trace ids), so they stay bounded."""
+    """Window rules: labels are pack, rule and target (never trace ids). The per-target gauges
+    ask the shared target cap: a target past it has no series of its own (a latest value under
+    `_overflow` would mix targets; its results are in the store), and a target that gives its
+    place up loses its series."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, cap: TargetCap | None = None) -> None:
+        self.cap = cap
         target = ["pack", "rule", "service", "agent", "version"]
         self.effect_size = Gauge(
             "sextant_drift_effect_size",
@@ -248,6 +253,17 @@ class DriftMetrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
+        if cap is not None:
+            cap.on_release(self.remove)
+
+    def shown(self, target: Labels) -> bool:
+        """Whether `target` (service, agent, version) has its own series under the cap."""
+        return self.cap is None or self.cap.shown(target) != OVERFLOW
+
+    def remove(self, target: Labels) -> None:
+        match = dict(zip(TARGET_LABELS, target, strict=True))
+        for gauge in (self.effect_size, self.p_value, self.pass_at_k, self.pass_hat_k):
+            gauge.remove_by_labels(match)
 
 
 class DecisionMetrics:

@@ -128,13 +128,19 @@ class DriftScheduler(TickingStage):
         if isinstance(rule, DriftRule):
             outcomes = evaluate_drift(cursor, pack.selector, rule, at, limit)
             for o in outcomes:
-                target = (*labels, *(part or "" for part in o.target), o.metric)
+                shown = (o.target[0] or "", o.target[1] or "", o.target[2] or "")
+                if not self.metrics.shown(shown):
+                    continue
+                target = (*labels, *shown, o.metric)
                 self.metrics.effect_size.labels(*target).set(o.effect_size or 0.0)
                 self.metrics.p_value.labels(*target).set(o.p_value if o.p_value is not None else 1)
             return outcomes
         judged = evaluate_reliability(cursor, pack.selector, rule, at, limit)
         for _, found in judged:
-            target = (*labels, *(part or "" for part in found.target), str(rule.k))
+            shown = (found.target[0] or "", found.target[1] or "", found.target[2] or "")
+            if not self.metrics.shown(shown):
+                continue
+            target = (*labels, *shown, str(rule.k))
             for gauge, value in (
                 (self.metrics.pass_at_k, found.pass_at(rule.k)),
                 (self.metrics.pass_hat_k, found.pass_hat(rule.k)),
