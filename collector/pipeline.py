@@ -178,7 +178,7 @@ class Pipeline:
             BaselineRoutes(self.database, self.writer, self.clock.now),
             ConsoleRoutes(self.decisions, self.database, self.clock.now),
             LoginRoutes(self.console),
-            DecisionPages(self.decisions, self.database, self.console, self.clock.now),
+            DecisionPages(self.decisions, self.database, self.clock.now),
         ]
 
     def _store_upkeep(

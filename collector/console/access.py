@@ -28,6 +28,8 @@ MAX_SESSIONS = 10_000  # beyond, the oldest login is forgotten
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Reachable without a login: the login form itself and what it is styled with.
 PUBLIC_PREFIXES = ("/login", "/static/")
+# What a page puts in its forms' hidden CSRF_FIELD: `request[CSRF]`, set by the gate.
+CSRF = web.RequestKey("csrf", str)
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ class ConsoleAccess:
             return unauthorized(failure) if failure is not None else refusal(404, "no console here")
         if request.method in UNSAFE and not same_origin(request):
             return refusal(403, "a form from another site is refused")
+        request[CSRF] = self.csrf(request)
         if request.path.startswith(PUBLIC_PREFIXES):
             return None
         session = self.session_of(request)
@@ -143,7 +146,7 @@ class ConsoleAccess:
             # A cookie or a client certificate comes with any form, wherever it was served:
             # only a page of ours knows the CSRF token.
             sent = (await request.post()).get(CSRF_FIELD)
-            if not isinstance(sent, str) or not hmac.compare_digest(sent, self.csrf(request)):
+            if not isinstance(sent, str) or not hmac.compare_digest(sent, request[CSRF]):
                 return refusal(403, "missing or wrong CSRF token: reload the page and try again")
         return None
 

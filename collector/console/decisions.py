@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from collector.console.access import CSRF_FIELD, ConsoleAccess, see_other
+from collector.console.access import CSRF, CSRF_FIELD, see_other
 from collector.console.render import ago, page
 from collector.decisions.engine import DecisionEngine
 from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
@@ -71,12 +71,10 @@ class DecisionPages:
         self,
         engine: DecisionEngine,
         database: Database,
-        access: ConsoleAccess,
         now: Callable[[], datetime],
     ) -> None:
         self.engine = engine
         self.database = database
-        self.access = access
         self.now = now
 
     def register(self, app: web.Application) -> None:
@@ -126,7 +124,7 @@ class DecisionPages:
             notes=[r for r in history if r["event"] in (Event.ACK, Event.RESOLVE)],
             target_query=target_query(current),
             active=current["state"] != State.RESOLVED,
-            csrf=self.access.csrf(request),
+            csrf=request[CSRF],
             csrf_field=CSRF_FIELD,
             error=error,
             now=self.now(),

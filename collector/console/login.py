@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from collector.console.access import COOKIE, CSRF_FIELD, ConsoleAccess, local_path, see_other
+from collector.console.access import (
+    COOKIE,
+    CSRF,
+    CSRF_FIELD,
+    ConsoleAccess,
+    local_path,
+    see_other,
+)
 from collector.console.render import page
 
 
@@ -29,7 +36,7 @@ class LoginRoutes:
             tokens=self.access.auth.enabled,
             signed_in=self.access.session_of(request) is not None,
             next=local_path(next_path),
-            csrf=self.access.csrf(request),
+            csrf=request[CSRF],
             csrf_field=CSRF_FIELD,
             error=error,
         )
