@@ -21,6 +21,9 @@ from collector.assembler.assembler import Assembler
 from collector.auth import BearerAuth
 from collector.clock import Clock, SystemClock
 from collector.config import SextantConfig
+from collector.console.access import ConsoleAccess
+from collector.console.decisions import DecisionPages
+from collector.console.login import LoginRoutes
 from collector.console.routes import ConsoleRoutes
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
@@ -118,10 +121,15 @@ class Pipeline:
             config.http, config.limits, auth, self.ingest, receiver_metrics, grace
         )
         self.exporter, self.retention = self._store_upkeep(config)
-        self.admin = AdminServer(config.admin, self._routes(), auth, grace)
+        self.admin = self._admin(auth, grace)
         self._started = False
         self._stopped = False
         self._watch_the_store()
+
+    def _admin(self, auth: BearerAuth, grace: float) -> AdminServer:
+        """The admin server with every route group, the console's login in front of its pages."""
+        self.console = ConsoleAccess(self.config.admin, auth, self.clock.monotonic)
+        return AdminServer(self.config.admin, self._routes(), auth, grace, self.console)
 
     def _watch_the_store(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -170,6 +178,8 @@ class Pipeline:
             ReplayRoutes(self.writer),
             BaselineRoutes(self.database, self.writer, self.clock.now),
             ConsoleRoutes(self.decisions, self.database, self.clock.now),
+            LoginRoutes(self.console),
+            DecisionPages(self.decisions, self.database, self.clock.now),
         ]
 
     def _store_upkeep(

@@ -17,6 +17,7 @@ STORE_TIMEOUT_SECONDS = 30.0
 # Open by design: Prometheus scrapes and the kubelet's probes carry no token. They tell nothing
 # about the agents' runs (metrics are counts by target), so everything else needs the token.
 OPEN_PATHS = frozenset({"/metrics", "/healthz", "/readyz"})
+API_PREFIX = "/api/"  # the API; every other path is the console's
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -62,19 +63,54 @@ def authorize(auth: BearerAuth, request: web.Request, certificates: bool = False
     auth.check(request.headers.get("Authorization"))
 
 
-def guard(auth: BearerAuth, certificates: bool = False) -> Any:
+class ConsoleGate(Protocol):
+    """Who may see the console: every path outside /api/ and OPEN_PATHS. It is handed what the
+    token check found and answers with a refusal (a redirect to its login page, 401, 403, 404)
+    or None to let the request through."""
+
+    async def admit(
+        self, request: web.Request, failure: Unauthenticated | None, bearer: bool
+    ) -> web.StreamResponse | None: ...
+
+
+def bearer_checked(auth: BearerAuth, request: web.Request) -> bool:
+    """Whether the request itself carries a configured token (not a cookie nor a certificate,
+    which a browser sends on its own, so a form from another site could use them)."""
+    header = request.headers.get("Authorization")
+    if not auth.enabled or not header:
+        return False
+    try:
+        auth.check(header)
+    except Unauthenticated:
+        return False
+    return True
+
+
+def guard(auth: BearerAuth, certificates: bool = False, console: ConsoleGate | None = None) -> Any:
     """Middleware: every path but OPEN_PATHS needs the token (deny by default, so a new route
-    is never open by mistake); 401 with a Bearer challenge otherwise."""
+    is never open by mistake); 401 with a Bearer challenge otherwise. The console's paths (all
+    outside API_PREFIX) are handed to `console`, which also accepts its login's cookie."""
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in OPEN_PATHS:
-            try:
-                authorize(auth, request, certificates)
-            except Unauthenticated as exc:
-                response = error_reply(exc)
-                response.headers["WWW-Authenticate"] = 'Bearer realm="sextant"'
-                return response
+        if request.path in OPEN_PATHS:
+            return await handler(request)
+        failure = None
+        try:
+            authorize(auth, request, certificates)
+        except Unauthenticated as exc:
+            failure = exc
+        if console is not None and not request.path.startswith(API_PREFIX):
+            refused = await console.admit(request, failure, bearer_checked(auth, request))
+            return refused if refused is not None else await handler(request)
+        if failure is not None:
+            return unauthorized(failure)
         return await handler(request)
 
     return check
+
+
+def unauthorized(exc: Unauthenticated) -> web.Response:
+    response = error_reply(exc)
+    response.headers["WWW-Authenticate"] = 'Bearer realm="sextant"'
+    return response

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from collector.admin.http import MAX_BODY_BYTES, RouteGroup, guard
+from collector.admin.http import MAX_BODY_BYTES, ConsoleGate, RouteGroup, guard
 from collector.auth import BearerAuth
 from collector.config.sections import AdminConfig
 from collector.httpserver import HttpServer
@@ -25,11 +25,12 @@ class AdminServer:
         routes: Iterable[RouteGroup],
         auth: BearerAuth,
         shutdown_timeout: float,
+        console: ConsoleGate | None = None,
     ) -> None:
         tls = config.tls
         certificates = tls is not None and tls.client_ca_file is not None
         app = web.Application(
-            client_max_size=MAX_BODY_BYTES, middlewares=[guard(auth, certificates)]
+            client_max_size=MAX_BODY_BYTES, middlewares=[guard(auth, certificates, console)]
         )
         for group in routes:
             group.register(app)

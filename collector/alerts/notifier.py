@@ -189,8 +189,10 @@ class Notifier:
             "packs": ", ".join(f.packs),
             "evidence_trace_ids": ",".join(f.evidence),
         }
+        # Links for people: the console's pages (the API's JSON needs a token in a header).
+        annotations["decision_url"] = f"{base}/decisions/{state.id}"
         if f.evidence:
-            annotations["trajectory_url"] = f"{base}/api/v1/trajectories/{f.evidence[0]}"
+            annotations["trajectory_url"] = f"{base}/trajectories/{f.evidence[0]}"
         if state.acked_by:
             annotations["acknowledged_by"] = state.acked_by
             annotations["acknowledgement"] = state.ack_note or ""
@@ -204,7 +206,7 @@ class Notifier:
             # An alert keeps the start it was first sent with.
             starts_at=previous.starts_at if previous else iso(state.fired_at or state.active_at),
             ends_at=iso(ends_at or self.now()) if status == State.RESOLVED else None,
-            generator_url=f"{base}/api/v1/decisions/{state.id}",
+            generator_url=annotations["decision_url"],
         )
 
     def severity(self, state: DecisionState) -> str:
@@ -344,7 +346,7 @@ class Notifier:
             annotations={"summary": "Sextant test alert: the channel works."},
             starts_at=iso(now),
             ends_at=iso(now + timedelta(minutes=5)),
-            generator_url=f"{base}/api/v1/decisions",
+            generator_url=f"{base}/decisions",
         )
         report = []
         for box in self.outboxes:

@@ -83,6 +83,15 @@ class AdminConfig(Listener):
     addr: str = Field(
         "0.0.0.0:9464", description="Admin HTTP address: /metrics, /healthz, /readyz."
     )
+    console: Literal["always", "loopback", "off"] = Field(
+        "loopback",
+        description="Serve the console (the pages outside /api/): always; loopback: with"
+        " auth.tokens set, or without them only when admin.addr is a loopback address; off:"
+        " never (404).",
+    )
+    session_hours: float = Field(
+        12.0, gt=0, description="A console login lasts this long (hours), then asks again."
+    )
 
 
 class AuthConfig(Strict):
@@ -352,7 +361,9 @@ class AlertsConfig(Strict):
         default_factory=list, description="Generic JSON webhooks to send decisions to."
     )
     external_url: str = Field(
-        "", description="Base URL of this Sextant's admin API for links (default: its address)."
+        "",
+        description="Base URL of this Sextant's admin port, which alerts link to (the console's"
+        " decision and trajectory pages); default: its address.",
     )
     queue_size: int = Field(1000, gt=0, description="Alerts waiting per channel; beyond, dropped.")
     max_attempts: int = Field(5, ge=1, description="Delivery attempts per alert.")

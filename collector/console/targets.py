@@ -34,6 +34,7 @@ class TargetRow:
     day: Counts = field(default_factory=Counts)
     runs: list[int] = field(default_factory=lambda: [0] * HOURS)  # per hour, oldest first
     fails: list[int] = field(default_factory=lambda: [0] * HOURS)
+    decision_id: str | None = None  # the strongest firing decision, which its page explains
 
 
 COUNTS = f"""
@@ -55,15 +56,13 @@ def target_rows(
     rows: dict[Key, TargetRow] = {}
     for target, last in snapshot.targets.items():
         decision, reasons = snapshot.decision_of(target)
-        owners = sorted(
-            {
-                s.finding.owner
-                for s in snapshot.states
-                if s.state == State.FIRING and s.key.target.covers(target) and s.finding.owner
-            }
-        )
+        firing = [
+            s for s in snapshot.states if s.state == State.FIRING and s.key.target.covers(target)
+        ]
+        owners = sorted({s.finding.owner for s in firing if s.finding.owner})
+        strongest = firing[0].id if firing else None  # the states come strongest first
         key = (target.service, target.agent, target.version)
-        rows[key] = TargetRow(target, decision.value, reasons, owners, last)
+        rows[key] = TargetRow(target, decision.value, reasons, owners, last, decision_id=strongest)
     since = now - timedelta(hours=HOURS)
     for service, agent, version, hour, runs, passed, failed, reviewed in cursor.execute(
         COUNTS, [since, since]

@@ -111,7 +111,10 @@ def test_alertmanager_gets_the_quarantine_with_labels_and_evidence_then_its_reso
             ]
 
         sent = wait_for(lambda: notified("firing"), timeout=20)[0]
-        assert sent["annotations"]["trajectory_url"].endswith(f"/api/v1/trajectories/{bad}")
+        assert sent["annotations"]["trajectory_url"].endswith(f"/trajectories/{bad}")
+        assert "/api/" not in sent["annotations"]["trajectory_url"]
+        assert sent["generatorURL"].endswith(f"/decisions/{d['decision_id']}")
+        assert "/api/" not in sent["generatorURL"]
         url = f"{server.admin_url}/api/v1/decisions/{d['decision_id']}"
         requests.post(f"{url}/ack", json={"by": "ana", "note": "on it"}, timeout=5)
         requests.post(f"{url}/resolve", json={"by": "ana", "note": "fixed"}, timeout=5)

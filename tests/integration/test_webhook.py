@@ -50,7 +50,11 @@ def test_a_firing_decision_arrives_signed_after_retries_and_is_renotified(tmp_pa
         assert first["labels"]["reason"] == "approval_boundary_violation"
         assert first["annotations"]["owner"] == "support-platform-oncall"
         assert first["annotations"]["evidence_trace_ids"] == bad
-        assert first["annotations"]["trajectory_url"].endswith(f"/api/v1/trajectories/{bad}")
+        # links to the console's pages, on this collector's admin port
+        assert first["annotations"]["trajectory_url"] == f"{server.admin_url}/trajectories/{bad}"
+        page = f"{server.admin_url}/decisions/{d['decision_id']}"
+        assert first["annotations"]["decision_url"] == page
+        assert first["generatorURL"] == page
         # two failures then a success: three attempts, each one signed over timestamp.body
         attempts = receiver.received[:3]
         assert [a["status"] for a in attempts] == [500, 503, 200]

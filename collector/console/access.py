@@ -1,0 +1,168 @@
+"""Who may open the console: the token once at /login for a session cookie, a CSRF token on every
+form, and no console at all on a non-loopback port without tokens unless `admin.console` says so.
+
+A session is a random id the server maps to its expiry and its CSRF token; the cookie holds only
+that id, never the token. Logging out forgets the id at once, and a restart forgets them all.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from aiohttp import web
+
+from collector.admin.http import unauthorized
+from collector.auth import BearerAuth
+from collector.config.sections import AdminConfig
+from collector.errors import Unauthenticated
+
+COOKIE = "sextant_session"
+CSRF_FIELD = "csrf"
+MAX_SESSIONS = 10_000  # beyond, the oldest login is forgotten
+UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Reachable without a login: the login form itself and what it is styled with.
+PUBLIC_PREFIXES = ("/login", "/static/")
+# What a page puts in its forms' hidden CSRF_FIELD: `request[CSRF]`, set by the gate.
+CSRF = web.RequestKey("csrf", str)
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    csrf: str
+    expires_at: float  # monotonic seconds
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def local_path(target: str | None) -> str:
+    """`next` as a path on this server (never another site: no scheme, no `//host`)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+class ConsoleAccess:
+    """The admin guard's gate for console paths (`admit`) and the sessions behind it."""
+
+    def __init__(self, config: AdminConfig, auth: BearerAuth, monotonic: Callable[[], float]):
+        self.auth = auth
+        self.monotonic = monotonic
+        self.secure = config.tls is not None
+        self.lifetime = config.session_hours * 3600
+        loopback = is_loopback(config.host_port[0])
+        self.served = config.console == "always" or (
+            config.console == "loopback" and (auth.enabled or loopback)
+        )
+        # Without tokens there are no sessions, yet forms still need a token another site
+        # cannot read: one per process.
+        self.open_csrf = secrets.token_urlsafe(32)
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    # -- sessions --------------------------------------------------------------------------------
+
+    def login(self, token: str) -> Session | None:
+        """A new session for a configured token, or None."""
+        try:
+            self.auth.check(f"Bearer {token}")
+        except Unauthenticated:
+            return None
+        session = Session(
+            secrets.token_urlsafe(32),
+            secrets.token_urlsafe(32),
+            self.monotonic() + self.lifetime,
+        )
+        with self._lock:
+            while len(self._sessions) >= MAX_SESSIONS:
+                del self._sessions[next(iter(self._sessions))]
+            self._sessions[session.id] = session
+        return session
+
+    def logout(self, request: web.Request) -> None:
+        session = self.session_of(request)
+        if session is not None:
+            with self._lock:
+                self._sessions.pop(session.id, None)
+
+    def session_of(self, request: web.Request) -> Session | None:
+        sid = request.cookies.get(COOKIE)
+        if not sid:
+            return None
+        with self._lock:
+            session = self._sessions.get(sid)
+            if session is not None and session.expires_at <= self.monotonic():
+                del self._sessions[sid]
+                return None
+        return session
+
+    def csrf(self, request: web.Request) -> str:
+        """The CSRF token a form on this request's page carries."""
+        session = self.session_of(request)
+        return session.csrf if session is not None else self.open_csrf
+
+    def set_cookie(self, response: web.StreamResponse, session: Session) -> None:
+        response.set_cookie(
+            COOKIE,
+            session.id,
+            max_age=int(self.lifetime),
+            path="/",
+            httponly=True,
+            samesite="Strict",
+            secure=self.secure,
+        )
+
+    # -- the gate --------------------------------------------------------------------------------
+
+    async def admit(
+        self, request: web.Request, failure: Unauthenticated | None, bearer: bool
+    ) -> web.StreamResponse | None:
+        if not self.served:
+            return unauthorized(failure) if failure is not None else refusal(404, "no console here")
+        if request.method in UNSAFE and not same_origin(request):
+            return refusal(403, "a form from another site is refused")
+        request[CSRF] = self.csrf(request)
+        if request.path.startswith(PUBLIC_PREFIXES):
+            return None
+        session = self.session_of(request)
+        if failure is not None and session is None:
+            if request.method == "GET" and "text/html" in request.headers.get("Accept", ""):
+                return see_other("/login?next=" + quote(request.path_qs, safe=""))
+            return unauthorized(failure)
+        if request.method in UNSAFE and not bearer:
+            # A cookie or a client certificate comes with any form, wherever it was served:
+            # only a page of ours knows the CSRF token.
+            sent = (await request.post()).get(CSRF_FIELD)
+            if not isinstance(sent, str) or not hmac.compare_digest(sent, request[CSRF]):
+                return refusal(403, "missing or wrong CSRF token: reload the page and try again")
+        return None
+
+
+def same_origin(request: web.Request) -> bool:
+    """No Origin header (an old client, curl) or the Origin of this very host."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True
+    return origin.partition("://")[2] == request.host
+
+
+def see_other(location: str) -> web.Response:
+    """303: after a form, the browser GETs `location` (POST/redirect/GET)."""
+    return web.Response(status=303, headers={"Location": location})
+
+
+def refusal(status: int, message: str) -> web.Response:
+    return web.Response(status=status, text=message)

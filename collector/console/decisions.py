@@ -1,0 +1,163 @@
+"""The console's decision pages: a filtered list, one decision with its history, and the ack and
+resolve forms, which go through the same engine methods as the API, then back (POST/redirect/GET).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from collector.console.access import CSRF, CSRF_FIELD, see_other
+from collector.console.render import ago, page
+from collector.decisions.engine import DecisionEngine
+from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
+from collector.decisions.state import DecisionState, Event, State
+from collector.store.database import Database
+
+MAX_ROWS = 200
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the timeline: pending → firing → acked → resolved."""
+
+    name: str
+    at: datetime | None
+    detail: str = ""
+
+
+def moment(value: str | None) -> datetime | None:
+    """A time as the history rows hold it (ISO with Z) back as naive UTC."""
+    return datetime.fromisoformat(value.removesuffix("Z")) if value else None
+
+
+def timeline(history: list[dict[str, Any]]) -> list[Stage]:
+    current = history[-1]
+    pending = next((r for r in history if r["event"] == Event.PENDING), None)
+    acks = [r for r in history if r["event"] == Event.ACK]
+    ended = next((r for r in history if r["state"] == State.RESOLVED), None)
+    if ended is None:
+        how = ""
+    elif ended["event"] == Event.RESOLVE:
+        how = f"by {ended['actor']}"
+    else:
+        how = "its condition cleared"
+    return [
+        Stage(
+            "pending",
+            moment(pending["changed_at"]) if pending else None,
+            "" if pending else "no wait: it fired at once",
+        ),
+        Stage("firing", moment(current["fired_at"]), "" if current["fired_at"] else "never fired"),
+        Stage(
+            "acked",
+            moment(acks[-1]["changed_at"]) if acks else None,
+            f"by {acks[-1]['actor']}" if acks else "",
+        ),
+        Stage("resolved", moment(current["resolved_at"]), how),
+    ]
+
+
+class DecisionPages:
+    """GET /decisions, GET /decisions/{id}, POST /decisions/{id}/ack and /resolve."""
+
+    def __init__(
+        self,
+        engine: DecisionEngine,
+        database: Database,
+        now: Callable[[], datetime],
+    ) -> None:
+        self.engine = engine
+        self.database = database
+        self.now = now
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_get("/decisions", self._list)
+        app.router.add_get("/decisions/{id}", self._one)
+        app.router.add_post("/decisions/{id}/ack", self._ack)
+        app.router.add_post("/decisions/{id}/resolve", self._resolve)
+
+    async def _list(self, request: web.Request) -> web.Response:
+        asked = {k: request.query.get(k, "").strip() for k in (*DECISION_FILTERS, "state")}
+        if asked["state"] not in ("", *STATES):
+            asked["state"] = ""
+        filters = {k: v for k, v in asked.items() if v}
+        found = await asyncio.to_thread(self.database.read, list_decisions, filters, MAX_ROWS)
+        for row in found:
+            row["changed"] = moment(row["changed_at"])
+        return page(
+            "decisions.html",
+            nav="decisions",
+            rows=found,
+            asked=asked,
+            states=STATES,
+            max_rows=MAX_ROWS,
+            now=self.now(),
+            ago=ago,
+        )
+
+    async def _one(self, request: web.Request) -> web.Response:
+        return await self._show(request, request.match_info["id"])
+
+    async def _show(
+        self, request: web.Request, decision_id: str, status: int = 200, error: str = ""
+    ) -> web.Response:
+        history = await asyncio.to_thread(self.database.read, decision_history, decision_id)
+        if not history:
+            return page("decision_missing.html", 404, nav="decisions", decision_id=decision_id)
+        for row in history:
+            row["changed"] = moment(row["changed_at"])
+        current = history[-1]
+        return page(
+            "decision.html",
+            status=status,
+            nav="decisions",
+            d=current,
+            history=history,
+            stages=timeline(history),
+            notes=[r for r in history if r["event"] in (Event.ACK, Event.RESOLVE)],
+            target_query=target_query(current),
+            active=current["state"] != State.RESOLVED,
+            csrf=request[CSRF],
+            csrf_field=CSRF_FIELD,
+            error=error,
+            now=self.now(),
+            ago=ago,
+        )
+
+    async def _ack(self, request: web.Request) -> web.Response:
+        return await self._by_person(request, self.engine.acknowledge)
+
+    async def _resolve(self, request: web.Request) -> web.Response:
+        return await self._by_person(request, self.engine.resolve)
+
+    async def _by_person(
+        self, request: web.Request, action: Callable[[str, str, str], DecisionState]
+    ) -> web.Response:
+        decision_id = request.match_info["id"]
+        form = await request.post()
+        by, note = form.get("by"), form.get("note") or ""
+        if not isinstance(by, str) or not by.strip() or not isinstance(note, str):
+            return await self._show(request, decision_id, 400, "Say who acts (the “by” field).")
+        try:
+            await asyncio.to_thread(action, decision_id, by.strip(), note)
+        except LookupError:
+            message = "This decision is no longer pending or firing: nothing to do."
+            return await self._show(request, decision_id, 409, message)
+        return see_other(f"/decisions/{quote(decision_id, safe='')}")
+
+
+def target_query(row: dict[str, Any]) -> str:
+    """The list page's query for this decision's target."""
+    parts = {
+        "service": row["service_name"],
+        "agent": row["agent_name"],
+        "version": row["service_version"],
+    }
+    return "&".join(f"{k}={quote(v or '', safe='')}" for k, v in parts.items())
