@@ -101,9 +101,13 @@ class Pipeline:
             clock,
             self.evaluation,
         )
-        drift_metrics = DriftMetrics(self.registry, self.target_cap)
         self.drift = DriftScheduler(
-            config.drift, self.database, self.writer, self.packs, drift_metrics, clock
+            config.drift,
+            self.database,
+            self.writer,
+            self.packs,
+            DriftMetrics(self.registry, self.target_cap),
+            clock,
         )
         receiver_metrics = ReceiverMetrics(self.registry)
         self.ingest = Ingest(
@@ -114,17 +118,19 @@ class Pipeline:
         self.writer.on_commit = fan_out(self.assembler.consume, self.decisions.consume)
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         grace = config.shutdown_timeout_seconds
-        self.grpc = OtlpGrpcReceiver(
-            config.grpc, config.limits, auth, self.ingest, receiver_metrics
-        )
-        self.http = OtlpHttpReceiver(
-            config.http, config.limits, auth, self.ingest, receiver_metrics, grace
-        )
+        self.grpc, self.http = self._receivers(auth, receiver_metrics, grace)
         self.exporter, self.retention = self._store_upkeep(config)
         self.admin = self._admin(auth, grace)
-        self._started = False
-        self._stopped = False
+        self._started = self._stopped = False
         self._watch_the_store()
+
+    def _receivers(
+        self, auth: BearerAuth, metrics: ReceiverMetrics, grace: float
+    ) -> tuple[OtlpGrpcReceiver, OtlpHttpReceiver]:
+        config = self.config
+        grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, self.ingest, metrics)
+        http = OtlpHttpReceiver(config.http, config.limits, auth, self.ingest, metrics, grace)
+        return grpc, http
 
     def _admin(self, auth: BearerAuth, grace: float) -> AdminServer:
         """The admin server with every route group, the console's login in front of its pages."""
