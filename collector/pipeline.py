@@ -22,6 +22,7 @@ from collector.auth import BearerAuth
 from collector.clock import Clock, SystemClock
 from collector.config import SextantConfig
 from collector.console.routes import ConsoleRoutes
+from collector.console.trajectories import TrajectoryPages
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
 from collector.drift.scheduler import DriftScheduler
@@ -169,6 +170,7 @@ class Pipeline:
             ReplayRoutes(self.writer),
             BaselineRoutes(self.database, self.writer, self.clock.now),
             ConsoleRoutes(self.decisions, self.database, self.clock.now),
+            TrajectoryPages(self.database, self.clock.now),
         ]
 
     def _store_upkeep(
