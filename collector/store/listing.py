@@ -36,10 +36,10 @@ CONDITIONS = {
     "since": "closed_at >= ?",
     "until": "closed_at < ?",
     "text": "contains(lower(input), lower(?))",
-    # a rule (`rule_id` or `pack/rule_id`) that objected to this revision
-    "rule": "EXISTS (SELECT 1 FROM results r WHERE r.trace_id = trajectories.trace_id"
-    " AND r.revision = trajectories.revision AND r.verdict IN ('fail', 'review')"
-    " AND ? IN (r.rule_id, r.pack || '/' || r.rule_id))",
+    # a rule (`rule_id` or `pack/rule_id`) that objected to this revision; uncorrelated, so
+    # DuckDB hashes the few objecting rows once (a correlated EXISTS took twice as long)
+    "rule": "(trace_id, revision) IN (SELECT (trace_id, revision) FROM results"
+    " WHERE verdict IN ('fail', 'review') AND ? IN (rule_id, pack || '/' || rule_id))",
 }
 # sort name → its key, largest first; never NULL, so that the keyset comparison holds
 SORTS = {

@@ -148,3 +148,16 @@ def test_the_good_run_has_no_failed_step(chromium: Browser, runs: Runs) -> None:
         assert page.locator("h1 .verdict").inner_text() == "pass"
         missing = page.goto(f"{runs.server.admin_url}/trajectories/{'0' * 32}")
         assert missing is not None and missing.status == 404
+
+
+@pytest.mark.parametrize(
+    "rule", ["approval-before-account-change", "support-agent/approval-before-account-change"]
+)
+def test_filtering_by_a_rule_finds_the_runs_it_objected_to(
+    chromium: Browser, runs: Runs, rule: str
+) -> None:
+    with new_page(chromium, javascript=False) as page:
+        page.goto(f"{runs.server.admin_url}/trajectories?rule={rule}")
+        assert sorted(listed(page)) == sorted(runs.violating)
+        page.goto(f"{runs.server.admin_url}/trajectories?rule=default/{rule.split('/')[-1]}")
+        assert listed(page) == []
