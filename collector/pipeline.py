@@ -25,6 +25,7 @@ from collector.console.access import ConsoleAccess
 from collector.console.decisions import DecisionPages
 from collector.console.login import LoginRoutes
 from collector.console.routes import ConsoleRoutes
+from collector.console.trajectories import TrajectoryPages
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
 from collector.drift.scheduler import DriftScheduler
@@ -186,6 +187,7 @@ class Pipeline:
             ConsoleRoutes(self.decisions, self.database, self.clock.now),
             LoginRoutes(self.console),
             DecisionPages(self.decisions, self.database, self.clock.now),
+            TrajectoryPages(self.database, self.clock.now),
         ]
 
     def _store_upkeep(

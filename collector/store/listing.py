@@ -1,4 +1,5 @@
-"""One page of current trajectories, newest first, by keyset: the SQL and its cursor."""
+"""One page of current trajectories, newest (or longest, costliest...) first, by keyset: the SQL
+and its cursor."""
 
 from __future__ import annotations
 
@@ -31,28 +32,48 @@ CONDITIONS = {
     "verdict": "coalesce(verdict, 'none') = ?",
     "reason": "list_contains(verdict_reasons, ?)",
     "case": "case_id = ?",
+    "session": "conversation_id = ?",
     "since": "closed_at >= ?",
     "until": "closed_at < ?",
+    "text": "contains(lower(input), lower(?))",
+    # a rule (`rule_id` or `pack/rule_id`) that objected to this revision; uncorrelated, so
+    # DuckDB hashes the few objecting rows once (a correlated EXISTS took twice as long)
+    "rule": "(trace_id, revision) IN (SELECT (trace_id, revision) FROM results"
+    " WHERE verdict IN ('fail', 'review') AND ? IN (rule_id, pack || '/' || rule_id))",
+}
+# sort name → its key, largest first; never NULL, so that the keyset comparison holds
+SORTS = {
+    "time": "closed_at",
+    "duration": "coalesce(duration_ms, -1)",
+    "cost": "coalesce(cost_usd, -1)",
+    "tokens": "coalesce(input_tokens, 0) + coalesce(output_tokens, 0)",
 }
 
 
 @dataclass(frozen=True)
 class Cursor:
-    """Where the previous page ended: the last row's close time and trace id."""
+    """Where the previous page ended: the last row's sort key (its close time by default) and
+    trace id. A time cursor is written as it always was; another sort's is `sort=value`."""
 
-    closed_at: datetime
+    key: datetime | float
     trace_id: str
+    sort: str = "time"
 
     def encode(self) -> str:
-        raw = f"{self.closed_at.isoformat()}|{self.trace_id}".encode()
+        key = self.key.isoformat() if isinstance(self.key, datetime) else repr(float(self.key))
+        prefix = "" if self.sort == "time" else f"{self.sort}="
+        raw = f"{prefix}{key}|{self.trace_id}".encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     @classmethod
     def decode(cls, text: str) -> Cursor:
         try:
             raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-            closed_at, trace_id = raw.split("|")
-            return cls(datetime.fromisoformat(closed_at), trace_id)
+            key, trace_id = raw.split("|")
+            sort, _, number = key.partition("=")
+            if number and sort in SORTS:
+                return cls(float(number), trace_id, sort)
+            return cls(datetime.fromisoformat(key), trace_id)
         except ValueError as exc:
             raise SextantError(f"cursor {text!r}: not one this command printed") from exc
 
@@ -62,32 +83,41 @@ def page_query(
     limit: int,
     after: Cursor | None = None,
     columns: tuple[str, ...] = COLUMNS,
+    sort: str = "time",
 ) -> tuple[str, list[Any]]:
     """SQL for the next `limit` + 1 rows (one more tells whether another page follows).
 
-    Ordered by close time, newest first, then trace id, so a page boundary is a total order and
-    rows closing meanwhile never shift a later page (keyset, not OFFSET)."""
+    Ordered by close time (or `sort`), largest first, then trace id, so a page boundary is a
+    total order and rows closing meanwhile never shift a later page (keyset, not OFFSET). The
+    sort key comes back as the column `sort_key`."""
     unknown = set(filters) - set(CONDITIONS)
     if unknown:
         raise SextantError(f"unknown filter {sorted(unknown)[0]!r}")
+    if sort not in SORTS:
+        raise SextantError(f"unknown sort {sort!r}; sorts: {', '.join(SORTS)}")
+    if after is not None and after.sort != sort:
+        raise SextantError(f"the cursor is for sort {after.sort!r}, not {sort!r}")
+    key = SORTS[sort]
     where, params = ["is_current"], []
     for name, condition in CONDITIONS.items():
         if filters.get(name) is not None:
             where.append(condition)
             params.append(filters[name])
     if after is not None:
-        where.append("(closed_at < ? OR (closed_at = ? AND trace_id > ?))")
-        params += [after.closed_at, after.closed_at, after.trace_id]
+        where.append(f"({key} < ? OR ({key} = ? AND trace_id > ?))")
+        params += [after.key, after.key, after.trace_id]
     sql = (
-        f"SELECT {', '.join(columns)} FROM trajectories WHERE {' AND '.join(where)}"
-        f" ORDER BY closed_at DESC, trace_id LIMIT {int(limit) + 1}"
+        f"SELECT {', '.join(columns)}, {key} AS sort_key FROM trajectories"
+        f" WHERE {' AND '.join(where)} ORDER BY {key} DESC, trace_id LIMIT {int(limit) + 1}"
     )
     return sql, params
 
 
-def split_page(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], str | None]:
-    """The page's rows and the cursor of the next page (None on the last one)."""
+def split_page(
+    rows: list[dict[str, Any]], limit: int, sort: str = "time"
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The page's rows (without `sort_key`) and the next page's cursor (None on the last one)."""
+    keys = [row.pop("sort_key", None) for row in rows]
     if len(rows) <= limit:
         return rows, None
-    last = rows[limit - 1]
-    return rows[:limit], Cursor(last["closed_at"], last["trace_id"]).encode()
+    return rows[:limit], Cursor(keys[limit - 1], rows[limit - 1]["trace_id"], sort).encode()

@@ -84,9 +84,12 @@ def list_trajectories(
     filters: dict[str, Any],
     limit: int,
     after: Cursor | None = None,
+    columns: tuple[str, ...] = SUMMARY_COLUMNS,
+    sort: str = "time",
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """A page of current trajectories, most recently closed first, and the next page's cursor."""
-    sql, params = page_query(filters, limit, after, SUMMARY_COLUMNS)
+    """A page of current trajectories, most recently closed (or by `sort`) first, and the next
+    page's cursor."""
+    sql, params = page_query(filters, limit, after, columns, sort)
     cursor.execute(sql, params)
-    rows, following = split_page(rows_as_dicts(cursor), limit)
+    rows, following = split_page(rows_as_dicts(cursor), limit, sort)
     return [jsonable(row) for row in rows], following
