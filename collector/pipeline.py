@@ -21,7 +21,9 @@ from collector.assembler.assembler import Assembler
 from collector.auth import BearerAuth
 from collector.clock import Clock, SystemClock
 from collector.config import SextantConfig
+from collector.console.packs import PacksPage
 from collector.console.routes import ConsoleRoutes
+from collector.console.sql import SqlPage
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
 from collector.drift.scheduler import DriftScheduler
@@ -161,14 +163,17 @@ class Pipeline:
         return notifier, engine
 
     def _routes(self) -> list[RouteGroup]:
+        sql = SqlRoutes(self.config.sql, self.database)  # the console's SQL page shares it
         return [
             HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
             TrajectoryRoutes(self.database, self.clock.now),
             DecisionRoutes(self.decisions, self.notifier, self.database),
-            SqlRoutes(self.config.sql, self.database),
+            sql,
             ReplayRoutes(self.writer),
             BaselineRoutes(self.database, self.writer, self.clock.now),
             ConsoleRoutes(self.decisions, self.database, self.clock.now),
+            PacksPage(self.evaluation.status),
+            SqlPage(sql),
         ]
 
     def _store_upkeep(
