@@ -167,6 +167,11 @@ def test_the_sql_page_downloads_csv_and_lists_the_views(
         assert download.value.suggested_filename == "sextant-query.csv"
         assert saved.read_text() == f'n,quoted\n{count},"a,b"\n'
 
+        run_query(page, "SELECT '<b>not bold</b>' AS \"<i>x</i>\"")
+        assert page.locator("#rows th").all_inner_texts() == ["<i>x</i>"]
+        assert page.locator("#rows tbody td").all_inner_texts() == ["<b>not bold</b>"]
+        assert page.locator("#rows b, #rows i").count() == 0  # data is text, never markup
+
         assert page.locator("#views dt").all_inner_texts() == list(VIEWS)
         tool_calls = page.locator("#views dt:has-text('tool_calls') + dd").inner_text()
         assert "tool_name" in tool_calls and "arguments" in tool_calls
