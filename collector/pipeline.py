@@ -24,7 +24,9 @@ from collector.config import SextantConfig
 from collector.console.access import ConsoleAccess
 from collector.console.decisions import DecisionPages
 from collector.console.login import LoginRoutes
+from collector.console.packs import PacksPage
 from collector.console.routes import ConsoleRoutes
+from collector.console.sql import SqlPage
 from collector.console.trajectories import TrajectoryPages
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
@@ -177,17 +179,20 @@ class Pipeline:
         return notifier, engine
 
     def _routes(self) -> list[RouteGroup]:
+        sql = SqlRoutes(self.config.sql, self.database)  # the console's SQL page shares it
         return [
             HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
             TrajectoryRoutes(self.database, self.clock.now),
             DecisionRoutes(self.decisions, self.notifier, self.database),
-            SqlRoutes(self.config.sql, self.database),
+            sql,
             ReplayRoutes(self.writer),
             BaselineRoutes(self.database, self.writer, self.clock.now),
             ConsoleRoutes(self.decisions, self.database, self.clock.now),
             LoginRoutes(self.console),
             DecisionPages(self.decisions, self.database, self.clock.now),
             TrajectoryPages(self.database, self.clock.now),
+            PacksPage(self.evaluation.status),
+            SqlPage(sql),
         ]
 
     def _store_upkeep(

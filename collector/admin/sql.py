@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import TypeVar
 
 import orjson
 from aiohttp import web
@@ -12,12 +14,20 @@ from collector.admin.http import error_reply
 from collector.config.sections import SqlConfig
 from collector.errors import SextantError
 from collector.store.database import Database
-from collector.store.readonly import MIB, SqlLimits, run_read_only, truncation_note
+from collector.store.readonly import (
+    MIB,
+    Answer,
+    QueryOutcome,
+    SqlLimits,
+    run_read_only,
+    truncation_note,
+)
 from collector.store.sqlcheck import QueryRefused
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 # Queries run in threads; a few at a time keeps readers from starving the writer of CPU.
 MAX_CONCURRENT_QUERIES = 4
+T = TypeVar("T")
 
 
 def limits_of(config: SqlConfig, max_rows: int | None = None) -> SqlLimits:
@@ -45,14 +55,24 @@ class SqlRoutes:
     async def _sql(self, request: web.Request) -> web.Response:
         try:
             sql, params, max_rows, fmt = await self._parse(request)
-            async with self._slots:
-                # The query and its encoding both run in the thread: the event loop only sends.
-                body, content_type, headers = await asyncio.to_thread(
-                    self._answer, sql, params, max_rows, fmt
-                )
+            # The query and its encoding both run in the thread: the event loop only sends.
+            body, content_type, headers = await self.run(
+                lambda: self._answer(sql, params, max_rows, fmt)
+            )
         except SextantError as exc:
             return error_reply(exc)
         return web.Response(body=body, content_type=content_type, headers=headers)
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """`work` (which calls `query`) in a worker thread, a few at a time: the endpoint's
+        queries and the console's SQL page's share these slots."""
+        async with self._slots:
+            return await asyncio.to_thread(work)
+
+    def query(self, sql: str, params: list | None, max_rows: int, answer: Answer) -> QueryOutcome:
+        """One query through the sandbox, under the configured limits (in a worker thread)."""
+        limits = limits_of(self.config, max_rows)
+        return self.database.read(run_read_only, sql, params, limits, answer)
 
     async def _limits(self, request: web.Request) -> web.Response:
         limits = {
@@ -87,14 +107,14 @@ class SqlRoutes:
         self, sql: str, params: list | None, max_rows: int, fmt: str
     ) -> tuple[bytes | memoryview, str, dict[str, str]]:
         """The reply's body, content type and headers."""
-        limits = limits_of(self.config, max_rows)
         if fmt == "arrow":
             arrow = ArrowAnswer()
-            outcome = self.database.read(run_read_only, sql, params, limits, arrow)
+            outcome = self.query(sql, params, max_rows, arrow)
             headers = {"X-Sextant-Truncated": str(outcome.truncated).lower()}
             if outcome.truncated_by:
                 headers["X-Sextant-Truncated-By"] = outcome.truncated_by
             return arrow.body(), ARROW_STREAM, headers
         json = JsonAnswer()
-        outcome = self.database.read(run_read_only, sql, params, limits, json)
-        return json.body(outcome, truncation_note(outcome, limits)), "application/json", {}
+        outcome = self.query(sql, params, max_rows, json)
+        note = truncation_note(outcome, limits_of(self.config, max_rows))
+        return json.body(outcome, note), "application/json", {}

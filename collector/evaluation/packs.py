@@ -253,6 +253,7 @@ class PackRegistry(TickingStage):
                         "owner": good.pack.owner if good else None,
                         "sha256": good.sha256 if good else None,
                         "rules": [r.id for r in good.pack.rules] if good else [],
+                        "rule_types": {r.id: r.type for r in good.pack.rules} if good else {},
                         "refused": list(entry.errors),
                         "refused_at": iso_utc(entry.refused_at) if entry.refused_at else None,
                     }

@@ -33,7 +33,8 @@ class SqlLimits:
 class Answer(Protocol):
     """Where a query's rows go as they stream, counting the bytes of what it has built."""
 
-    size: int
+    @property
+    def size(self) -> int: ...
 
     def start(self, schema: pa.Schema) -> None: ...
 

@@ -182,3 +182,27 @@ def test_the_image_runs_as_a_user_and_its_healthcheck_asks_a_running_collector(t
     finally:
         assert serve.stop() == 0
     assert subprocess.run(probe, capture_output=True, timeout=30).returncode != 0
+
+
+def grafana_expand(text: str, environ: dict[str, str]) -> str:
+    """Grafana's provisioning expansion: $VAR and ${VAR} from the environment, $$ a literal $."""
+    return re.sub(
+        r"\$\$|\$\{(\w+)\}|\$(\w+)",
+        lambda m: "$" if m[0] == "$$" else environ.get(m[1] or m[2], ""),
+        text,
+    )
+
+
+def test_exemplar_links_open_the_consoles_trajectory_page():
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    grafana = compose["services"]["grafana"]
+    text = (DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text()
+    provisioned = yaml.safe_load(grafana_expand(text, grafana["environment"]))
+    (destination,) = provisioned["datasources"][0]["jsonData"]["exemplarTraceIdDestinations"]
+    assert destination["url"] == "http://localhost:9464/trajectories/${__value.raw}"
+    assert "9464:9464" in compose["services"]["sextant"]["ports"]
+    dashboard = json.loads((DEPLOY / "grafana/dashboards/sextant.json").read_text())
+    assert [link["url"] for link in dashboard["links"]] == ["${admin_url}/"]
+    described = [p.get("description", "") for p in dashboard["panels"]]
+    assert not any("/api/v1/trajectories" in d for d in described)
+    assert sum("/trajectories/<trace id>" in d for d in described) == 5
