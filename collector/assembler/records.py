@@ -9,8 +9,10 @@ import orjson
 import pyarrow as pa
 
 from collector.store.tables import out_of_range, rows_table
-from evaluators.base import Result, overall_verdict
+from evaluators.base import Result, Verdict, overall_verdict
 from evaluators.model import Trajectory
+
+OBJECTING = (Verdict.FAIL, Verdict.REVIEW)
 
 
 def trajectory_row(
@@ -58,6 +60,7 @@ def trajectory_row(
         # No rule applied: no verdict (an unevaluated run is not a pass).
         "verdict": overall_verdict(results).value if results else None,
         "verdict_reasons": sorted({r.reason for r in results if r.reason}) or None,
+        "verdict_rules": objecting_rules(results),
         "build_error": build_error,
     }
     # Totals past their column's range (token counts summed past int64) are kept as text; the
@@ -65,6 +68,12 @@ def trajectory_row(
     unrepresentable = out_of_range("trajectories", row)
     row["unrepresentable"] = orjson.dumps(unrepresentable).decode() if unrepresentable else None
     return row
+
+
+def objecting_rules(results: list[Result]) -> list[str] | None:
+    """pack/rule of the results that failed or reviewed the run (what the list filters by)."""
+    objecting = {f"{r.pack}/{r.rule_id}" for r in results if r.verdict in OBJECTING}
+    return sorted(objecting) or None
 
 
 def step_rows(t: Trajectory) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
 # The spans table as schema version 1 created it; later versions add columns at the end.
@@ -130,6 +130,8 @@ TRAJECTORIES = (
     ("build_error", "VARCHAR", pa.string()),
     # {column: decimal text} for totals past their column's range (the column is then NULL).
     ("unrepresentable", "JSON", pa.string()),
+    # pack/rule of every live result that failed or reviewed this revision, for the filter
+    ("verdict_rules", "VARCHAR[]", pa.list_(pa.string())),
 )
 
 STEPS = (
@@ -348,5 +350,14 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE spans ADD COLUMN kept_as_text VARCHAR[]",
         "ALTER TABLE trajectories ADD COLUMN build_error VARCHAR",
         "ALTER TABLE trajectories ADD COLUMN unrepresentable JSON",
+    ],
+    7: [
+        "ALTER TABLE trajectories ADD COLUMN verdict_rules VARCHAR[]",
+        # the runs stored before: from their live results, once
+        "UPDATE trajectories SET verdict_rules = r.rules FROM ("
+        " SELECT trace_id, revision, list_sort(list(DISTINCT pack || '/' || rule_id)) AS rules"
+        " FROM results WHERE scope = 'trajectory' AND origin = 'live'"
+        " AND verdict IN ('fail', 'review') GROUP BY ALL) r"
+        " WHERE trajectories.trace_id = r.trace_id AND trajectories.revision = r.revision",
     ],
 }

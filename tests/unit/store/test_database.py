@@ -46,3 +46,33 @@ def test_a_newer_store_is_refused(tmp_path: Path) -> None:
     database.close()
     with pytest.raises(StartupError, match="schema version 99, newer than this Sextant"):
         Database(path).open()
+
+
+def test_a_version_6_store_gets_the_objecting_rules_of_its_runs(tmp_path: Path) -> None:
+    """Runs stored before the list filtered by rule on its own column get it from their live
+    results: failing and reviewing rules, not passes, not replays."""
+    path = tmp_path / "v6.duckdb"
+    con = duckdb.connect(str(path))
+    for version in range(1, 7):
+        for statement in MIGRATIONS[version]:
+            con.execute(statement)
+        con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+    con.execute("INSERT INTO trajectories (trace_id, revision, is_current) VALUES ('t', 1, true)")
+    results = [
+        ("support", "approval", "fail", "live"),
+        ("default", "budget", "review", "live"),
+        ("default", "loop", "pass", "live"),
+        ("support", "tone", "fail", "replay"),
+    ]
+    for pack, rule, verdict, origin in results:
+        con.execute(
+            "INSERT INTO results (trace_id, revision, pack, rule_id, verdict, scope, origin)"
+            " VALUES ('t', 1, ?, ?, ?, 'trajectory', ?)",
+            [pack, rule, verdict, origin],
+        )
+    con.close()
+    database = Database(path)
+    database.open()
+    row = database.cursor().execute("SELECT verdict_rules FROM trajectories").fetchone()
+    assert row == (["default/budget", "support/approval"],)
+    database.close()
