@@ -15,13 +15,11 @@ import pyarrow as pa
 from collector.cli._client import AdminClient
 from collector.cli._errors import NotFound, Unreachable
 from collector.errors import SextantError
+from collector.replay.sources import DuckDBSource
 from collector.store.readonly import lock_down, open_file_read_only
 from collector.store.schema import create_table
-from collector.store.sqlcheck import first_line
 from collector.store.tables import TABLES
 from collector.store.views import create_views
-
-READ_BATCH_ROWS = 65536
 
 
 def open_db(path: Path) -> duckdb.DuckDBPyConnection:
@@ -30,34 +28,6 @@ def open_db(path: Path) -> duckdb.DuckDBPyConnection:
         return open_file_read_only(path)
     except SextantError as exc:
         raise Unreachable(str(exc)) from exc
-
-
-class DuckDBSource:
-    """A DuckDB connection: a --db file or the in-memory views over a Parquet export."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, name: str) -> None:
-        self.con = con
-        self.name = name
-
-    def query(self, sql: str, params: list | None = None) -> pa.Table:
-        try:
-            return self.con.sql(sql, params=params or None).to_arrow_table()
-        except duckdb.Error as exc:
-            raise SextantError(f"{self.name}: {first_line(exc)}") from exc
-
-    def batches(self, sql: str, params: list | None = None) -> Iterator[pa.RecordBatch]:
-        yield from self.con.sql(sql, params=params or None).to_arrow_reader(READ_BATCH_ROWS)
-
-    def trajectory(self, trace_id: str, revision: int | None = None) -> dict[str, Any] | None:
-        from collector.store.queries import load_trajectory
-
-        return load_trajectory(self.con.cursor(), trace_id, revision)
-
-    def rules_status(self) -> dict[str, Any] | None:
-        return None  # a file has no packs in force, only the ones it recorded
-
-    def close(self) -> None:
-        self.con.close()
 
 
 class LiveSource:

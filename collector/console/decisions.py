@@ -5,12 +5,14 @@ resolve forms, which go through the same engine methods as the API, then back (P
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+import duckdb
 from aiohttp import web
 
 from collector.console.access import CSRF, CSRF_FIELD, see_other
@@ -18,6 +20,9 @@ from collector.console.render import ago, page
 from collector.decisions.engine import DecisionEngine
 from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
 from collector.decisions.state import DecisionState, Event, State
+from collector.errors import SextantError
+from collector.replay.evidence import write_evidence
+from collector.replay.sources import DuckDBSource
 from collector.store.database import Database
 
 MAX_ROWS = 200
@@ -82,6 +87,18 @@ class DecisionPages:
         app.router.add_get("/decisions/{id}", self._one)
         app.router.add_post("/decisions/{id}/ack", self._ack)
         app.router.add_post("/decisions/{id}/resolve", self._resolve)
+        app.router.add_get("/decisions/{id}/evidence.zip", self._evidence)
+
+    async def _evidence(self, request: web.Request) -> web.Response:
+        """The decision's evidence bundle, as `sextant evidence ID` writes it."""
+        decision_id = request.match_info["id"]
+        try:
+            body = await asyncio.to_thread(self.database.read, bundle_zip, decision_id, self.now())
+        except SextantError as exc:
+            raise web.HTTPNotFound(text=str(exc)) from exc
+        name = f"evidence-{decision_id}.zip"
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+        return web.Response(body=body, content_type="application/zip", headers=headers)
 
     async def _list(self, request: web.Request) -> web.Response:
         asked = {k: request.query.get(k, "").strip() for k in (*DECISION_FILTERS, "state")}
@@ -161,3 +178,9 @@ def target_query(row: dict[str, Any]) -> str:
         "version": row["service_version"],
     }
     return "&".join(f"{k}={quote(v or '', safe='')}" for k, v in parts.items())
+
+
+def bundle_zip(cursor: duckdb.DuckDBPyConnection, decision_id: str, now: datetime) -> bytes:
+    out = io.BytesIO()
+    write_evidence(DuckDBSource(cursor, "the collector's store"), decision_id, out, now)
+    return out.getvalue()

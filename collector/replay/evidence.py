@@ -7,7 +7,7 @@ import hashlib
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -71,8 +71,11 @@ def bundle(source: Source, decision_id: str) -> dict[str, bytes]:
     return files
 
 
-def write_evidence(source: Source, decision_id: str, out: Path, created_at: datetime) -> int:
-    """Write the bundle as a zip with a manifest of SHA-256; how many files it holds."""
+def write_evidence(
+    source: Source, decision_id: str, out: Path | BinaryIO, created_at: datetime
+) -> int:
+    """Write the bundle as a zip (to a file, or a stream such as a download's body) with a
+    manifest of SHA-256; how many files it holds."""
     files = bundle(source, decision_id)
     manifest = {
         "decision_id": decision_id,

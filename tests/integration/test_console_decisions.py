@@ -229,3 +229,28 @@ def test_with_the_console_off_its_pages_are_not_found_and_the_api_still_answers(
         assert requests.get(server.admin_url + "/api/v1/targets", timeout=5).status_code == 200
     finally:
         server.stop()
+
+
+def test_the_evidence_bundle_downloads_from_the_decision_page(
+    chromium: Browser, quarantined: tuple[RunningServer, dict, str]
+) -> None:
+    """The same zip as `sextant evidence ID`: the decision, its history, the violating run."""
+    import io
+    import json
+    import zipfile
+
+    server, decision, bad = quarantined
+    with new_page(chromium) as page:
+        page.goto(f"{server.admin_url}/decisions/{decision['decision_id']}")
+        with page.expect_download() as caught:
+            page.click("#bundle")
+        data = Path(caught.value.path()).read_bytes()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        names = set(archive.namelist())
+        assert {"decision.json", "history.jsonl", "manifest.json"} <= names
+        assert f"trajectories/{bad}.json" in names and f"spans/{bad}.jsonl" in names
+        current = json.loads(archive.read("decision.json"))
+    assert current["decision_id"] == decision["decision_id"]
+    assert current["decision"] == "QUARANTINE"
+    missing = requests.get(f"{server.admin_url}/decisions/d-nope/evidence.zip", timeout=5)
+    assert missing.status_code == 404

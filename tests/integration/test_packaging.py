@@ -49,6 +49,10 @@ def install(wheel: Path, target: Path, wheelhouse: Path) -> Path:
     try:
         run(*offline, wheel, cwd=target)
     except AssertionError:  # the first run, or new dependencies: fetch them once
+        # pip saves the wheel itself there too, under the same name each build: an old copy
+        # would stand in for this one and hide its new dependencies.
+        for stale in wheelhouse.glob("sextant_otel-*.whl"):
+            stale.unlink()
         run(sys.executable, "-m", "pip", "download", "-q", "-d", wheelhouse, wheel, cwd=target)
         run(*offline, wheel, cwd=target)
     return python
