@@ -16,16 +16,10 @@ from collector.config.sections import AdminConfig
 from collector.console.access import ConsoleAccess
 from tests.support.admin import firing, trajectory
 from tests.support.agents import support_run
-from tests.support.browser import browser, new_page, screenshot
+from tests.support.browser import new_page, screenshot
 from tests.support.server import RunningServer, serve_deciding
 
 TOKEN = "console-test-token"
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    with browser() as launched:
-        yield launched
 
 
 def quarantine(server: RunningServer) -> tuple[dict, str]:

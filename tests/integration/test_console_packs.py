@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,30 +11,9 @@ import requests
 from playwright.sync_api import Browser, Page
 
 from collector.store.views import VIEWS
-from tests.support.admin import firing, trajectory
-from tests.support.agents import support_run
-from tests.support.browser import browser, new_page, screenshot
+from tests.support.browser import new_page, screenshot
 from tests.support.server import SHIPPED_PACKS, RunningServer, serve_deciding
 from tests.support.wait import wait_for
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    with browser() as launched:
-        yield launched
-
-
-@pytest.fixture
-def quarantined(tmp_path: Path) -> Iterator[RunningServer]:
-    """A collector whose support-desk target is QUARANTINEd by a run that skipped approval."""
-    server = serve_deciding(tmp_path)
-    try:
-        trajectory(server, support_run(server, approve=True))
-        trajectory(server, support_run(server, approve=False))
-        firing(server, "QUARANTINE")
-        yield server
-    finally:
-        server.stop()
 
 
 def cells(page: Page, selector: str) -> list[str]:

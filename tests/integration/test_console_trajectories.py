@@ -11,7 +11,7 @@ from playwright.sync_api import Browser, Page
 
 from tests.support.admin import trajectory
 from tests.support.agents import support_run
-from tests.support.browser import browser, new_page, screenshot
+from tests.support.browser import new_page, screenshot
 from tests.support.server import RunningServer, serve_shipped_packs
 
 REASON = "approval_boundary_violation"
@@ -22,12 +22,6 @@ class Runs:
     server: RunningServer
     good: str
     violating: list[str]
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    with browser() as launched:
-        yield launched
 
 
 @pytest.fixture(scope="module")

@@ -200,7 +200,8 @@ def test_exemplar_links_open_the_consoles_trajectory_page():
     provisioned = yaml.safe_load(grafana_expand(text, grafana["environment"]))
     (destination,) = provisioned["datasources"][0]["jsonData"]["exemplarTraceIdDestinations"]
     assert destination["url"] == "http://localhost:9464/trajectories/${__value.raw}"
-    assert "9464:9464" in compose["services"]["sextant"]["ports"]
+    # the browser on the host reaches the console there (published on the host's loopback)
+    assert "127.0.0.1:9464:9464" in compose["services"]["sextant"]["ports"]
     dashboard = json.loads((DEPLOY / "grafana/dashboards/sextant.json").read_text())
     assert [link["url"] for link in dashboard["links"]] == ["${admin_url}/"]
     described = [p.get("description", "") for p in dashboard["panels"]]
