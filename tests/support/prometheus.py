@@ -15,7 +15,6 @@ from typing import Any
 import requests
 
 from tests.support.binaries import binary
-from tests.support.paths import ROOT
 from tests.support.wait import wait_for
 
 
@@ -25,10 +24,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(args: list[str], ready_url: str, log: Path) -> subprocess.Popen:
-    """Start `args`, logging to `log`, and wait until `ready_url` answers 200."""
+def run(
+    args: list[str], ready_url: str, log: Path, stderr: int = subprocess.STDOUT
+) -> subprocess.Popen:
+    """Start `args` with its output in `log` (and its errors too, unless `stderr` says
+    otherwise), and wait until `ready_url` answers 200."""
     out = log.open("wb")
-    process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(args, stdout=out, stderr=stderr)
 
     def ready() -> bool:
         if process.poll() is not None:
@@ -142,19 +144,9 @@ def alert_sink(tmp: Path) -> Iterator[Sink]:
     out = tmp / "sink.jsonl"
     url = f"http://127.0.0.1:{port}"
     args = [sys.executable, "-m", "collector.cli", "alerts", "sink", "--addr", f"127.0.0.1:{port}"]
-    with out.open("wb") as stdout:
-        process = subprocess.Popen(args, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
-
-        def ready() -> bool:
-            if process.poll() is not None:
-                raise AssertionError(f"the alert sink exited with {process.returncode}")
-            try:
-                return requests.get(url, timeout=1).status_code == 200
-            except requests.ConnectionError:
-                return False
-
-        try:
-            wait_for(ready, timeout=30, interval=0.2)
-            yield Sink(url, out, process)
-        finally:
-            stop(process)
+    # its stdout is what it received, one JSON line each: nothing else may go there
+    process = run(args, url, out, stderr=subprocess.DEVNULL)
+    try:
+        yield Sink(url, out, process)
+    finally:
+        stop(process)
