@@ -28,6 +28,11 @@ MAX_SESSIONS = 10_000  # beyond, the oldest login is forgotten
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Reachable without a login: the login form itself and what it is styled with.
 PUBLIC_PREFIXES = ("/login", "/static/")
+NOT_SERVED = (
+    "No console here: the admin port listens beyond loopback and auth.tokens is not set, so"
+    " the console is off (admin.console: loopback). Bind admin.addr to 127.0.0.1, set"
+    " auth.tokens, or set admin.console: always behind a proxy that authenticates people."
+)
 # What a page puts in its forms' hidden CSRF_FIELD: `request[CSRF]`, set by the gate.
 CSRF = web.RequestKey("csrf", str)
 
@@ -131,7 +136,7 @@ class ConsoleAccess:
         self, request: web.Request, failure: Unauthenticated | None, bearer: bool
     ) -> web.StreamResponse | None:
         if not self.served:
-            return unauthorized(failure) if failure is not None else refusal(404, "no console here")
+            return unauthorized(failure) if failure is not None else refusal(404, NOT_SERVED)
         if request.method in UNSAFE and not same_origin(request):
             return refusal(403, "a form from another site is refused")
         request[CSRF] = self.csrf(request)

@@ -218,7 +218,8 @@ def test_with_the_console_off_its_pages_are_not_found_and_the_api_still_answers(
 ) -> None:
     server = serve_deciding(tmp_path, admin={"console": "off"})
     try:
-        assert requests.get(server.admin_url + "/", timeout=5).status_code == 404
+        home = requests.get(server.admin_url + "/", timeout=5)
+        assert home.status_code == 404 and "admin.console" in home.text  # says how to turn it on
         assert requests.get(server.admin_url + "/decisions", timeout=5).status_code == 404
         assert requests.get(server.admin_url + "/api/v1/targets", timeout=5).status_code == 200
     finally:
