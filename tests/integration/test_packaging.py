@@ -14,7 +14,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # What a build needs, as deploy/Dockerfile copies it.
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "collector", "evaluators", "rules")
+SOURCES = (
+    "pyproject.toml",
+    "Cargo.toml",
+    "Cargo.lock",
+    "README.md",
+    "LICENSE",
+    "collector",
+    "evaluators",
+    "rules",
+)
 
 
 def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -30,7 +39,7 @@ def build_wheel(tmp_path: Path) -> Path:
     source.mkdir()
     for name in SOURCES:
         if (ROOT / name).is_dir():
-            ignore = shutil.ignore_patterns("__pycache__")
+            ignore = shutil.ignore_patterns("__pycache__", "*.so")  # the editable build's extension
             shutil.copytree(ROOT / name, source / name, symlinks=True, ignore=ignore)
         else:
             shutil.copy(ROOT / name, source / name)
