@@ -10,6 +10,7 @@ from typing import Any
 
 from collector.config import SextantConfig, load_config
 from collector.pipeline import Pipeline
+from collector.threads import name_os_thread, named_executor
 
 LOOPBACK_EPHEMERAL = {
     "grpc": {"addr": "127.0.0.1:0"},
@@ -58,7 +59,9 @@ def start(config: SextantConfig, timeout: float = 60.0) -> Embedded:
     box: dict[str, Any] = {}
 
     def run() -> None:
+        name_os_thread()
         loop = asyncio.new_event_loop()
+        loop.set_default_executor(named_executor("sextant-async"))
         asyncio.set_event_loop(loop)
         try:
             pipeline = Pipeline(config)

@@ -54,6 +54,7 @@ from collector.telemetry import (
     StoreMetrics,
     register_process_metrics,
 )
+from collector.threads import start_arrow_threads
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -256,6 +257,7 @@ class Pipeline:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.failed = asyncio.Event()
+        start_arrow_threads()  # named for per-thread CPU, before any stage's thread uses it
         try:
             self.database.open()
             for stage in self.stages():

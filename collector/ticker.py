@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from collector.lifecycle import remaining
+from collector.threads import name_os_thread
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class Ticker:
         return [self.thread] if self.thread is not None else []
 
     def _run(self) -> None:
+        name_os_thread(self.name)
         while not self.stopping.is_set():
             woken = self._woken.wait(self.interval() if callable(self.interval) else self.interval)
             if woken:

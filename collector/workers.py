@@ -16,6 +16,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from collector.errors import TransientError
+from collector.threads import name_os_thread, os_thread_name
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -32,6 +33,7 @@ def watch_parent(parent: int) -> None:
     """
 
     def watch() -> None:
+        name_os_thread()
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_SECONDS)
         # No cleanup, as if the parent's end had taken the worker with it: what it was doing
@@ -69,14 +71,17 @@ class WorkerPool:
 
     def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
         # Every worker is started at once (the pool starts them all on the first submits), so
-        # the warm-up answers name every worker process.
+        # the warm-up answers name every worker process. The pool's threads, which pickle the
+        # tasks to the workers and read their answers, start on the first submit and take the
+        # name `sextant-pool` from this thread.
         pool = concurrent.futures.ProcessPoolExecutor(
             self.workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=watch_parent,
             initargs=(os.getpid(),),
         )
-        warmed = [pool.submit(warm_up) for _ in range(self.workers)]
+        with os_thread_name("sextant-pool"):
+            warmed = [pool.submit(warm_up) for _ in range(self.workers)]
         self._pids = sorted({future.result() for future in warmed})
         return pool
 

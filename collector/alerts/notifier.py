@@ -29,6 +29,7 @@ from collector.lifecycle import remaining
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
 from collector.telemetry import AlertMetrics
+from collector.threads import name_os_thread
 from collector.ticker import Ticker
 from evaluators.base import Decision
 
@@ -252,6 +253,7 @@ class Notifier:
     # -- delivery --------------------------------------------------------------------------------
 
     def _deliver_loop(self, box: Outbox) -> None:
+        name_os_thread()
         while True:
             with box.wake:
                 while not box.queue and not self._stopping.is_set():

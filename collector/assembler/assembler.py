@@ -110,7 +110,7 @@ class Assembler(TickingStage):
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
         """Commit hook: note which traces got spans (runs in the writer thread, so stays cheap)."""
         spans = tables.get("spans")
-        if spans is None or not spans.num_rows:
+        if spans is None or not spans.num_rows or not self.config.enabled:
             return
         # A root has no parent, or a parent in another service (OTLP remote-parent flags).
         remote = pc.equal(pc.bit_wise_and(spans["flags"], REMOTE_PARENT), REMOTE_PARENT)
@@ -167,6 +167,9 @@ class Assembler(TickingStage):
         return len(traces)
 
     def start(self) -> None:
+        if not self.config.enabled:
+            log.info("assembly is off (assembler.enabled): spans are stored, not assembled")
+            return
         recovered = self.recover()
         if recovered:
             log.info("recovered %d open traces from the store", recovered)

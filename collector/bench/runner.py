@@ -8,6 +8,7 @@ import statistics
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -223,7 +224,9 @@ def send_until_done(
             report.latencies.extend(latencies)
 
 
-def run_bench(options: BenchOptions) -> BenchReport:
+def run_bench(options: BenchOptions, on_start: Callable[[], object] | None = None) -> BenchReport:
+    """Send for `options.duration`; `on_start` is called once the sending threads run (so
+    whoever watches the endpoint knows when the load began: the template takes a while)."""
     template, salt, spans = payload_template(options)
     report = BenchReport(options, request_bytes=len(template), spans_per_request=spans)
     schedule = Schedule(options, spans, max(1, spans // options.spans_per_trace))
@@ -236,6 +239,8 @@ def run_bench(options: BenchOptions) -> BenchReport:
     started = time.monotonic()
     for t in threads:
         t.start()
+    if on_start is not None:
+        on_start()
     for t in threads:
         t.join(options.duration + REQUEST_TIMEOUT + 5)
     report.elapsed = time.monotonic() - started

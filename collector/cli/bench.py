@@ -7,6 +7,9 @@ from typing import Any
 
 from collector.cli._flags import add_command, add_format, duration, positive_int
 
+# The line on stderr that says the load has begun (scripts/benchmark starts measuring there).
+SENDING = "sextant bench: sending"
+
 
 def register(sub: Any) -> None:
     bench = add_command(
@@ -45,6 +48,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from collector.bench.runner import BenchOptions, run_bench
     from collector.cli._errors import UsageError
     from collector.cli._output import Table, emit
@@ -62,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
             spans_per_trace=args.spans_per_trace,
             rate=args.rate,
             headers=dict(h.split("=", 1) for h in args.header),
-        )
+        ),
+        on_start=lambda: print(f"{SENDING} for {args.duration:g} s", file=sys.stderr, flush=True),
     )
     if args.format == "table":
         print(report.render())

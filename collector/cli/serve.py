@@ -61,10 +61,13 @@ async def run_server(config: Any) -> int:
     import signal
 
     from collector.pipeline import Pipeline
+    from collector.threads import named_executor
 
     pipeline = Pipeline(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # asyncio.to_thread's threads (admin requests, stage start and stop), named for /proc.
+    loop.set_default_executor(named_executor("sextant-async"))
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await pipeline.start()

@@ -224,6 +224,11 @@ class WriterConfig(Strict):
 
 
 class AssemblerConfig(Strict):
+    enabled: bool = Field(
+        True,
+        description="Assemble (and so evaluate) trajectories. Off, spans are only stored, as when"
+        " measuring ingest alone; what was stored meanwhile is assembled once it is on again.",
+    )
     quiet_period_seconds: Seconds = Field(
         5.0, gt=0, description="A trace closes this long after its last span once its root ended."
     )

@@ -15,6 +15,7 @@ from collector.errors import SextantError, StartupError, TransientError, status_
 from collector.lifecycle import remaining
 from collector.receivers.ingest import Ingest, metered
 from collector.telemetry import ReceiverMetrics
+from collector.threads import os_thread_name
 from collector.tls import grpc_credentials
 
 log = logging.getLogger(__name__)
@@ -57,14 +58,16 @@ class OtlpGrpcReceiver:
 
     async def start(self) -> None:
         host, port = self.config.host_port
-        server = grpc.aio.server(
-            options=(
-                # grpcio shares a port with another process by default; we want EADDRINUSE.
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", self.limits.max_request_bytes),
-                ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
+        # gRPC starts its threads here; those it does not name itself inherit this name.
+        with os_thread_name("sextant-grpc"):
+            server = grpc.aio.server(
+                options=(
+                    # grpcio shares a port with another process by default; we want EADDRINUSE.
+                    ("grpc.so_reuseport", 0),
+                    ("grpc.max_receive_message_length", self.limits.max_request_bytes),
+                    ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
+                )
             )
-        )
         server.add_generic_rpc_handlers(
             tuple(
                 grpc.method_handlers_generic_handler(

@@ -13,6 +13,7 @@ from collector.errors import StartupError
 from collector.store.readonly import lock_down
 from collector.store.schema import MIGRATIONS, SCHEMA_VERSION
 from collector.store.views import create_views
+from collector.threads import os_thread_name
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,7 +36,9 @@ class Database:
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._con = duckdb.connect(str(self.path))
+            # DuckDB starts its threads here; they inherit the name (see collector.threads).
+            with os_thread_name("sextant-duckdb"):
+                self._con = duckdb.connect(str(self.path))
         except duckdb.Error as exc:
             raise StartupError(f"cannot open DuckDB store {self.path}: {exc}") from exc
         self._con.execute("SET TimeZone = 'UTC'")

@@ -22,6 +22,7 @@ from collector.lifecycle import remaining
 from collector.store.database import Database
 from collector.store.tables import BEFORE_INSERT, INSERTS, INSERTS_IGNORING_DUPLICATES
 from collector.telemetry import StoreMetrics
+from collector.threads import name_os_thread
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +196,7 @@ class Writer:
             return taken
 
     def _run(self) -> None:
+        name_os_thread()
         while (taken := self._take()) is not None:
             try:
                 self._commit(taken)

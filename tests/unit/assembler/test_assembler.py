@@ -161,3 +161,30 @@ def test_late_spans_stored_before_a_restart_reopen_as_rooted(rig) -> None:
     clock.advance(5.1)
     assert fresh.tick() == 1  # after the quiet period, not the maximum age
     assert current(database, trace_id) == [(2, 4, "ok", 1)]
+
+
+def test_turned_off_it_only_stores_and_assembles_what_it_missed_once_on(rig) -> None:
+    database, writer, assembler, clock, _registry = rig
+    off = Assembler(
+        assembler.config.model_copy(update={"enabled": False}),
+        database,
+        writer,
+        WorkerPool(0),
+        {},
+        AssemblerMetrics(CollectorRegistry()),
+        clock,
+    )
+    writer.on_commit = off.consume
+    off.start()
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, [*children, root])
+    clock.advance(5.1)
+    assert (off.threads(), off.backlog(), off.tick()) == ([], 0, 0)
+    off.shutdown(deadline_in(1))
+    assert current(database, trace_id) == []
+    on = restarted(assembler)
+    assert on.recover() == 1
+    clock.advance(5.1)
+    assert on.tick() == 1
+    assert current(database, trace_id) == [(1, 4, "ok", 0)]

@@ -1,0 +1,179 @@
+"""The end-to-end benchmark's processes: `sextant serve` (ingest only, or as shipped) and
+`sextant bench` driving it, each a child process with its own GIL, as deployed.
+
+While the collector runs, DuckDB's one-writer lock keeps other processes out of its store, so
+it is read through the admin API (`/metrics`, `POST /api/v1/sql`); its final counts are read
+from the file once it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+from collector.bench.stages import process_seconds
+from collector.cli.bench import SENDING
+
+# Ingest alone: nothing assembled, so nothing evaluated; no packs and no drift rounds either.
+INGEST_ONLY = "assembler: {enabled: false}\nrules: {paths: []}\ndrift: {enabled: false}\n"
+MODES = {"ingest": INGEST_ONLY, "full": ""}  # full: the defaults, the shipped packs
+LISTEN = re.compile(r"(OTLP/gRPC|OTLP/HTTP|admin) listening on [\d.]+:(\d+)")
+COVERED = "SELECT count(DISTINCT trace_id) FROM trajectories"
+UNCOVERED = """
+SELECT count(*) FROM (SELECT trace_id, max(received_at) AS last FROM spans GROUP BY 1) s
+LEFT JOIN (SELECT trace_id, max(last_received_at) AS covered FROM trajectories GROUP BY 1) t
+  USING (trace_id)
+WHERE t.covered IS NULL OR s.last > t.covered
+"""
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "collector.cli", *args]
+
+
+class Served:
+    """A fresh `sextant serve` on loopback ports chosen by the system."""
+
+    def __init__(self, data: Path, config: str) -> None:
+        self.data = data
+        path = data / "sextant.yaml"
+        path.write_text(config or "{}\n")
+        addresses = [f"--{f}-addr=127.0.0.1:0" for f in ("grpc", "http", "admin")]
+        self.proc = subprocess.Popen(
+            command("serve", "--config", str(path), "--data-dir", str(data / "d"), *addresses),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.log: deque[str] = deque(maxlen=20)  # its last lines, for an error message
+        self.ports = self._ports()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _ports(self) -> dict[str, int]:
+        ports: dict[str, int] = {}
+        assert self.proc.stderr is not None
+        while len(ports) < 3:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise SystemExit("sextant serve did not start:\n" + "".join(self.log))
+            self.log.append(line)
+            if m := LISTEN.search(line):
+                ports[m.group(1)] = int(m.group(2))
+        return ports
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def endpoint(self, protocol: str) -> str:
+        if protocol == "grpc":
+            return f"127.0.0.1:{self.ports['OTLP/gRPC']}"
+        return f"http://127.0.0.1:{self.ports['OTLP/HTTP']}/v1/traces"
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.ports['admin']}/metrics"
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            return str(reply.read().decode())
+
+    def sql(self, query: str) -> list[list[Any]]:
+        url = f"http://127.0.0.1:{self.ports['admin']}/api/v1/sql"
+        body = orjson.dumps({"sql": query})
+        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            rows: list[list[Any]] = orjson.loads(reply.read())["rows"]
+        return rows
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(120)
+
+    def store(self) -> StoreCounts:
+        """What the stopped collector stored, read from the file."""
+        con = duckdb.connect(str(self.data / "d" / "sextant.duckdb"), read_only=True)
+        try:
+            one = [
+                int(row[0]) if (row := con.execute(q).fetchone()) else 0
+                for q in (
+                    "SELECT count(*) FROM spans",
+                    "SELECT count(DISTINCT trace_id) FROM spans",
+                    "SELECT count(*) FROM trajectories",
+                    "SELECT count(*) FROM results",
+                    UNCOVERED,
+                )
+            ]
+        finally:
+            con.close()
+        return StoreCounts(*one)
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    spans: int
+    traces: int
+    trajectories: int
+    results: int
+    uncovered: int  # traces whose latest spans no trajectory covers
+
+
+def caught_up(served: Served, stopped_at: float, timeout: float, every: float = 0.25) -> float:
+    """Seconds after the load stopped (`stopped_at`, monotonic) until every stored trace has its
+    trajectory, and so its results (stored in the same commit); inf if not within `timeout`."""
+    traces = served.sql("SELECT count(DISTINCT trace_id) FROM spans")[0][0]
+    while time.monotonic() - stopped_at < timeout:
+        if served.sql(COVERED)[0][0] >= traces:
+            return time.monotonic() - stopped_at
+        time.sleep(every)
+    return float("inf")
+
+
+class Load:
+    """`sextant bench` as a child process: `started()` returns once it sends; `finish()` waits
+    for its end and returns its report (stdout) and the CPU seconds it used since it started
+    sending."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            command("bench", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.errors: list[str] = []
+
+    def started(self) -> float:
+        """Blocks until the load generator sends; its CPU seconds so far (its start-up)."""
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if line.startswith(SENDING):
+                threading.Thread(target=self._drain, daemon=True).start()
+                return process_seconds(self.proc.pid)
+            self.errors.append(line)
+        raise SystemExit("sextant bench did not start:\n" + "".join(self.errors))
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        self.errors += list(self.proc.stderr)
+
+    def finish(self) -> tuple[str, float]:
+        """(its report, CPU seconds in all): from the kernel's account of the ended process."""
+        assert self.proc.stdout is not None
+        out = self.proc.stdout.read()
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        if self.proc.returncode:
+            raise SystemExit("sextant bench failed:\n" + out + "".join(self.errors))
+        return out, usage.ru_utime + usage.ru_stime
