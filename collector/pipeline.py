@@ -114,9 +114,7 @@ class Pipeline:
             clock,
         )
         receiver_metrics = ReceiverMetrics(self.registry)
-        self.ingest = Ingest(
-            self.writer, self.workers, config.ingest, config.limits, receiver_metrics
-        )
+        self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
         # New spans feed assembly; new failing results wake the decision round early.
         self.writer.on_commit = fan_out(self.assembler.consume, self.decisions.consume)
@@ -226,6 +224,7 @@ class Pipeline:
         return [
             self.writer,
             self.checkpointer,
+            self.ingest,
             self.workers,
             self.packs,
             self.assembler,

@@ -9,7 +9,7 @@ import orjson
 from collector.assembler import messages
 from collector.assembler.prices import PriceTable
 from collector.assembler.spans import SpanView, causal_order, remote_parent
-from collector.normalize.semconv import text as text_or_none
+from collector.normalize.values import text as text_or_none
 from evaluators.approvals import DEFAULT_APPROVALS
 from evaluators.model import Step, Trajectory
 

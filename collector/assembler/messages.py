@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from collector.normalize.semconv import parse_json as loads
+from collector.normalize.values import parse_json as loads
 
 OI_TOOL_CALL = re.compile(
     r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(.+)$"

@@ -126,11 +126,18 @@ class WorkersConfig(Strict):
         2,
         ge=0,
         le=64,
-        description="Worker processes that decode requests and build trajectories; 0 = inline.",
+        description="Worker processes that build and evaluate trajectories; 0 = inline.",
     )
 
 
 class IngestConfig(Strict):
+    decode_threads: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Threads of the receiving process that decode requests (natively, without"
+        " the GIL).",
+    )
     inline_decode_bytes: int = Field(
         64 * 1024,
         ge=0,

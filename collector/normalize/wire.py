@@ -1,4 +1,10 @@
-"""One request's wire bytes to an Arrow batch: the unit of work a decode worker process runs."""
+"""One request's wire bytes to an Arrow batch, by the native decoder (`_native`, in Rust).
+
+The Rust extension parses the request (protobuf, or OTLP/JSON with 64-bit integers as strings or
+numbers), validates and normalizes every span or log record and builds the store's batch columns
+in one pass, with the GIL released: decoding runs on threads of the receiving process. The rows
+cross into pyarrow through the Arrow C data interface, without a copy.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +12,13 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from collector.normalize.decode import Batch, decode_logs, decode_spans
-from collector.normalize.otlp_json import logs_from_json, traces_from_json
-from collector.normalize.otlp_protobuf import logs_from_protobuf, traces_from_protobuf
-from collector.store.tables import SIGNAL_TABLES, arrow_batch
-
-PARSERS = {
-    ("traces", "protobuf"): traces_from_protobuf,
-    ("logs", "protobuf"): logs_from_protobuf,
-}
-JSON_PARSERS = {"traces": traces_from_json, "logs": logs_from_json}
+from collector.errors import MalformedRequest
+from collector.normalize import _native
 
 
 @dataclass(frozen=True)
 class Decoded:
-    """What crosses back from a worker: the rows as Arrow plus the counts the receiver reports."""
+    """The rows as Arrow plus the counts the receiver reports."""
 
     table: pa.Table | None
     rows: int
@@ -37,20 +35,14 @@ class Decoded:
 
 
 def decode_request(signal: str, encoding: str, data: bytes, max_attribute_length: int) -> Decoded:
-    """Parse, validate and normalize one export request; raises MalformedRequest on bad bytes."""
-    ignored: list[str] = []
-    if encoding == "json":
-        request = JSON_PARSERS[signal](data, ignored)
-    else:
-        request = PARSERS[signal, encoding](data)
-    decode = decode_spans if signal == "traces" else decode_logs
-    batch: Batch = decode(request, max_attribute_length)
-    table = arrow_batch(SIGNAL_TABLES[signal], batch.columns) if batch.rows else None
-    return Decoded(
-        table,
-        batch.rows,
-        dict(batch.rejected),
-        batch.truncated_rows,
-        dict(batch.rejected_by_service),
-        tuple(ignored),
-    )
+    """Parse, validate and normalize one export request; raises MalformedRequest on bad bytes.
+
+    `signal` is "traces" or "logs", `encoding` "protobuf" or "json"."""
+    try:
+        batch, rows, rejected, truncated, by_service, ignored = _native.decode(
+            signal, encoding, bytes(data), max_attribute_length
+        )
+    except ValueError as exc:
+        raise MalformedRequest(str(exc)) from None
+    table = pa.Table.from_batches([pa.record_batch(batch)]) if batch is not None else None
+    return Decoded(table, rows, rejected, truncated, by_service, tuple(ignored))

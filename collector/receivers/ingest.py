@@ -1,10 +1,11 @@
-"""The work both receivers share: decode (in worker processes), queue for commit, wait, count."""
+"""The work both receivers share: decode (on decode threads), queue for commit, wait, count."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import contextlib
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from collector.receivers.admission import Admission
 from collector.store.tables import SIGNAL_TABLES
 from collector.store.writer import Writer
 from collector.telemetry import ReceiverMetrics
-from collector.workers import WorkerPool
+from collector.threads import named_executor
 
 REASONS = {
     "invalid_trace_id": "trace_id must be 16 bytes (32 hex digits) and not all zero",
@@ -104,20 +105,21 @@ def start_at_zero(metrics: ReceiverMetrics) -> None:
 class Ingest:
     """Turns one export request's bytes into committed rows and the OTLP reply.
 
-    Decoding is pure Python and GIL-bound, so it runs in the worker processes: the receiving
-    process keeps its GIL for gRPC, HTTP and the DuckDB writer, and both cores work.
+    The native decoder releases the GIL, so requests decode on a pool of threads of the
+    receiving process (`sextant-decode_N`), side by side with gRPC, HTTP and the writer, with no
+    copy of the request or its rows to another process. Small requests decode on the event
+    loop: the hop to a thread would cost more than the decode.
     """
 
     def __init__(
         self,
         writer: Writer,
-        workers: WorkerPool,
         config: IngestConfig,
         limits: LimitsConfig,
         metrics: ReceiverMetrics,
     ) -> None:
         self.writer = writer
-        self.workers = workers
+        self._decoders: concurrent.futures.ThreadPoolExecutor | None = None
         self.admission = Admission(config.max_wait_seconds)
         start_at_zero(metrics)
         self.config = config
@@ -132,11 +134,25 @@ class Ingest:
         without service.name, and requests that could not be decoded at all (one each)."""
         return dict(self._senders[signal])
 
+    def start(self) -> None:
+        self._decoders = named_executor("sextant-decode", self.config.decode_threads)
+
+    def shutdown(self, deadline: float) -> None:
+        """Requests in flight finish decoding (their callers wait for them)."""
+        decoders, self._decoders = self._decoders, None
+        if decoders is not None:
+            decoders.shutdown(wait=True)
+
+    def threads(self) -> list[threading.Thread]:
+        return []  # the pool's threads end with shutdown(); none holds a DuckDB connection
+
     async def _decode(self, signal: str, encoding: str, data: bytes) -> Decoded:
         limit = self.limits.max_attribute_length
-        if len(data) < self.config.inline_decode_bytes:
+        decoders = self._decoders
+        if decoders is None or len(data) < self.config.inline_decode_bytes:
             return decode_request(signal, encoding, data, limit)
-        return await self.workers.run_async(decode_request, signal, encoding, data, limit)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(decoders, decode_request, signal, encoding, data, limit)
 
     async def _submit(
         self, signal: str, encoding: str, data: bytes, protocol: str

@@ -7,7 +7,9 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+import orjson
 from aiohttp import web
+from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
@@ -23,7 +25,6 @@ from collector.errors import (
     status_label,
 )
 from collector.httpserver import HttpServer
-from collector.normalize import otlp_json
 from collector.receivers.ingest import Ingest, metered
 from collector.telemetry import ReceiverMetrics
 from collector.tls import reloading_context
@@ -128,7 +129,8 @@ def inflate(
 
 def encode(message: Message, kind: str) -> bytes:
     if kind == JSON:
-        return otlp_json.to_json(message)
+        # the protobuf JSON mapping: int64 as strings, lowerCamelCase
+        return orjson.dumps(json_format.MessageToDict(message))
     return message.SerializeToString()
 
 

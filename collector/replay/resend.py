@@ -16,10 +16,12 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from collector.errors import SextantError
-from collector.normalize.decode import SPAN_KINDS, STATUS_CODES
 from collector.replay.selection import Selection
 from collector.replay.sources import Source
 
+# The names the decoder stores for span kinds and status codes, by their protobuf number.
+SPAN_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+STATUS_CODES = ("UNSET", "OK", "ERROR")
 SPANS_PER_REQUEST = 1000
 TRACES_PER_QUERY = 2000
 

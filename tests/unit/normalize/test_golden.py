@@ -37,7 +37,7 @@ def test_fixture_matches_golden_rows(path: Path, request: pytest.FixtureRequest)
 
 
 def test_protobuf_and_json_encodings_give_the_same_rows() -> None:
-    from collector.normalize.otlp_json import traces_from_json
+    from tests.support.reference.otlp_json import traces_from_json
 
     for path in FIXTURES:
         as_protobuf = traces_from_json(path.read_bytes()).SerializeToString()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from collector.normalize import semconv
+from tests.support.decoding import decoded_span, tool_fields
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ from collector.normalize import semconv
     ],
 )
 def test_step_kind(attrs: dict, name: str, kind: str) -> None:
-    assert semconv.step_kind(attrs, name) == kind
+    assert decoded_span(attrs, name)["step_kind"] == kind
 
 
 def test_openllmetry_callback_envelope_is_unwrapped() -> None:
@@ -61,7 +61,7 @@ def test_openllmetry_callback_envelope_is_unwrapped() -> None:
         "inputs": {"city": "Paris"},
         "kwargs": {"tool_call_id": "call_1"},
     }
-    call_id, arguments, result = semconv.tool_fields(
+    call_id, arguments, result = tool_fields(
         {
             "gen_ai.tool.call.arguments": json.dumps(envelope),
             "gen_ai.tool.call.result": json.dumps(
@@ -73,33 +73,34 @@ def test_openllmetry_callback_envelope_is_unwrapped() -> None:
 
 
 def test_decorator_envelope_and_bare_values() -> None:
-    _, arguments, result = semconv.tool_fields(
+    _, arguments, result = tool_fields(
         {
             "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"q": 1}}),
             "traceloop.entity.output": json.dumps("done"),
         }
     )
     assert (json.loads(arguments), result) == ({"q": 1}, "done")
-    _, arguments, _ = semconv.tool_fields({"input.value": "P-2024-0193"})
+    _, arguments, _ = tool_fields({"input.value": "P-2024-0193"})
     assert json.loads(arguments) == "P-2024-0193"
-    _, arguments, _ = semconv.tool_fields({"input.value": "{not json"})
+    _, arguments, _ = tool_fields({"input.value": "{not json"})
     assert json.loads(arguments) == "{not json"
 
 
 def test_structured_arguments_become_json_text() -> None:
-    _, arguments, _ = semconv.tool_fields({"gen_ai.tool.call.arguments": {"a": [1, 2]}})
+    _, arguments, _ = tool_fields({"gen_ai.tool.call.arguments": {"a": [1, 2]}})
     assert arguments == '{"a":[1,2]}'
 
 
 def test_unknown_model_falls_through_to_the_next_source() -> None:
     attrs = {"gen_ai.response.model": "unknown", "gen_ai.request.model": "gpt-4.1-mini"}
-    assert semconv.model_name(attrs, "x", "llm") == "gpt-4.1-mini"
-    assert semconv.model_name({"gen_ai.request.model": "unknown"}, "ChatOpenAI.chat", "llm") is None
-    assert semconv.model_name({}, "chat claude-3", "llm") == "claude-3"
+    assert decoded_span(attrs, "x")["model"] == "gpt-4.1-mini"
+    assert decoded_span({"gen_ai.request.model": "unknown"}, "ChatOpenAI.chat")["model"] is None
+    assert decoded_span({}, "chat claude-3")["model"] == "claude-3"
 
 
 def test_error_type_prefers_the_attribute_then_the_exception_event() -> None:
-    events = [{"name": "exception", "attributes": {"exception.type": "mod.Boom"}}]
-    assert semconv.error_type({"error.type": "Timeout"}, events, 2) == "Timeout"
-    assert semconv.error_type({}, events, 2) == "mod.Boom"
-    assert semconv.error_type({}, events, 0) is None
+    events = [("exception", {"exception.type": "mod.Boom"})]
+    row = decoded_span({"error.type": "Timeout"}, events=events, status_code=2)
+    assert row["error_type"] == "Timeout"
+    assert decoded_span({}, events=events, status_code=2)["error_type"] == "mod.Boom"
+    assert decoded_span({}, events=events, status_code=0)["error_type"] is None

@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 
+from collector.normalize.values import json_or_text, parse_json, text
+
 OPERATION_KINDS = {
     "chat": "llm",
     "generate_content": "llm",
@@ -151,12 +153,6 @@ def normalized(
     )
 
 
-def text(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    return value if isinstance(value, str) else str(value)
-
-
 def label(attrs: dict[str, Any], key: str) -> str:
     """A string attribute used as a lookup key; any other type (a list, a number) is ""."""
     value = attrs.get(key)
@@ -193,9 +189,9 @@ def step_kind(attrs: dict[str, Any], name: str) -> str:
 def tool_name(attrs: dict[str, Any], name: str) -> str | None:
     found = first(attrs, ("gen_ai.tool.name", "tool.name"))
     if found:
-        return str(found)
+        return text(found)
     if attrs.get("traceloop.span.kind") == "tool" and attrs.get("traceloop.entity.name"):
-        return str(attrs["traceloop.entity.name"])
+        return text(attrs["traceloop.entity.name"])
     if name.startswith("execute_tool "):
         return name[len("execute_tool ") :]
     if name.startswith("tools/call "):
@@ -208,9 +204,9 @@ def tool_name(attrs: dict[str, Any], name: str) -> str | None:
 def agent_name(attrs: dict[str, Any], name: str, kind: str) -> str | None:
     found = first(attrs, ("gen_ai.agent.name", "agent.name"))
     if found:
-        return str(found)
+        return text(found)
     if attrs.get("traceloop.span.kind") == "agent" and attrs.get("traceloop.entity.name"):
-        return str(attrs["traceloop.entity.name"])
+        return text(attrs["traceloop.entity.name"])
     if kind != "agent":
         return None
     for prefix in ("invoke_agent ", "create_agent "):
@@ -221,48 +217,6 @@ def agent_name(attrs: dict[str, Any], name: str, kind: str) -> str | None:
     if attrs.get("openinference.span.kind") and name:
         return name
     return None
-
-
-# orjson writes JSON nested at most 254 levels deep, and readers walk values recursively: JSON
-# text nested deeper than this is kept as the text itself (and flagged), never as a value.
-MAX_JSON_DEPTH = 128
-
-
-def nests_deeper(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether a decoded JSON value has containers nested more than `limit` levels deep."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def json_or_text(value: Any) -> tuple[Any, bool]:
-    """A JSON-looking string decoded, anything else as it is; and whether it is JSON kept as
-    text because it nests too deep. Counting brackets first keeps the walk off the hot path."""
-    if not (isinstance(value, str) and value[:1] in ("{", "[", '"')):
-        return value, False
-    deep = value.count("{") + value.count("[") > MAX_JSON_DEPTH
-    try:
-        parsed = orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        return value, deep and str(exc).startswith("depth limit")
-    if deep and nests_deeper(parsed):
-        return value, True
-    return parsed, False
-
-
-def parse_json(value: Any) -> Any:
-    """A JSON-looking string decoded; anything else (or JSON nested too deep) as it is."""
-    return json_or_text(value)[0]
 
 
 def kept_as_text(attrs: dict[str, Any]) -> list[str] | None:
@@ -280,7 +234,11 @@ def unwrap_arguments(value: Any) -> Any:
             return parse_json(value["input_str"])
         if set(value) <= {"args", "kwargs"} and "kwargs" in value:
             args = value.get("args") or []
-            return value["kwargs"] if not args else {"args": args, **value["kwargs"]}
+            if not args:
+                return value["kwargs"]
+            kwargs = value["kwargs"]
+            # kwargs that are not an object cannot be merged: the value stays as it came
+            return {"args": args, **kwargs} if isinstance(kwargs, dict) else value
     return value
 
 
@@ -305,7 +263,7 @@ def message_call_id(value: Any) -> str | None:
         if isinstance(holder, dict):
             call_id = holder.get("tool_call_id")
             if call_id:
-                return str(call_id)
+                return text(call_id)
             nested = message_call_id(holder)
             if nested:
                 return nested
@@ -349,7 +307,7 @@ def tool_fields(attrs: dict[str, Any]) -> tuple[str | None, str | None, str | No
             if result is parsed_result and isinstance(raw_result, str)
             else (as_json_text(result))
         )
-    return (str(call_id) if call_id is not None else None, arguments, result)
+    return (text(call_id), arguments, result)
 
 
 def model_name(attrs: dict[str, Any], name: str, kind: str) -> str | None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from collector.normalize.anyvalue import AttributeReader
-from collector.normalize.semconv import normalized, text
 from collector.store.schema import LOGS, SPANS, batch_columns
+from tests.support.reference.anyvalue import AttributeReader
+from tests.support.reference.semconv import normalized, text
 
 SPAN_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 STATUS_CODES = ("UNSET", "OK", "ERROR")

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Iterable
 from typing import Any
 
-SCALARS = frozenset(("int_value", "double_value", "bool_value"))
+SCALARS = frozenset(("int_value", "bool_value"))
+
+
+def finite(number: float) -> float | None:
+    """JSON has no NaN or Infinity: they are stored, and normalized, as null."""
+    return number if math.isfinite(number) else None
 
 
 class AttributeReader:
@@ -37,6 +43,8 @@ class AttributeReader:
                 out[kv.key] = value
             elif which in SCALARS:
                 out[kv.key] = getattr(v, which)
+            elif which == "double_value":
+                out[kv.key] = finite(v.double_value)
             else:
                 out[kv.key] = self.value(v, kv.key)
         return out
@@ -54,6 +62,8 @@ class AttributeReader:
             return value
         if which in SCALARS:
             return value
+        if which == "double_value":
+            return finite(value)
         return self.convert(which, value, key)
 
     def convert(self, field: str, value: Any, key: str) -> Any:
