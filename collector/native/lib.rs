@@ -1,5 +1,5 @@
-//! Sextant's native hot path, a Python extension module (`collector.normalize._native`): one OTLP export
-//! request's bytes to the Arrow columns of the store's `spans` or `logs` batch.
+//! Sextant's native hot path, a Python extension module (`collector.normalize._native`): one
+//! OTLP export request's bytes to the Arrow columns of the store's `spans` or `logs` batch.
 
 mod attributes;
 mod columns;
