@@ -1,9 +1,11 @@
-//! Compact JSON of decoded values, byte for byte what `serde_json::to_writer` (and orjson) write,
-//! but with strings checked for characters to escape eight bytes at a time: attribute text is
-//! most of what the decoder writes, and it rarely needs escaping.
+//! Compact JSON of decoded values, byte for byte what `orjson.dumps` (the Python decoder's
+//! writer) writes: serde_json's text but for floats (`1e+16`, `0.00001`, `1e-7`). Strings are
+//! checked for characters to escape eight bytes at a time: attribute text is most of what the
+//! decoder writes, and it rarely needs escaping.
 
 use serde_json::Value;
 
+use crate::python::{self, FloatStyle};
 use crate::semconv::Attrs;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -14,8 +16,15 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        // serde_json's own number formatting (itoa, and its shortest round-trip float form).
-        Value::Number(n) => serde_json::to_writer(&mut *out, n).expect("a Vec takes any write"),
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if n.is_f64() => {
+                let mut text = String::new();
+                python::write_float(x, FloatStyle::Orjson, &mut text);
+                out.extend_from_slice(text.as_bytes());
+            }
+            // integers: serde_json's itoa
+            _ => serde_json::to_writer(&mut *out, n).expect("a Vec takes any write"),
+        },
         Value::String(s) => write_str(out, s),
         Value::Array(items) => {
             out.push(b'[');
@@ -198,12 +207,43 @@ mod tests {
     }
 
     #[test]
-    fn values_serialize_as_serde_json_does() {
+    fn values_serialize_as_orjson_does() {
         let v = json!({
             "n": null, "t": true, "f": false, "i": -9223372036854775807i64, "u": 18446744073709551615u64,
             "d": [0.1, 1.0, -0.0, 1e16, 1e-7, 5e-324, 1.7976931348623157e308, 123456789.125],
             "nested": {"a": [[], {}, [{"b": "c\"d"}]]}, "": "",
         });
-        assert_eq!(ours(&v), serde_json::to_string(&v).unwrap());
+        // orjson.dumps of the same value (serde_json writes 1e16 and 1.7976931348623157e308)
+        let dumped = concat!(
+            r#"{"n":null,"t":true,"f":false,"i":-9223372036854775807,"u":18446744073709551615,"#,
+            r#""d":[0.1,1.0,-0.0,1e+16,1e-7,5e-324,1.7976931348623157e+308,123456789.125],"#,
+            r#""nested":{"a":[[],{},[{"b":"c\"d"}]]},"":""}"#,
+        );
+        assert_eq!(ours(&v), dumped);
+        let parsed: Value = serde_json::from_str(&ours(&v)).unwrap();
+        assert_eq!(parsed, v);
+    }
+
+    #[test]
+    fn orjson_float_format_switches_notation_at_its_own_bounds() {
+        let cases = [
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1e-5, "0.00001"),
+            (2.5e-5, "0.000025"),
+            (1e-6, "1e-6"),
+            (1.5e-7, "1.5e-7"),
+            (1.5e300, "1.5e+300"),
+            (100.0, "100.0"),
+            (-0.0, "-0.0"),
+        ];
+        for (x, dumped) in cases {
+            assert_eq!(ours(&json!(x)), dumped, "{x:e}");
+        }
+        // halfway between two shortest candidates: the even digit, as in repr
+        assert_eq!(
+            ours(&json!(-616_542_274_417_507.0 - 0.25)),
+            "-616542274417507.2"
+        );
     }
 }

@@ -8,8 +8,10 @@ mod json;
 mod lenient;
 mod logs;
 mod otlp_json;
+mod python;
 mod semconv;
 mod spans;
+mod unicode;
 
 use std::borrow::Cow;
 

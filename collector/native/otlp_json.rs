@@ -6,9 +6,6 @@
 //! wrong type or range fails the request with a message naming the field; an id that is not hex
 //! only makes its span (or record) invalid, so it is rejected alone later.
 
-mod python;
-mod unicode;
-
 use std::borrow::Cow;
 use std::fmt::Write;
 
@@ -23,7 +20,7 @@ use opentelemetry_proto::tonic::trace::v1::{span, ResourceSpans, ScopeSpans, Spa
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use python::PyInt;
+use crate::python::{self, PyInt};
 
 /// Nested arrays / kvlists in one value; protobuf parsing stops near 100.
 const MAX_DEPTH: usize = 64;

@@ -3,15 +3,17 @@
 //! A port of `collector/normalize/semconv.py`, which stays the specification: the first
 //! non-empty source wins (OTel GenAI, then OpenInference, then OpenLLMetry, then span-name
 //! patterns), with Python's truthiness, `str()` and `is` checks reproduced. Tool arguments and
-//! results are read with this module's own JSON reader and writer, which follow orjson (what the
-//! Python uses) where serde_json differs: `-0` is the integer 0, floats are correctly rounded,
-//! JSON nesting is bounded without recursion, and floats are written as orjson writes them.
+//! results are read with this module's own JSON reader, which follows orjson (what the Python
+//! uses) where serde_json differs: `-0` is the integer 0, floats are correctly rounded, JSON
+//! nesting is bounded without recursion; they are written back by `crate::json`, as orjson does.
 
 // Until the span decoder calls in, only the tests use this module.
 
 use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
-use std::fmt::Write as _;
+
+use crate::json;
+use crate::python::{self, PyInt};
 
 /// A span's (or event's) attributes as decoded: keys in first-seen order, later duplicates win.
 pub type Attrs = Map<String, Value>;
@@ -271,14 +273,9 @@ pub fn text(value: &Value) -> Option<String> {
 pub fn py_str(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
-        Value::Null => "None".to_owned(),
-        Value::Bool(true) => "True".to_owned(),
-        Value::Bool(false) => "False".to_owned(),
-        Value::Number(n) => match n.as_f64() {
-            Some(x) if n.is_f64() => py_float_repr(x),
-            _ => n.to_string(),
-        },
         Value::Array(_) | Value::Object(_) => as_json_text(value),
+        // str() of None, a bool or a number is its repr()
+        scalar => python::repr(scalar),
     }
 }
 
@@ -455,63 +452,13 @@ fn tokens(values: &[Option<&Value>]) -> Option<i64> {
     }
 }
 
-/// Python's `int(text)` limited to 0..=i64::MAX: surrounding whitespace, one sign, decimal digits
-/// of any script with single underscores between them, at most 4300 digits (Python's
-/// `sys.get_int_max_str_digits()` default; longer text is a ValueError even if the value is small).
+/// Python's `int(text)` limited to 0..=i64::MAX; anything else is None.
 pub fn py_int(text: &str) -> Option<i64> {
-    const MAX_DIGITS: usize = 4300;
-    let body = text.trim_matches(char::is_whitespace);
-    let (negative, digits) = match body.as_bytes().first() {
-        Some(b'-') => (true, &body[1..]),
-        Some(b'+') => (false, &body[1..]),
-        _ => (false, body),
-    };
-    let mut value: i64 = 0;
-    let mut count = 0usize;
-    let mut after_digit = false;
-    for c in digits.chars() {
-        if c == '_' {
-            if !after_digit {
-                return None;
-            }
-            after_digit = false;
-            continue;
-        }
-        let digit = decimal_digit(c)?;
-        count += 1;
-        if count > MAX_DIGITS {
-            return None;
-        }
-        value = value.checked_mul(10)?.checked_add(i64::from(digit))?;
-        after_digit = true;
+    match python::parse_int(text)? {
+        PyInt::Small(value) => i64::try_from(value).ok().filter(|v| *v >= 0),
+        PyInt::Big(_) => None,
     }
-    if !after_digit || (negative && value != 0) {
-        return None;
-    }
-    Some(value)
 }
-
-/// The value of a Unicode decimal digit (category Nd), as `int()` accepts them ("１２" is 12).
-fn decimal_digit(c: char) -> Option<u32> {
-    if c.is_ascii_digit() {
-        return Some(c as u32 - '0' as u32);
-    }
-    let code = c as u32;
-    let at = DIGIT_ZEROS.partition_point(|&zero| zero <= code);
-    let zero = *DIGIT_ZEROS.get(at.checked_sub(1)?)?;
-    (code - zero < 10).then_some(code - zero)
-}
-
-/// The code point of every Unicode digit zero (Unicode 14.0, Python 3.11's `unicodedata`): the
-/// decimal digits are these runs of ten.
-const DIGIT_ZEROS: [u32; 66] = [
-    0x30, 0x660, 0x6f0, 0x7c0, 0x966, 0x9e6, 0xa66, 0xae6, 0xb66, 0xbe6, 0xc66, 0xce6, 0xd66,
-    0xde6, 0xe50, 0xed0, 0xf20, 0x1040, 0x1090, 0x17e0, 0x1810, 0x1946, 0x19d0, 0x1a80, 0x1a90,
-    0x1b50, 0x1bb0, 0x1c40, 0x1c50, 0xa620, 0xa8d0, 0xa900, 0xa9d0, 0xa9f0, 0xaa50, 0xabf0, 0xff10,
-    0x104a0, 0x10d30, 0x11066, 0x110f0, 0x11136, 0x111d0, 0x112f0, 0x11450, 0x114d0, 0x11650,
-    0x116c0, 0x11730, 0x118e0, 0x11950, 0x11c50, 0x11d50, 0x11da0, 0x16a60, 0x16ac0, 0x16b50,
-    0x1d7ce, 0x1d7d8, 0x1d7e2, 0x1d7ec, 0x1d7f6, 0x1e140, 0x1e2f0, 0x1e950, 0x1fbf0,
-];
 
 fn error_type(found: Option<&Value>, events: &[EventView<'_>], status_code: i32) -> Option<String> {
     if let Some(found) = found.filter(|v| truthy(v)) {
@@ -1206,216 +1153,9 @@ impl<'a> Reader<'a> {
 
 /// The compact JSON text of a value, as `orjson.dumps` writes it.
 pub fn as_json_text(value: &Value) -> String {
-    let mut out = String::new();
-    write_json(value, &mut out);
-    out
-}
-
-/// Appends the compact JSON text of a value as `orjson.dumps` writes it: serde_json agrees but
-/// for floats, which orjson writes in fixed notation from 1e-5 to below 1e16 and otherwise with
-/// a signed exponent (`1e+16`, `1e-7`).
-pub fn write_json(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(true) => out.push_str("true"),
-        Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => match n.as_f64() {
-            Some(x) if n.is_f64() => write_float(x, FloatStyle::Orjson, out),
-            _ => {
-                let _ = write!(out, "{n}");
-            }
-        },
-        Value::String(s) => write_json_string(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json_string(key, out);
-                out.push(':');
-                write_json(item, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-/// A JSON string: `"` and `\` escaped, control characters as `\b \t \n \f \r` or `\u00xx`,
-/// everything else as it is.
-fn write_json_string(s: &str, out: &mut String) {
-    out.push('"');
-    let mut start = 0;
-    for (i, byte) in s.bytes().enumerate() {
-        let escape = match byte {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\x08' => "\\b",
-            b'\t' => "\\t",
-            b'\n' => "\\n",
-            b'\x0c' => "\\f",
-            b'\r' => "\\r",
-            0..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            let _ = write!(out, "\\u{byte:04x}");
-        } else {
-            out.push_str(escape);
-        }
-        start = i + 1;
-    }
-    out.push_str(&s[start..]);
-    out.push('"');
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum FloatStyle {
-    /// `repr(float)`: fixed from 1e-4 to below 1e16, else `1e+16`, `1.5e-05`.
-    Python,
-    /// `orjson.dumps(float)`: fixed from 1e-5 to below 1e16, else `1e+16`, `1.5e-7`.
-    Orjson,
-}
-
-/// The shortest decimal digits that read back as `x` (positive, finite) and the decimal exponent
-/// of the first: `x ≈ d.ddd × 10^exponent`. Rust's `{:e}` finds them, but where two candidates
-/// are exactly as near it takes the upper one (616542274417506.25 gives ...506.3) and Python's
-/// repr and orjson take the even one (...506.2).
-fn shortest_digits(x: f64) -> (String, i32) {
-    let sci = format!("{x:e}");
-    let (mantissa, exponent) = sci.split_once('e').expect("`{:e}` writes an exponent");
-    let exponent: i32 = exponent.parse().expect("`{:e}` writes an integer exponent");
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    even_of_tie(x, &digits, exponent).unwrap_or((digits, exponent))
-}
-
-/// When `x` lies exactly halfway between two candidates with as many digits as `digits`, the
-/// even one, if it reads back as `x`.
-fn even_of_tie(x: f64, digits: &str, exponent: i32) -> Option<(String, i32)> {
-    let exact = exact_short_decimal(x)?;
-    if exact % 10 != 5 || exact.to_string().len() != digits.len() + 1 {
-        return None;
-    }
-    let low = exact / 10;
-    let even = if low % 2 == 0 { low } else { low + 1 };
-    let mut candidate = even.to_string();
-    let mut exponent = exponent;
-    if candidate.len() > digits.len() {
-        exponent += 1; // 99 + 1 carried into a new leading digit
-    }
-    candidate.truncate(candidate.trim_end_matches('0').len());
-    if candidate == digits {
-        return None;
-    }
-    let scale = exponent - (candidate.len() as i32 - 1);
-    let reads_back = format!("{candidate}e{scale}").parse::<f64>() == Ok(x);
-    reads_back.then_some((candidate, exponent))
-}
-
-/// The significant digits of `x`'s exact decimal value (`x` positive and finite), as an integer
-/// without trailing zeros, when there are at most 19 of them: only such a value can lie exactly
-/// halfway between two shortest (at most 17-digit) candidates.
-fn exact_short_decimal(x: f64) -> Option<u128> {
-    const LIMIT: u128 = 10_000_000_000_000_000_000; // 10**19
-    let bits = x.to_bits();
-    let biased = ((bits >> 52) & 0x7ff) as i32;
-    let fraction = bits & ((1 << 52) - 1);
-    let (mut mantissa, mut power) = if biased == 0 {
-        (fraction, -1074)
-    } else {
-        (fraction | (1 << 52), biased - 1075)
-    };
-    if mantissa == 0 {
-        return None;
-    }
-    let zeros = mantissa.trailing_zeros();
-    mantissa >>= zeros;
-    power += zeros as i32;
-    let digits = if power < 0 {
-        // mantissa / 2^j = mantissa * 5^j / 10^j: the digits are mantissa * 5^j, ending in 5.
-        let fives = 5u128.checked_pow(power.unsigned_abs())?;
-        u128::from(mantissa).checked_mul(fives)?
-    } else {
-        // mantissa * 2^k: each factor 5 of the mantissa pairs with a 2 into a trailing zero.
-        let mut odd = u128::from(mantissa);
-        let mut twos = power.unsigned_abs();
-        while twos > 0 && odd % 5 == 0 {
-            odd /= 5;
-            twos -= 1;
-        }
-        odd.checked_mul(1u128.checked_shl(twos)?)?
-    };
-    (digits < LIMIT).then_some(digits)
-}
-
-/// Python's `repr(float)`: the shortest digits that read back as the same float.
-pub fn py_float_repr(x: f64) -> String {
-    let mut out = String::new();
-    write_float(x, FloatStyle::Python, &mut out);
-    out
-}
-
-fn write_float(x: f64, style: FloatStyle, out: &mut String) {
-    // Not reached from decoded values (NaN and infinities are null there); for completeness.
-    if !x.is_finite() {
-        out.push_str(match style {
-            FloatStyle::Orjson => "null",
-            FloatStyle::Python if x.is_nan() => "nan",
-            FloatStyle::Python if x > 0.0 => "inf",
-            FloatStyle::Python => "-inf",
-        });
-        return;
-    }
-    if x.is_sign_negative() {
-        out.push('-');
-    }
-    let x = x.abs();
-    if x == 0.0 {
-        out.push_str("0.0");
-        return;
-    }
-    let (digits, exponent) = shortest_digits(x);
-    let lowest_fixed = if style == FloatStyle::Python { -4 } else { -5 };
-    if (lowest_fixed..16).contains(&exponent) {
-        if exponent < 0 {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', (-exponent - 1) as usize));
-            out.push_str(&digits);
-        } else {
-            let whole = exponent as usize + 1;
-            if digits.len() > whole {
-                out.push_str(&digits[..whole]);
-                out.push('.');
-                out.push_str(&digits[whole..]);
-            } else {
-                out.push_str(&digits);
-                out.extend(std::iter::repeat_n('0', whole - digits.len()));
-                out.push_str(".0");
-            }
-        }
-    } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        let sign = if exponent < 0 { '-' } else { '+' };
-        let _ = match style {
-            FloatStyle::Python => write!(out, "e{sign}{:02}", exponent.abs()),
-            FloatStyle::Orjson => write!(out, "e{sign}{}", exponent.abs()),
-        };
-    }
+    let mut out = Vec::new();
+    json::write_value(&mut out, value);
+    String::from_utf8(out).expect("JSON of UTF-8 strings is UTF-8")
 }
 
 #[cfg(test)]
@@ -1572,66 +1312,6 @@ mod tests {
         assert_eq!(
             text(&json!({"k": [true]})).as_deref(),
             Some(r#"{"k":[true]}"#)
-        );
-    }
-
-    #[test]
-    fn float_repr_switches_notation_like_python() {
-        let cases = [
-            (1e16, "1e+16"),
-            (1e15, "1000000000000000.0"),
-            (1234567890123456.8, "1234567890123456.8"),
-            (1e-4, "0.0001"),
-            (1e-5, "1e-05"),
-            (1.5e-5, "1.5e-05"),
-            (1e100, "1e+100"),
-            (5e-324, "5e-324"),
-            (1.7976931348623157e308, "1.7976931348623157e+308"),
-            (0.1, "0.1"),
-            (123.0, "123.0"),
-            (-2.5, "-2.5"),
-            (0.0, "0.0"),
-        ];
-        for (x, repr) in cases {
-            assert_eq!(py_float_repr(x), repr, "{x:e}");
-        }
-    }
-
-    #[test]
-    fn orjson_float_format_switches_notation_at_its_own_bounds() {
-        let cases = [
-            (1e16, "1e+16"),
-            (1e15, "1000000000000000.0"),
-            (1e-5, "0.00001"),
-            (2.5e-5, "0.000025"),
-            (1e-6, "1e-6"),
-            (1.5e-7, "1.5e-7"),
-            (1.5e300, "1.5e+300"),
-            (100.0, "100.0"),
-            (-0.0, "-0.0"),
-        ];
-        for (x, dumped) in cases {
-            assert_eq!(as_json_text(&json!(x)), dumped, "{x:e}");
-        }
-    }
-
-    #[test]
-    fn float_halfway_between_two_shortest_candidates_takes_the_even_digit() {
-        assert_eq!(
-            py_float_repr(616_542_274_417_506.0 + 0.25),
-            "616542274417506.2"
-        );
-        assert_eq!(
-            py_float_repr(616_542_274_417_506.0 + 0.75),
-            "616542274417506.8"
-        );
-        assert_eq!(
-            py_float_repr(79_892_581_385_186.0 + 0.125),
-            "79892581385186.12"
-        );
-        assert_eq!(
-            as_json_text(&json!(-616_542_274_417_507.0 - 0.25)),
-            "-616542274417507.2"
         );
     }
 

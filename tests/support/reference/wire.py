@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import pyarrow as pa
-
+from collector.normalize.wire import Decoded
 from collector.store.tables import SIGNAL_TABLES, arrow_batch
 from tests.support.reference.decode import Batch, decode_logs, decode_spans
 from tests.support.reference.otlp_json import logs_from_json, traces_from_json
@@ -16,24 +13,6 @@ PARSERS = {
     ("logs", "protobuf"): logs_from_protobuf,
 }
 JSON_PARSERS = {"traces": traces_from_json, "logs": logs_from_json}
-
-
-@dataclass(frozen=True)
-class Decoded:
-    """What crosses back from a worker: the rows as Arrow plus the counts the receiver reports."""
-
-    table: pa.Table | None
-    rows: int
-    rejected: dict[str, int]
-    truncated_rows: int
-    # Rejected items by the service.name of their resource; "" where none can be told.
-    rejected_by_service: dict[str, int] = field(default_factory=dict)
-    # Top-level keys of an OTLP/JSON body that are not the request's (ignored).
-    ignored_keys: tuple[str, ...] = ()
-
-    @property
-    def rejected_total(self) -> int:
-        return sum(self.rejected.values())
 
 
 def decode_request(signal: str, encoding: str, data: bytes, max_attribute_length: int) -> Decoded:

@@ -8,7 +8,7 @@
 //! ```
 
 /// Inclusive ranges of the non-ASCII code points `str.isprintable()` is false for, in order.
-pub(super) const NON_PRINTABLE: [(u32, u32); 700] = [
+pub(crate) const NON_PRINTABLE: [(u32, u32); 700] = [
     (0x0080, 0x00A0),
     (0x00AD, 0x00AD),
     (0x0378, 0x0379),
@@ -712,7 +712,7 @@ pub(super) const NON_PRINTABLE: [(u32, u32); 700] = [
 ];
 
 /// The non-ASCII code points whose decimal value is 0; digits 1 to 9 follow each one.
-pub(super) const DECIMAL_ZEROS: [u32; 65] = [
+pub(crate) const DECIMAL_ZEROS: [u32; 65] = [
     0x0660, 0x06F0, 0x07C0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6, 0x0D66,
     0x0DE6, 0x0E50, 0x0ED0, 0x0F20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90,
     0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10,

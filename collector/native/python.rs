@@ -1,12 +1,13 @@
-//! The few Python built-ins the OTLP/JSON reader's acceptance and messages depend on: `repr` of a
-//! JSON value, `int(str)`, `float(str)`, `bytes.fromhex` and strict `base64.b64decode`, each as
-//! CPython 3.11 behaves, so a request is accepted or refused, and told so, exactly as before.
+//! The Python built-ins the decoder's acceptance, messages and text columns depend on: `repr` of
+//! a JSON value, `repr(float)` (and orjson's spelling of a float), `int(str)`, `float(str)`,
+//! `bytes.fromhex` and strict `base64.b64decode`, each as CPython 3.11 behaves, so a request is
+//! accepted or refused, told so, and its columns written exactly as by the Python decoder.
 
 use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::unicode::{DECIMAL_ZEROS, NON_PRINTABLE};
+use crate::unicode::{DECIMAL_ZEROS, NON_PRINTABLE};
 
 /// `repr()` of the Python object orjson makes of a JSON value.
 pub fn repr(value: &Value) -> String {
@@ -26,7 +27,7 @@ fn write_repr(value: &Value, out: &mut String) {
             } else if let Some(u) = n.as_u64() {
                 let _ = write!(out, "{u}");
             } else {
-                write_float_repr(n.as_f64().unwrap_or(f64::NAN), out);
+                write_float(n.as_f64().unwrap_or(f64::NAN), FloatStyle::Python, out);
             }
         }
         Value::String(s) => write_str_repr(s, out),
@@ -55,68 +56,145 @@ fn write_repr(value: &Value, out: &mut String) {
     }
 }
 
+/// How a float is spelled: the two differ only in where the exponent form starts and in its
+/// zero padding.
+#[derive(Clone, Copy, PartialEq)]
+pub enum FloatStyle {
+    /// `repr(float)`: fixed from 1e-4 to below 1e16, else `1e+16`, `1.5e-05`.
+    Python,
+    /// `orjson.dumps(float)`: fixed from 1e-5 to below 1e16, else `1e+16`, `1.5e-7`.
+    Orjson,
+}
+
+/// The shortest decimal digits that read back as `x` (positive, finite) and the decimal exponent
+/// of the first: `x ≈ d.ddd × 10^exponent`. Rust's `{:e}` finds them, but where two candidates
+/// are exactly as near it takes the upper one (616542274417506.25 gives ...506.3) and Python's
+/// repr and orjson take the even one (...506.2).
+fn shortest_digits(x: f64) -> (String, i32) {
+    let sci = format!("{x:e}");
+    let (mantissa, exponent) = sci.split_once('e').expect("`{:e}` writes an exponent");
+    let exponent: i32 = exponent.parse().expect("`{:e}` writes an integer exponent");
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    even_of_tie(x, &digits, exponent).unwrap_or((digits, exponent))
+}
+
+/// When `x` lies exactly halfway between two candidates with as many digits as `digits`, the
+/// even one, if it reads back as `x`.
+fn even_of_tie(x: f64, digits: &str, exponent: i32) -> Option<(String, i32)> {
+    let exact = exact_short_decimal(x)?;
+    if exact % 10 != 5 || exact.to_string().len() != digits.len() + 1 {
+        return None;
+    }
+    let low = exact / 10;
+    let even = if low % 2 == 0 { low } else { low + 1 };
+    let mut candidate = even.to_string();
+    let mut exponent = exponent;
+    if candidate.len() > digits.len() {
+        exponent += 1; // 99 + 1 carried into a new leading digit
+    }
+    candidate.truncate(candidate.trim_end_matches('0').len());
+    if candidate == digits {
+        return None;
+    }
+    let scale = exponent - (candidate.len() as i32 - 1);
+    let reads_back = format!("{candidate}e{scale}").parse::<f64>() == Ok(x);
+    reads_back.then_some((candidate, exponent))
+}
+
+/// The significant digits of `x`'s exact decimal value (`x` positive and finite), as an integer
+/// without trailing zeros, when there are at most 19 of them: only such a value can lie exactly
+/// halfway between two shortest (at most 17-digit) candidates.
+fn exact_short_decimal(x: f64) -> Option<u128> {
+    const LIMIT: u128 = 10_000_000_000_000_000_000; // 10**19
+    let bits = x.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    let (mut mantissa, mut power) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1 << 52), biased - 1075)
+    };
+    if mantissa == 0 {
+        return None;
+    }
+    let zeros = mantissa.trailing_zeros();
+    mantissa >>= zeros;
+    power += zeros as i32;
+    let digits = if power < 0 {
+        // mantissa / 2^j = mantissa * 5^j / 10^j: the digits are mantissa * 5^j, ending in 5.
+        let fives = 5u128.checked_pow(power.unsigned_abs())?;
+        u128::from(mantissa).checked_mul(fives)?
+    } else {
+        // mantissa * 2^k: each factor 5 of the mantissa pairs with a 2 into a trailing zero.
+        let mut odd = u128::from(mantissa);
+        let mut twos = power.unsigned_abs();
+        while twos > 0 && odd % 5 == 0 {
+            odd /= 5;
+            twos -= 1;
+        }
+        odd.checked_mul(1u128.checked_shl(twos)?)?
+    };
+    (digits < LIMIT).then_some(digits)
+}
+
 #[cfg(test)]
-fn float_repr(f: f64) -> String {
+fn float_repr(x: f64) -> String {
     let mut out = String::new();
-    write_float_repr(f, &mut out);
+    write_float(x, FloatStyle::Python, &mut out);
     out
 }
 
-/// `repr(float)`: the shortest digits that read back the same (Rust's `{:e}` gives them too),
-/// laid out as Python does: positional when the exponent is in [-4, 16), else `1e+16` style.
-fn write_float_repr(f: f64, out: &mut String) {
-    if f.is_nan() {
-        out.push_str("nan");
+/// `x` spelled as `repr(float)` or `orjson.dumps` spell it: the shortest digits that read back
+/// as the same float.
+pub fn write_float(x: f64, style: FloatStyle, out: &mut String) {
+    // Not reached from decoded values (NaN and infinities are null there); for completeness.
+    if !x.is_finite() {
+        out.push_str(match style {
+            FloatStyle::Orjson => "null",
+            FloatStyle::Python if x.is_nan() => "nan",
+            FloatStyle::Python if x > 0.0 => "inf",
+            FloatStyle::Python => "-inf",
+        });
         return;
     }
-    if f.is_sign_negative() {
+    if x.is_sign_negative() {
         out.push('-');
     }
-    if f.is_infinite() {
-        out.push_str("inf");
+    let x = x.abs();
+    if x == 0.0 {
+        out.push_str("0.0");
         return;
     }
-    let mut sci = format!("{:e}", f.abs());
-    let shortest_digits = sci
-        .split_once('e')
-        .map_or(1, |(m, _)| m.len() - m.contains('.') as usize);
-    if shortest_digits > 1 {
-        // Where two strings of that many digits are equally near, Rust's shortest form rounds the
-        // tie up and Python's to even; the correctly rounded one (Rust's exact mode rounds half to
-        // even) is Python's, whenever it reads back as the same float.
-        let nearest = format!("{:.*e}", shortest_digits - 1, f.abs());
-        if nearest.parse::<f64>() == Ok(f.abs()) {
-            sci = nearest;
+    let (digits, exponent) = shortest_digits(x);
+    let lowest_fixed = if style == FloatStyle::Python { -4 } else { -5 };
+    if (lowest_fixed..16).contains(&exponent) {
+        if exponent < 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-exponent - 1) as usize));
+            out.push_str(&digits);
+        } else {
+            let whole = exponent as usize + 1;
+            if digits.len() > whole {
+                out.push_str(&digits[..whole]);
+                out.push('.');
+                out.push_str(&digits[whole..]);
+            } else {
+                out.push_str(&digits);
+                out.extend(std::iter::repeat_n('0', whole - digits.len()));
+                out.push_str(".0");
+            }
         }
-    }
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    // Python's decpt: the value is 0.DIGITS × 10^decpt
-    let decpt = exponent + 1;
-    if decpt <= -4 || decpt > 16 {
+    } else {
         out.push_str(&digits[..1]);
         if digits.len() > 1 {
             out.push('.');
             out.push_str(&digits[1..]);
         }
         let sign = if exponent < 0 { '-' } else { '+' };
-        let _ = write!(out, "e{sign}{:02}", exponent.unsigned_abs());
-    } else if decpt <= 0 {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', decpt.unsigned_abs() as usize));
-        out.push_str(&digits);
-    } else {
-        let point = decpt as usize;
-        if point < digits.len() {
-            out.push_str(&digits[..point]);
-            out.push('.');
-            out.push_str(&digits[point..]);
-        } else {
-            out.push_str(&digits);
-            out.extend(std::iter::repeat_n('0', point - digits.len()));
-            out.push_str(".0");
-        }
+        let _ = match style {
+            FloatStyle::Python => write!(out, "e{sign}{:02}", exponent.abs()),
+            FloatStyle::Orjson => write!(out, "e{sign}{}", exponent.abs()),
+        };
     }
 }
 
@@ -552,6 +630,44 @@ mod tests {
         ] {
             assert_eq!(float_repr(f), expected, "{f:e}");
         }
+    }
+
+    #[test]
+    fn float_repr_switches_notation_like_python() {
+        let cases = [
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1234567890123456.8, "1234567890123456.8"),
+            (1e-4, "0.0001"),
+            (1e-5, "1e-05"),
+            (1.5e-5, "1.5e-05"),
+            (1e100, "1e+100"),
+            (5e-324, "5e-324"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (0.1, "0.1"),
+            (123.0, "123.0"),
+            (-2.5, "-2.5"),
+            (0.0, "0.0"),
+        ];
+        for (x, repr) in cases {
+            assert_eq!(float_repr(x), repr, "{x:e}");
+        }
+    }
+
+    #[test]
+    fn float_halfway_between_two_shortest_candidates_takes_the_even_digit() {
+        assert_eq!(
+            float_repr(616_542_274_417_506.0 + 0.25),
+            "616542274417506.2"
+        );
+        assert_eq!(
+            float_repr(616_542_274_417_506.0 + 0.75),
+            "616542274417506.8"
+        );
+        assert_eq!(
+            float_repr(79_892_581_385_186.0 + 0.125),
+            "79892581385186.12"
+        );
     }
 
     #[test]
