@@ -212,7 +212,12 @@ class Writer:
         for item in taken:
             for table, data in item.parts.items():
                 grouped.setdefault(table, []).append(data)
-        by_table = {table: pa.concat_tables(parts) for table, parts in grouped.items()}
+        # One chunk per table: DuckDB scans an Arrow table chunk by chunk with a fixed cost
+        # each, so 64 small requests in 64 chunks took three times as long to insert as the same
+        # rows in one (70 ms against 21 ms for 640 rows); the copy costs far less.
+        by_table = {
+            table: pa.concat_tables(parts).combine_chunks() for table, parts in grouped.items()
+        }
         # Never backwards, even if the wall clock steps back: readers bound queries by it.
         received_at = max(self.clock.now(), self._last_received_at)
         self._last_received_at = received_at
