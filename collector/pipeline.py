@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
+import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from collector.admin.baselines import BaselineRoutes
@@ -31,19 +33,23 @@ from collector.console.trajectories import TrajectoryPages
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
 from collector.drift.scheduler import DriftScheduler
+from collector.errors import MalformedRequest
 from collector.evaluation.health import EvaluatorHealth
 from collector.evaluation.metrics import RulesMetrics, TargetMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.stage import Evaluation
 from collector.lifecycle import Stage, deadline_in
+from collector.normalize.wire import decode_request
 from collector.receivers.ingest import Ingest
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.export import ParquetExporter
+from collector.store.journal import Frame, Journal
+from collector.store.pending import fan_out
 from collector.store.retention import Retention, RetentionMetrics
-from collector.store.writer import Writer, fan_out
+from collector.store.writer import Writer
 from collector.targets import TargetCap
 from collector.telemetry import (
     AlertMetrics,
@@ -84,7 +90,7 @@ class Pipeline:
         decisions = config.decisions
         self.target_cap = TargetCap(decisions.max_targets, decisions.lookback_seconds, clock)
         store_metrics = StoreMetrics(self.registry)
-        self.writer = Writer(self.database, config.writer, store_metrics, clock=clock)
+        self.writer = self._writer(store_metrics)
         self.checkpointer = Checkpointer(
             self.database, storage.checkpoint_wal_mib * 1024 * 1024, store_metrics
         )
@@ -126,6 +132,16 @@ class Pipeline:
         self._started = self._stopped = False
         self._watch_the_store()
 
+    def _writer(self, metrics: StoreMetrics) -> Writer:
+        config, storage = self.config.writer, self.config.storage
+        mib = 1024 * 1024
+        journal = (
+            Journal(storage.data_dir / "journal", config.journal_segment_mib * mib)
+            if config.journal
+            else None
+        )
+        return Writer(self.database, config, metrics, clock=self.clock, journal=journal)
+
     def _receivers(
         self, auth: BearerAuth, metrics: ReceiverMetrics, grace: float
     ) -> tuple[OtlpGrpcReceiver, OtlpHttpReceiver]:
@@ -137,7 +153,9 @@ class Pipeline:
     def _admin(self, auth: BearerAuth, grace: float) -> AdminServer:
         """The admin server with every route group, the console's login in front of its pages."""
         self.console = ConsoleAccess(self.config.admin, auth, self.clock.monotonic)
-        return AdminServer(self.config.admin, self._routes(), auth, grace, self.console)
+        return AdminServer(
+            self.config.admin, self._routes(), auth, grace, self.console, self.writer.settled
+        )
 
     def _watch_the_store(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -261,6 +279,7 @@ class Pipeline:
             self.database.open()
             for stage in self.stages():
                 await asyncio.to_thread(stage.start)
+            await self._replay_journal()
             for edge in (self.admin, self.grpc, self.http):
                 await edge.start()
         except BaseException:
@@ -272,6 +291,28 @@ class Pipeline:
         log.info("OTLP/HTTP listening on %s:%d", cfg.http.host_port[0], self.http.port)
         log.info("admin listening on %s:%d", cfg.admin.host_port[0], self.admin.port)
         log.info("store %s", self.database.path)
+
+    async def _replay_journal(self) -> None:
+        """Loads what the last run acknowledged but had not loaded (it crashed), before any
+        receiver takes new requests; the stages are running, so those spans are assembled."""
+
+        def decode(frame: Frame) -> pa.Table | None:
+            try:
+                return decode_request(
+                    frame.signal, frame.encoding, frame.payload, frame.max_attribute_length
+                ).table
+            except MalformedRequest as exc:  # it decoded when it was acknowledged
+                log.error("journal frame %d no longer decodes, skipped: %s", frame.seq, exc)
+                return None
+
+        started = time.monotonic()
+        rows = await asyncio.to_thread(self.writer.replay, decode)
+        if rows:
+            log.info(
+                "loaded %d rows acknowledged before the last stop from the journal in %.1f s",
+                rows,
+                time.monotonic() - started,
+            )
 
     async def shutdown(self) -> None:
         """Drain in-flight requests, flush the writer, close DuckDB; safe to call twice.

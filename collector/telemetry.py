@@ -125,7 +125,33 @@ class StoreMetrics:
         )
         self.commit_errors = Counter(
             "sextant_store_commit_errors",
-            "Group commits that failed; their requests were answered with a retryable error.",
+            "Group commits that failed; their requests were answered with a retryable error,"
+            " or, journaled and so already acknowledged, are loaded again.",
+            registry=registry,
+        )
+        self._journal(registry)
+
+    def _journal(self, registry: CollectorRegistry) -> None:
+        self.journal_bytes = Gauge(
+            "sextant_store_journal_bytes",
+            "Bytes in the ingest journal's segments not yet released (acknowledged requests,"
+            " some not yet loaded into DuckDB).",
+            registry=registry,
+        )
+        self.journal_sync_duration = Histogram(
+            "sextant_store_journal_sync_duration_seconds",
+            "Duration of one journal append and its fdatasync (the requests it acknowledges).",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.journal_errors = Counter(
+            "sextant_store_journal_errors",
+            "Journal appends that failed; their requests were answered with a retryable error.",
+            registry=registry,
+        )
+        self.journal_replayed = Counter(
+            "sextant_store_journal_replayed_requests",
+            "Acknowledged requests loaded again from the journal at start.",
             registry=registry,
         )
 

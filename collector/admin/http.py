@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -108,6 +111,26 @@ def guard(auth: BearerAuth, certificates: bool = False, console: ConsoleGate | N
         return await handler(request)
 
     return check
+
+
+# The longest a read waits for the acknowledged requests to be loaded before it answers anyway
+# (a store that cannot commit shows in /readyz, not as hanging reads).
+SETTLE_SECONDS = 2.0
+
+
+def read_your_writes(settled: Callable[[], concurrent.futures.Future[None]]) -> Any:
+    """Middleware: a read waits until every request acknowledged before it came is in DuckDB
+    (acknowledgements come from the ingest journal, ahead of the load), so an exporter that
+    got its ack and then asks finds its spans."""
+
+    @web.middleware
+    async def settle(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in OPEN_PATHS:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.wrap_future(settled()), SETTLE_SECONDS)
+        return await handler(request)
+
+    return settle
 
 
 def unauthorized(exc: Unauthenticated) -> web.Response:

@@ -16,7 +16,7 @@ import aiohttp
 import orjson
 
 from collector.clock import Clock
-from collector.config.sections import AlertmanagerChannel, WebhookChannel
+from collector.config.decisions import AlertmanagerChannel, WebhookChannel
 
 SIGNATURE_HEADER = "X-Sextant-Signature"
 TIMESTAMP_HEADER = "X-Sextant-Timestamp"

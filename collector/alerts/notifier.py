@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from collector.alerts.channels import Alertmanager, Channel, Notification, Webhook
 from collector.clock import Clock, SystemClock
-from collector.config.sections import DEFAULT_SEVERITY, AlertsConfig
+from collector.config.decisions import DEFAULT_SEVERITY, AlertsConfig
 from collector.decisions.state import DecisionState, Event, State, merge, summary_of
 from collector.lifecycle import remaining
 from collector.store.tables import ARROW_SCHEMAS

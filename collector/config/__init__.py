@@ -10,13 +10,12 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from collector.config.decisions import AlertsConfig, DecisionsConfig
 from collector.config.environment import SextantEnvironment, environment_values
 from collector.config.sections import (
     AdminConfig,
-    AlertsConfig,
     AssemblerConfig,
     AuthConfig,
-    DecisionsConfig,
     DriftConfig,
     ExportConfig,
     GrpcConfig,

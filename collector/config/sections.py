@@ -17,7 +17,6 @@ from pydantic import (
     model_validator,
 )
 
-from evaluators.base import Decision
 from evaluators.durations import parse_duration
 
 # Every `*_seconds` key takes a number of seconds or the one duration grammar: 30s, 5m, 1h, 7d.
@@ -228,6 +227,21 @@ class WriterConfig(Strict):
     retry_after_seconds: int = Field(
         1, ge=1, description="Retry-After told to clients when the queue is full."
     )
+    journal: bool = Field(
+        True,
+        description="Acknowledge an export once it is fsynced to the ingest journal"
+        " (data_dir/journal) and load it into DuckDB behind the ack, in larger transactions;"
+        " off, each ack waits for the DuckDB commit.",
+    )
+    journal_segment_mib: int = Field(
+        64, gt=0, description="Size at which the journal starts a new segment file."
+    )
+    load_linger_seconds: Seconds = Field(
+        0.1,
+        ge=0,
+        description="Longest the writer waits for more journaled rows (already acknowledged)"
+        " to load them into DuckDB in one transaction.",
+    )
 
 
 class AssemblerConfig(Strict):
@@ -298,103 +312,4 @@ class PricingConfig(Strict):
     models: dict[str, ModelPrice] = Field(
         default_factory=dict,
         description="Prices that override or extend the shipped table, by model name prefix.",
-    )
-
-
-class DecisionsConfig(Strict):
-    interval_seconds: Seconds = Field(5.0, gt=0, description="How often decisions are evaluated.")
-    wake_gap_seconds: Seconds = Field(
-        0.05,
-        ge=0,
-        le=1,
-        description="A stored fail or review result runs a round at once, but at most one such"
-        " extra round per this gap: a burst of results costs one round, not one per commit.",
-    )
-    window_seconds: Seconds = Field(
-        600.0, gt=0, description="Window of a failed rule's on_fail when no policy covers it."
-    )
-    resolve_after_seconds: Seconds = Field(
-        300.0, ge=0, description="A decision without a policy resolves once clear this long."
-    )
-    max_targets: int = Field(
-        1000, gt=0, description="Targets with their own metric labels; the rest share _overflow."
-    )
-    max_eval_backlog: int = Field(
-        10_000, gt=0, description="Traces waiting to be built beyond which coverage is lost."
-    )
-    no_data: Literal["review", "ignore"] = Field(
-        "review", description="What a target that stops sending trajectories gets."
-    )
-    no_data_after_seconds: Seconds = Field(
-        1800.0, gt=0, description="Silence after which a target that was sending gets no_data."
-    )
-    lookback_seconds: Seconds = Field(
-        86_400.0, gt=0, description="How far back a target counts as known (PASS gauge, no_data)."
-    )
-
-
-class AlertmanagerChannel(Strict):
-    url: str = Field(description="Alertmanager base URL, e.g. http://alertmanager:9093.")
-    name: str = Field("alertmanager", description="Channel name in metrics and `alerts test`.")
-    resend_seconds: Seconds = Field(
-        60.0, gt=0, description="Firing alerts are re-sent this often (Alertmanager expects it)."
-    )
-
-
-class WebhookChannel(Strict):
-    url: str = Field(description="URL that receives a JSON POST per alert.")
-    name: str = Field("webhook", description="Channel name in metrics and `alerts test`.")
-    secret: SecretStr | None = Field(
-        None, description="HMAC-SHA256 key; the signature goes in X-Sextant-Signature."
-    )
-    renotify_seconds: Seconds = Field(
-        3600.0, gt=0, description="A firing decision is sent again this often."
-    )
-
-
-AlertSeverity = Literal["critical", "warning", "info", "none"]
-# The `severity` label of a decision's alert unless `alerts.severity` says otherwise.
-DEFAULT_SEVERITY: dict[Decision, AlertSeverity] = {
-    Decision.DISABLE: "critical",
-    Decision.ROLLBACK: "critical",
-    Decision.QUARANTINE: "critical",
-    Decision.DOWNGRADE: "warning",
-    Decision.FAIL: "warning",
-    Decision.REVIEW: "info",
-    Decision.PASS: "none",
-}
-
-
-class AlertsConfig(Strict):
-    alertmanager: list[AlertmanagerChannel] = Field(
-        default_factory=list, description="Alertmanager v2 APIs to send decisions to."
-    )
-    webhooks: list[WebhookChannel] = Field(
-        default_factory=list, description="Generic JSON webhooks to send decisions to."
-    )
-    external_url: str = Field(
-        "",
-        description="Base URL of this Sextant's admin port, which alerts link to (the console's"
-        " decision and trajectory pages); default: its address.",
-    )
-    queue_size: int = Field(1000, gt=0, description="Alerts waiting per channel; beyond, dropped.")
-    max_attempts: int = Field(5, ge=1, description="Delivery attempts per alert.")
-    backoff_seconds: Seconds = Field(
-        1.0, gt=0, description="First retry delay; it doubles per attempt."
-    )
-    timeout_seconds: Seconds = Field(
-        5.0,
-        gt=0,
-        description="Total deadline of one delivery attempt: connecting, sending and the whole"
-        " reply (a receiver that trickles bytes cannot stretch it).",
-    )
-    severity: dict[Decision, AlertSeverity] = Field(
-        default_factory=dict,
-        description="The `severity` label per decision, over the defaults: critical for DISABLE,"
-        " ROLLBACK and QUARANTINE, warning for DOWNGRADE and FAIL, info for REVIEW.",
-    )
-    insufficient_samples_severity: AlertSeverity = Field(
-        "info",
-        description="The `severity` label of a REVIEW whose only reason is insufficient_samples"
-        " (a new canary short of its min_samples): a state of the target, not a page.",
     )

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import duckdb
 
-from collector.config.sections import DecisionsConfig
+from collector.config.decisions import DecisionsConfig
 from collector.decisions import queries
 from collector.decisions.state import (
     COLLECTOR_TARGET,

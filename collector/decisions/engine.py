@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.clock import Clock, SystemClock
-from collector.config.sections import DecisionsConfig
+from collector.config.decisions import DecisionsConfig
 from collector.decisions.conditions import ConditionFinder, Coverage, PackSource
 from collector.decisions.persistence import DecisionLog, row
 from collector.decisions.state import (

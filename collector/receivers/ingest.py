@@ -171,7 +171,8 @@ class Ingest:
                 m.rejected.labels(protocol, signal, reason).inc(count)
             if decoded.table is None:
                 return decoded, None
-            return decoded, self.writer.submit(SIGNAL_TABLES[signal], decoded.table)
+            request = (signal, encoding, self.limits.max_attribute_length, data)
+            return decoded, self.writer.submit(SIGNAL_TABLES[signal], decoded.table, request)
 
     async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> ExportReply:
         with self.admission.admitted(len(data)):  # until the commit: its wait counts too

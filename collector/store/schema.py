@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
 # The spans table as schema version 1 created it; later versions add columns at the end.
@@ -359,5 +359,10 @@ MIGRATIONS: dict[int, list[str]] = {
         " FROM results WHERE scope = 'trajectory' AND origin = 'live'"
         " AND verdict IN ('fail', 'review') GROUP BY ALL) r"
         " WHERE trajectories.trace_id = r.trace_id AND trajectories.revision = r.revision",
+    ],
+    8: [
+        # the last ingest journal frame loaded, written in the transaction that loads it
+        "CREATE TABLE journal_state (applied_seq UBIGINT NOT NULL)",
+        "INSERT INTO journal_state VALUES (0)",
     ],
 }

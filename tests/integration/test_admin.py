@@ -34,6 +34,7 @@ def test_metrics_count_what_happened(server: RunningServer) -> None:
     request.resource_spans[0].scope_spans[0].spans[0].trace_id = b"short"
     with grpc.insecure_channel(server.grpc_endpoint) as channel:
         channel.unary_unary(TRACE_EXPORT)(request.SerializeToString())
+    server.pipeline.writer.settled().result(5)  # acknowledged from the journal, then loaded
 
     reply = requests.get(f"{server.admin_url}/metrics", timeout=10)
     assert reply.status_code == 200

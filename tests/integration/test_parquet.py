@@ -56,7 +56,7 @@ def test_duckdb_reads_back_the_same_rows(runs: RunningServer, tmp_path: Path, ca
         capsys, "export", "parquet", "--out", str(out), "--url", runs.admin_url
     )
     assert code == 0
-    con = runs.pipeline.database.cursor()
+    con = runs.cursor()
     for table in ORDER:
         rows = stored(con, table)
         assert rows, table
@@ -101,7 +101,7 @@ def test_the_service_exports_periodically(tmp_path: Path) -> None:
 
 def test_retention_deletes_old_days_after_exporting_them(runs: RunningServer, tmp_path: Path):
     database = runs.pipeline.database
-    con = database.cursor()
+    con = runs.cursor()
     newest = con.execute("SELECT max(start_time) FROM spans").fetchone()[0]
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ORDER}
     exported_until: list[datetime] = []

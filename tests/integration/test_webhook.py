@@ -172,7 +172,7 @@ def test_a_waiting_alert_is_queued_once_however_often_it_is_re_sent():
 
     from collector.alerts.channels import Notification
     from collector.alerts.notifier import Notifier
-    from collector.config.sections import AlertsConfig
+    from collector.config.decisions import AlertsConfig
     from collector.telemetry import AlertMetrics
 
     config = AlertsConfig(webhooks=[{"url": "http://127.0.0.1:9/x"}], queue_size=3)
@@ -259,7 +259,7 @@ def test_the_severity_of_a_decision_comes_from_config_and_waiting_for_samples_is
     from prometheus_client import CollectorRegistry
 
     from collector.alerts.notifier import Notifier
-    from collector.config.sections import AlertsConfig
+    from collector.config.decisions import AlertsConfig
     from collector.decisions.state import Condition, DecisionState, Key, State, Target
     from collector.telemetry import AlertMetrics
     from evaluators.base import Decision

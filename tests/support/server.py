@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collector.admin.http import SETTLE_SECONDS
 from collector.config.sections import BUILTIN_RULES
 from collector.embedded import Embedded, loopback_config, start
 
@@ -31,11 +32,16 @@ class RunningServer(Embedded):
         """What a client with the token sends (nothing when no token is configured)."""
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
+    def cursor(self) -> Any:
+        """A read cursor once every acknowledged export is loaded, as the admin API reads."""
+        self.pipeline.writer.settled().result(SETTLE_SECONDS)
+        return self.pipeline.database.cursor()
+
     def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-        return self.pipeline.database.cursor().execute(sql, params or []).fetchall()
+        return self.cursor().execute(sql, params or []).fetchall()
 
     def query_dicts(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        cursor = self.pipeline.database.cursor().execute(sql, params or [])
+        cursor = self.cursor().execute(sql, params or [])
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 

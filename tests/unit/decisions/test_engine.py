@@ -15,7 +15,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collector.clock import Clock, FakeClock, SystemClock
-from collector.config.sections import DecisionsConfig, WriterConfig
+from collector.config.decisions import DecisionsConfig
+from collector.config.sections import WriterConfig
 from collector.decisions import queries
 from collector.decisions.conditions import Coverage
 from collector.decisions.engine import DecisionEngine
@@ -31,8 +32,9 @@ from collector.decisions.state import (
 from collector.evaluation.packs import PackText
 from collector.lifecycle import deadline_in
 from collector.store.database import Database
+from collector.store.pending import fan_out
 from collector.store.tables import ARROW_SCHEMAS
-from collector.store.writer import Writer, fan_out
+from collector.store.writer import Writer
 from collector.telemetry import DecisionMetrics, StoreMetrics
 from evaluators.base import Decision
 from tests.support.wait import wait_for
