@@ -24,6 +24,7 @@ NAME_BYTES = 15
 PREFIXES = (
     ("sextant-decode", "decode"),
     ("sextant-writer", "write"),
+    ("sextant-journal", "journal"),
     ("sextant-checkpoint", "checkpoint"),
     ("sextant-duckdb", "duckdb"),
     ("sextant-arrow", "arrow"),
@@ -51,7 +52,8 @@ STAGES = {
     "decode": "decoding threads (sextant-decode*)",
     "workers": "worker processes: decoding large requests, building and evaluating trajectories",
     "hand-over": "the process pool's threads: requests to the workers, answers back",
-    "write": "the group-commit writer (with its commit hooks)",
+    "journal": "the ingest journal: appends, fsyncs and acknowledgements",
+    "write": "the group-commit writer: loads into DuckDB (with its commit hooks)",
     "checkpoint": "background checkpoints",
     "duckdb": "DuckDB's own threads: parallel scans, checkpoint work",
     "arrow": "Arrow's thread pool (the commit hook's group-by) and its allocator's thread",

@@ -14,6 +14,7 @@ mod spans;
 mod unicode;
 
 use std::borrow::Cow;
+use std::sync::Mutex;
 
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::{Array, StructArray};
@@ -129,6 +130,35 @@ pub fn decode_bytes(
 #[pyclass(frozen, module = "collector.normalize._native")]
 struct ArrowBatch {
     array: StructArray,
+    /// Exported while decoding, without the GIL; the first `__arrow_c_array__` hands it over.
+    exported: Mutex<Option<Exported>>,
+}
+
+/// The C data interface structs of a batch, made before anyone asks for them.
+struct Exported {
+    schema: FFI_ArrowSchema,
+    array: FFI_ArrowArray,
+}
+
+// SAFETY: both are owned C structs with their own release callbacks, moved whole from the
+// decoding thread to the one that hands them over, and never shared meanwhile.
+unsafe impl Send for Exported {}
+
+impl ArrowBatch {
+    /// Exports the batch at once (the caller has released the GIL): building the C structs of
+    /// 40 columns cost more than importing them, and would otherwise hold the GIL.
+    fn new(array: StructArray) -> Self {
+        let exported = FFI_ArrowSchema::try_from(array.data_type())
+            .ok()
+            .map(|schema| Exported {
+                schema,
+                array: FFI_ArrowArray::new(&array.to_data()),
+            });
+        Self {
+            array,
+            exported: Mutex::new(exported),
+        }
+    }
 }
 
 #[pymethods]
@@ -142,9 +172,15 @@ impl ArrowBatch {
         requested_schema: Option<Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
         let _ = requested_schema;
-        let schema = FFI_ArrowSchema::try_from(self.array.data_type())
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let array = FFI_ArrowArray::new(&self.array.to_data());
+        let ready = self.exported.lock().ok().and_then(|mut e| e.take());
+        let (schema, array) = match ready {
+            Some(Exported { schema, array }) => (schema, array),
+            None => (
+                FFI_ArrowSchema::try_from(self.array.data_type())
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?,
+                FFI_ArrowArray::new(&self.array.to_data()),
+            ),
+        };
         // Each capsule owns its struct; a consumer that imports it moves the contents out and
         // clears `release`, and dropping the capsule releases whatever was not taken.
         let schema = PyCapsule::new(py, schema, Some(c"arrow_schema".to_owned()))?;
@@ -196,12 +232,16 @@ fn decode<'py>(
             bytes,
             max_attribute_length,
             &mut ignored,
-        );
+        )
+        .map(|mut decoded| {
+            let batch = decoded.batch.take().map(ArrowBatch::new);
+            (decoded, batch)
+        });
         (result, ignored)
     });
-    let decoded = result.map_err(|e| PyValueError::new_err(e.0))?;
+    let (decoded, batch) = result.map_err(|e| PyValueError::new_err(e.0))?;
     Ok((
-        decoded.batch.map(|array| ArrowBatch { array }),
+        batch,
         decoded.rows,
         counts(py, decoded.rejected)?,
         decoded.truncated_rows,

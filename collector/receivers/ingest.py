@@ -68,6 +68,10 @@ class ExportReply:
             logs.partial_success.error_message = self.message
         return logs
 
+    def protobuf(self, signal: str) -> bytes:
+        """The response serialized; one with nothing to say is empty, zero bytes."""
+        return self.response(signal).SerializeToString() if self.message else b""
+
 
 def describe(decoded: Decoded, noun: str, limit: int) -> str:
     parts = []

@@ -104,7 +104,7 @@ class OtlpGrpcReceiver:
         async def export(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
             async def consume() -> bytes:
                 answer = await self.ingest.consume(signal, "protobuf", data, "grpc")
-                return answer.response(signal).SerializeToString()
+                return answer.protobuf(signal)
 
             return await self._answer(signal, context, consume)
 

@@ -200,13 +200,17 @@ class Journal:
         return stat.f_bavail * stat.f_frsize >= needed
 
     def release(self, applied: int) -> None:
-        """Deletes the segments whose every frame DuckDB holds (all but the one being written)."""
+        """Deletes the segments whose every frame DuckDB holds (all but the one being written).
+        One that cannot be deleted costs space, and its frames are skipped by a replay."""
         removed = False
         with self._lock:
             while len(self._segments) > 1 and self._segments[1][0] - 1 <= applied:
                 _, path = self._segments.pop(0)
-                self.bytes -= path.stat().st_size
-                path.unlink()
+                try:
+                    self.bytes -= path.stat().st_size
+                    path.unlink()
+                except OSError as exc:
+                    log.warning("could not remove the loaded journal segment %s: %s", path, exc)
                 removed = True
         if removed:
             self._sync_directory()
