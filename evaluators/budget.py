@@ -43,19 +43,19 @@ class BudgetRule(RuleBase):
         return self
 
 
-def repeated(steps: list[Step], key: Callable[[Step], object]) -> list[list[Step]]:
-    """Steps grouped by `key` wherever they occur in the run."""
+def repeated(steps: list[Step], keys: list[object]) -> list[list[Step]]:
+    """Steps grouped by their key (`keys[i]` is `steps[i]`'s) wherever they occur in the run."""
     groups: dict[object, list[Step]] = defaultdict(list)
-    for step in steps:
-        groups[key(step)].append(step)
+    for step, key in zip(steps, keys, strict=True):
+        groups[key].append(step)
     return list(groups.values())
 
 
-def runs_of(steps: list[Step], key: Callable[[Step], object]) -> list[list[Step]]:
-    """Steps grouped by `key` only while they follow each other: A A B A is [A A], [B], [A]."""
+def runs_of(steps: list[Step], keys: list[object]) -> list[list[Step]]:
+    """Steps grouped by key only while they follow each other: A A B A is [A A], [B], [A]."""
     runs: list[list[Step]] = []
-    for step in steps:
-        if runs and key(runs[-1][0]) == key(step):
+    for i, step in enumerate(steps):
+        if runs and keys[i - 1] == keys[i]:
             runs[-1].append(step)
         else:
             runs.append([step])
@@ -66,33 +66,40 @@ def same_call(step: Step) -> object:
     return step.tool_name, orjson.dumps(step.arguments, option=orjson.OPT_SORT_KEYS)
 
 
+def repeat_checks(rule: BudgetRule, tools: list[Step]) -> list[tuple[int, list[list[Step]], str]]:
+    """(limit, groups of calls, what the calls share) of each repeat limit the rule sets; a
+    call's arguments are serialized once, however many limits compare them."""
+    checks = []
+    if rule.max_same_call is not None or rule.max_consecutive_same_call is not None:
+        calls = [same_call(s) for s in tools]
+        if rule.max_same_call is not None:
+            checks.append((rule.max_same_call, repeated(tools, calls), "with the same arguments"))
+        if rule.max_consecutive_same_call is not None:
+            label = "in a row with the same arguments"
+            checks.append((rule.max_consecutive_same_call, runs_of(tools, calls), label))
+    if rule.max_same_tool is not None:
+        names: list[object] = [s.tool_name for s in tools]
+        checks.append((rule.max_same_tool, repeated(tools, names), "in total"))
+    return checks
+
+
 def evaluate_budget(t: Trajectory, rule: BudgetRule) -> Finding:
     over: list[str] = []
     evidence: list[str] = []
-    totals = {
-        "steps": (len(t.steps), rule.max_steps),
-        "tool calls": (t.tool_calls, rule.max_tool_calls),
-        "LLM calls": (t.llm_calls, rule.max_llm_calls),
-        "tokens": (t.input_tokens + t.output_tokens, rule.max_tokens),
-        "cost USD": (t.cost_usd, rule.max_cost_usd),
-        "duration ms": (t.duration_ms, rule.max_duration_ms),
-    }
-    for name, (value, limit) in totals.items():
+    totals: tuple[tuple[str, float | None, Callable[[], float | None]], ...] = (
+        ("steps", rule.max_steps, lambda: len(t.steps)),
+        ("tool calls", rule.max_tool_calls, lambda: t.tool_calls),
+        ("LLM calls", rule.max_llm_calls, lambda: t.llm_calls),
+        ("tokens", rule.max_tokens, lambda: t.input_tokens + t.output_tokens),
+        ("cost USD", rule.max_cost_usd, lambda: t.cost_usd),
+        ("duration ms", rule.max_duration_ms, lambda: t.duration_ms),
+    )
+    for name, limit, value_of in totals:
+        value = value_of() if limit is not None else None  # only the totals the rule limits
         if limit is not None and value is not None and value > limit:
             over.append(f"{name} {value:g} > {limit:g}")
     tools = [s for s in t.steps if s.is_tool_call]
-    checks = (
-        (rule.max_same_call, repeated(tools, same_call), "with the same arguments"),
-        (
-            rule.max_consecutive_same_call,
-            runs_of(tools, same_call),
-            "in a row with the same arguments",
-        ),
-        (rule.max_same_tool, repeated(tools, lambda s: s.tool_name), "in total"),
-    )
-    for limit, groups, label in checks:
-        if limit is None:
-            continue
+    for limit, groups, label in repeat_checks(rule, tools):
         for group in groups:
             if len(group) > limit:
                 over.append(f"{group[0].tool_name} called {len(group)} times {label} (> {limit})")
