@@ -13,10 +13,11 @@ An approval step whose result matches none of these keeps no status (unknown).
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from evaluators.matchers import MISSING, Strict, at_path, checked_path
 from evaluators.model import Step, Trajectory
@@ -96,6 +97,7 @@ class Approvals(Strict):
         default_factory=list, description="Result shapes of this pack, tried before the defaults."
     )
     defaults: bool = Field(True, description="Also try the default shapes (see the README).")
+    _tools: re.Pattern[str] = PrivateAttr()
 
     @field_validator("tools")
     @classmethod
@@ -104,9 +106,13 @@ class Approvals(Strict):
             raise ValueError("list at least one tool name or glob, e.g. [request_approval]")
         return value
 
+    def model_post_init(self, _: Any) -> None:
+        # The globs as one regex, compiled with the pack: fnmatch's own translation of each,
+        # so a name matches it when it matches any of the globs.
+        self._tools = re.compile("|".join(fnmatch.translate(g.lower()) for g in self.tools))
+
     def is_approval_tool(self, name: str | None) -> bool:
-        lowered = (name or "").lower()
-        return any(fnmatch.fnmatchcase(lowered, glob.lower()) for glob in self.tools)
+        return self._tools.match((name or "").lower()) is not None
 
     def status_of(self, result: Any) -> Status | None:
         shapes = [*self.results, *(DEFAULT_SHAPES if self.defaults else ())]

@@ -3,6 +3,7 @@ satisfies precedes; packs with a bad result path or recogniser are refused at fi
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 
@@ -200,3 +201,14 @@ def test_rules_validate_reports_them(tmp_path: Path) -> None:
     assert out.returncode != 0
     assert f"{bad}:4: approvals.results[0].path: Value error, invalid JSON path" in out.stderr
     assert f"{bad}:6: rules[0](id=r).step.result: Value error, invalid JSON path" in out.stderr
+
+
+def test_approval_tools_match_as_any_of_their_globs_would() -> None:
+    globs = ["request_approval", "*approv*", "a?c", "[xy]z", "[!q]*_ok", "Mixed*Case"]
+    approvals = Approvals(tools=globs)
+    names = ["request_approval", "REQUEST_APPROVAL", "my_Approval_x", "abc", "axbc", "xz", "zz"]
+    names += ["q_ok", "r_ok", "mixed_case", "", "request_approval\n", "a\nc", "[xy]z", "approv"]
+    for name in names:
+        expected = any(fnmatch.fnmatchcase(name.lower(), g.lower()) for g in globs)
+        assert approvals.is_approval_tool(name) == expected, name
+    assert not approvals.is_approval_tool(None)
