@@ -15,9 +15,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import replace
+from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from evaluators.matchers import MISSING, Strict, at_path, checked_path
 from evaluators.model import Step, Trajectory
@@ -97,7 +98,6 @@ class Approvals(Strict):
         default_factory=list, description="Result shapes of this pack, tried before the defaults."
     )
     defaults: bool = Field(True, description="Also try the default shapes (see the README).")
-    _tools: re.Pattern[str] = PrivateAttr()
 
     @field_validator("tools")
     @classmethod
@@ -107,9 +107,13 @@ class Approvals(Strict):
         return value
 
     def model_post_init(self, _: Any) -> None:
-        # The globs as one regex, compiled with the pack: fnmatch's own translation of each,
-        # so a name matches it when it matches any of the globs.
-        self._tools = re.compile("|".join(fnmatch.translate(g.lower()) for g in self.tools))
+        self._tools  # noqa: B018 - compiled with the pack, not on first use
+
+    @cached_property  # not a private attribute: pydantic reads those slowly (`__getattr__`)
+    def _tools(self) -> re.Pattern[str]:
+        """The globs as one regex, fnmatch's own translation of each: a name matches it when
+        it matches any of the globs."""
+        return re.compile("|".join(fnmatch.translate(g.lower()) for g in self.tools))
 
     def is_approval_tool(self, name: str | None) -> bool:
         return self._tools.match((name or "").lower()) is not None

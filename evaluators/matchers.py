@@ -6,9 +6,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evaluators.model import Step
 from evaluators.regex import checked_pattern, compile_pattern, schema_validator
@@ -37,8 +38,6 @@ class Condition(Strict):
     json_schema: dict[str, Any] | None = Field(
         None, alias="schema", description="The value validates against this JSON schema."
     )
-    _regex: Any = PrivateAttr(None)
-    _validator: Any = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
@@ -63,10 +62,17 @@ class Condition(Strict):
         return value
 
     def model_post_init(self, _: Any) -> None:
-        if self.regex is not None:
-            self._regex = compile_pattern(self.regex)
-        if self.json_schema is not None:
-            self._validator = schema_validator(self.json_schema)
+        self._regex, self._validator  # noqa: B018 - compiled with the pack, not on first use
+
+    # What a rule compiles is kept in cached properties, not private attributes: pydantic reads
+    # those through `__getattr__`, some microseconds each, on every step a rule looks at.
+    @cached_property
+    def _regex(self) -> Any:
+        return None if self.regex is None else compile_pattern(self.regex)
+
+    @cached_property
+    def _validator(self) -> Any:
+        return None if self.json_schema is None else schema_validator(self.json_schema)
 
     def check(self, value: Any) -> bool:
         """`value` is MISSING when the key is absent."""
@@ -203,7 +209,6 @@ class StepMatcher(Strict):
         default_factory=dict,
         description="JSON path into the tool's parsed result ($ = all of it) -> condition.",
     )
-    _name_regex: Any = PrivateAttr(None)
 
     @field_validator("name_regex")
     @classmethod
@@ -223,14 +228,22 @@ class StepMatcher(Strict):
         return value
 
     def model_post_init(self, _: Any) -> None:
-        if self.name_regex is not None:
-            self._name_regex = compile_pattern(self.name_regex)
+        self._name_regex, self._kinds  # noqa: B018 - compiled with the pack (see Condition)
+
+    @cached_property
+    def _name_regex(self) -> Any:
+        return None if self.name_regex is None else compile_pattern(self.name_regex)
+
+    @cached_property
+    def _kinds(self) -> frozenset[str] | None:
+        if self.kind is None:
+            return None
+        return frozenset([self.kind] if isinstance(self.kind, str) else self.kind)
 
     def matches(self, step: Step) -> bool:
-        if self.kind is not None:
-            kinds = {self.kind} if isinstance(self.kind, str) else set(self.kind)
-            if step.kind not in kinds and step.span_kind not in kinds:
-                return False
+        kinds = self._kinds
+        if kinds is not None and step.kind not in kinds and step.span_kind not in kinds:
+            return False
         if self.name is not None and not text_matches(self.name, step.name):
             return False
         if self._name_regex is not None and not self._name_regex.search(step.name or ""):

@@ -6,11 +6,12 @@ Evidence names the step and the detector, never the matched text.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Any, Literal
 
 import orjson
 import re2
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import Field, field_validator
 
 from evaluators.base import Finding, Verdict
 from evaluators.model import Step, Trajectory
@@ -76,7 +77,6 @@ class SecretsRule(RuleBase):
     )
     patterns: dict[str, str] = Field(default_factory=dict, description="name -> regex, extra.")
     scope: Literal["arguments", "results", "both"] = Field("both")
-    _scanner: Scanner = PrivateAttr()
 
     @field_validator("detectors")
     @classmethod
@@ -97,7 +97,11 @@ class SecretsRule(RuleBase):
         return value
 
     def model_post_init(self, _: Any) -> None:
-        self._scanner = Scanner(self.detectors, self.patterns)
+        self.scanner  # noqa: B018 - compiled with the pack, not on first use
+
+    @cached_property  # not a private attribute: pydantic reads those slowly (`__getattr__`)
+    def scanner(self) -> Scanner:
+        return Scanner(self.detectors, self.patterns)
 
 
 class Scanner:
@@ -177,7 +181,7 @@ def found(detector: str, pattern: Any, text: str) -> bool:
 
 
 def evaluate_secrets(t: Trajectory, rule: SecretsRule) -> Finding:
-    scanner = rule._scanner
+    scanner = rule.scanner
     hits: list[str] = []
     evidence: list[str] = []
     for step in t.steps:
