@@ -87,7 +87,7 @@ def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None
             findings.append((rule, review_for(selector_error)))
             continue
         try:
-            if t.root is None and root_conditions(pack, rule):
+            if root_conditions(pack, rule) and t.root is None:  # `root` is a search
                 raise LookupError("`when` needs the root span, which never arrived")
             applies = when_applies(t, rule)
         except Exception as exc:

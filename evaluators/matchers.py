@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from evaluators.model import Step
 from evaluators.regex import checked_pattern, compile_pattern, schema_validator
 
-GLOB_CHARS = set("*?[")
 MISSING = object()
 
 
@@ -163,13 +162,17 @@ def at_path(document: Any, path: str) -> Any:
     return node
 
 
+def is_glob(pattern: str) -> bool:
+    return "*" in pattern or "?" in pattern or "[" in pattern  # (no set built per call)
+
+
 def text_matches(pattern: str | list[str], value: str | None) -> bool:
     """`value` is `pattern` (exact, or a glob when it has `*?[`); a list matches when any does."""
     if value is None:
         return False
     if isinstance(pattern, list):
         return any(text_matches(p, value) for p in pattern)
-    if GLOB_CHARS & set(pattern):
+    if is_glob(pattern):
         return fnmatch.fnmatchcase(value, pattern)
     return value == pattern
 
