@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import time
@@ -21,12 +22,15 @@ from collector.assembler.work import (
     build_batch,
     build_isolated,
     merged_tables,
+    spans_of,
+    split_round,
 )
 from collector.clock import Clock, SystemClock
 from collector.config.sections import AssemblerConfig
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics
+from collector.threads import named_executor
 from collector.ticker import Ticker, TickingStage
 from collector.workers import WorkerPool
 
@@ -105,6 +109,7 @@ class Assembler(TickingStage):
         self.ticker = Ticker("sextant-assembler", self._pause, self.tick)
         self._last_error = ""
         self._round_since: float | None = None  # monotonic start of the round in progress
+        self._parts: concurrent.futures.ThreadPoolExecutor | None = None
         metrics.lag.set_function(self.lag)
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
@@ -173,7 +178,14 @@ class Assembler(TickingStage):
         recovered = self.recover()
         if recovered:
             log.info("recovered %d open traces from the store", recovered)
+        if self.workers.workers > 1:  # a thread per worker process, waiting on its part
+            self._parts = named_executor("sextant-assembler", self.workers.workers)
         super().start()  # on shutdown, open traces stay in the store, recovered on next start
+
+    def shutdown(self, deadline: float) -> None:
+        super().shutdown(deadline)
+        if self._parts is not None:
+            self._parts.shutdown(wait=True)
 
     def _pause(self) -> float:
         """Until the next trace may close, at most tick_seconds (new traces may come sooner)."""
@@ -242,7 +254,7 @@ class Assembler(TickingStage):
             for trace, reason in due
         ]
         evaluator = self.evaluation.evaluator() if self.evaluation else None
-        builds = build_isolated(partial(self._build, self.clock.now()), spans, closing, evaluator)
+        builds = self._build_round(spans, closing, evaluator)
         for built in builds:
             for error in built.build_errors:
                 self.metrics.build_errors.inc()
@@ -253,6 +265,20 @@ class Assembler(TickingStage):
         for built in builds:
             self._count(built, last_seen)
         self.metrics.round_duration.observe(time.perf_counter() - started)
+
+    def _build_round(
+        self, spans: pa.Table, closing: list[Closing], evaluator: Evaluates | None
+    ) -> list[Built]:
+        """The round's batches, built by the worker processes side by side, a part each."""
+        build = partial(self._build, self.clock.now())
+        parts = split_round(closing, spans.num_rows, self.workers.workers, INLINE_BUILD_SPANS)
+        if len(parts) == 1 or self._parts is None:
+            return build_isolated(build, spans, closing, evaluator)
+        futures = [
+            self._parts.submit(build_isolated, build, spans_of(spans, part), part, evaluator)
+            for part in parts
+        ]
+        return [built for future in futures for built in future.result()]
 
     def _build(
         self,

@@ -166,11 +166,25 @@ def build_isolated(
     half = len(closing) // 2
     out: list[Built] = []
     for part in (closing[:half], closing[half:]):
-        ids = pa.array([item.trace_id for item in part], pa.string())
-        out += build_isolated(
-            build, spans.filter(pc.is_in(spans["trace_id"], ids)), part, evaluator
-        )
+        out += build_isolated(build, spans_of(spans, part), part, evaluator)
     return out
+
+
+def spans_of(spans: pa.Table, part: list[Closing]) -> pa.Table:
+    """The rows of `spans` that belong to the traces of `part`."""
+    ids = pa.array([item.trace_id for item in part], pa.string())
+    return spans.filter(pc.is_in(spans["trace_id"], ids))
+
+
+def split_round(
+    closing: list[Closing], spans: int, workers: int, least: int
+) -> list[list[Closing]]:
+    """A round's traces in up to `workers` parts of about equal size, each of `least` spans or
+    more on average, so that the worker processes build them side by side (a round built by one
+    worker left the others idle, and assembly fell behind a load it had the cores for)."""
+    count = max(1, min(workers, spans // max(1, least), len(closing)))
+    size = -(-len(closing) // count)
+    return [closing[i : i + size] for i in range(0, len(closing), size)]
 
 
 def merged_tables(builds: list[Built]) -> dict[str, pa.Table]:

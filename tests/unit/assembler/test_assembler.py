@@ -8,6 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collector.assembler.assembler import Assembler
+from collector.assembler.work import Closing, split_round
 from collector.clock import FakeClock
 from collector.config.sections import AssemblerConfig, WriterConfig
 from collector.lifecycle import deadline_in
@@ -17,6 +18,7 @@ from collector.store.writer import Writer
 from collector.telemetry import AssemblerMetrics, StoreMetrics
 from collector.workers import WorkerPool
 from tests.support.otlp import new_span_id, new_trace_id, trace_request
+from tests.support.wait import wait_for
 
 
 @pytest.fixture
@@ -188,3 +190,60 @@ def test_turned_off_it_only_stores_and_assembles_what_it_missed_once_on(rig) -> 
     clock.advance(5.1)
     assert on.tick() == 1
     assert current(database, trace_id) == [(1, 4, "ok", 0)]
+
+
+def test_a_round_too_big_for_one_worker_is_built_by_each_in_parts(tmp_path: Path) -> None:
+    """400 traces of 4 spans in one round: two worker processes build a part each, and every
+    trace is stored once, whole, as it would be built in one piece."""
+    database = Database(tmp_path / "p.duckdb")
+    database.open()
+    registry = CollectorRegistry()
+    writer = Writer(database, WriterConfig(), StoreMetrics(registry))
+    workers = WorkerPool(2)
+    clock = FakeClock()
+    assembler = Assembler(
+        AssemblerConfig(quiet_period_seconds=5, max_trace_age_seconds=60),
+        database,
+        writer,
+        workers,
+        {},
+        AssemblerMetrics(registry),
+        clock,
+    )
+    writer.on_commit = assembler.consume
+    writer.start()
+    workers.start()
+    assembler.start()
+    try:
+        traces = [new_trace_id() for _ in range(400)]
+        spans = []
+        for trace_id in traces:
+            root, children = run_spans(trace_id)
+            spans += [root, *children]
+        store(writer, spans)
+        clock.advance(6)
+        closed = {"reason": "complete"}
+        wait_for(
+            lambda: (
+                registry.get_sample_value("sextant_assembler_traces_closed_total", closed) == 400
+            )
+        )
+        rows = (
+            database.cursor()
+            .execute("SELECT count(DISTINCT trace_id), sum(steps), count(*) FROM trajectories")
+            .fetchone()
+        )
+        assert rows == (400, 1600, 400)
+    finally:
+        assembler.shutdown(deadline_in(5))
+        workers.shutdown(deadline_in(5))
+        writer.shutdown(deadline_in(5))
+        database.close()
+
+
+def test_a_round_is_split_in_parts_of_at_least_the_inline_size() -> None:
+    closing = [Closing(f"{i:032x}", "complete", 1, None) for i in range(10)]
+    assert [len(p) for p in split_round(closing, 1600, workers=2, least=200)] == [5, 5]
+    assert [len(p) for p in split_round(closing, 1600, workers=4, least=200)] == [3, 3, 3, 1]
+    assert len(split_round(closing, 300, workers=2, least=200)) == 1  # too small to share
+    assert [len(p) for p in split_round(closing[:1], 5000, workers=2, least=200)] == [1]
