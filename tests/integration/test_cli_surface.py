@@ -35,8 +35,8 @@ def two_packs(tmp_path_factory: pytest.TempPathFactory):
     shutil.copy(BUILTIN_RULES / "default.yaml", rules / "default.yaml")
     server = start_server(tmp / "data", assembler=FAST, rules={"paths": [str(rules)]})
     bad = refund_run(server, approve=False)
-    good = refund_run(server, approve=True)
     assert trajectory(server, bad)["verdict"] == "fail"
+    good = refund_run(server, approve=True)  # closed after `bad`: the newer of the two
     assert trajectory(server, good)["verdict"] == "pass"
     yield server, bad, good, tmp
     server.stop()
