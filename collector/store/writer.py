@@ -388,10 +388,9 @@ class Writer:
             return
         with self._cond:
             if self._stopping:  # they stay in the journal and load at the next start
-                log.error(
-                    "%d acknowledged requests are left in the journal for the next start",
-                    len(journaled),
-                )
+                log.error("%d journaled requests are left for the next start", len(journaled))
+                for item in journaled:  # a replay waiting for them stops waiting
+                    settle(item.future, error)
                 return
             self._queue.extendleft(reversed(journaled))  # loaded first, in journal order
             self._queued_rows += sum(item.rows for item in journaled)
