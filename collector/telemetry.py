@@ -44,7 +44,8 @@ class ReceiverMetrics:
         )
         self.request_duration = Histogram(
             "sextant_receiver_request_duration_seconds",
-            "Time from a request's arrival to its answer (includes waiting for the commit).",
+            "Time from a request's arrival to its answer (includes waiting for the journal's"
+            " fsync, or for the commit without a journal).",
             ["protocol", "signal"],
             buckets=LATENCY_BUCKETS,
             registry=registry,
