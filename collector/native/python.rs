@@ -312,23 +312,24 @@ pub enum PyInt {
     Big(String),
 }
 
+/// `text` without the whitespace Python's `int()` and `float()` strip around a number.
+fn trim_ascii_space(text: &[u8]) -> &[u8] {
+    let start = text
+        .iter()
+        .position(|&b| !is_ascii_space(b))
+        .unwrap_or(text.len());
+    let end = text
+        .iter()
+        .rposition(|&b| !is_ascii_space(b))
+        .map_or(start, |i| i + 1);
+    &text[start..end]
+}
+
 /// `int(s)`: surrounding whitespace, one sign, decimal digits with single underscores between
 /// them, at most 4300 digits. None where Python raises ValueError.
 pub fn parse_int(s: &str) -> Option<PyInt> {
     let bytes = to_ascii_number(s)?;
-    let mut rest: &[u8] = &bytes;
-    while let [b, tail @ ..] = rest {
-        if !is_ascii_space(*b) {
-            break;
-        }
-        rest = tail;
-    }
-    while let [head @ .., b] = rest {
-        if !is_ascii_space(*b) {
-            break;
-        }
-        rest = head;
-    }
+    let rest = trim_ascii_space(&bytes);
     let negative = match rest.first() {
         Some(b'-') => true,
         Some(b'+') => false,
@@ -402,18 +403,7 @@ pub fn parse_float(s: &str) -> Option<f64> {
         }
         rest = &text;
     }
-    while let [b, tail @ ..] = rest {
-        if !is_ascii_space(*b) {
-            break;
-        }
-        rest = tail;
-    }
-    while let [head @ .., b] = rest {
-        if !is_ascii_space(*b) {
-            break;
-        }
-        rest = head;
-    }
+    let rest = trim_ascii_space(rest);
     let (negative, unsigned) = match rest.first() {
         Some(b'-') => (true, &rest[1..]),
         Some(b'+') => (false, &rest[1..]),
