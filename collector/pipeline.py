@@ -20,6 +20,7 @@ from collector.admin.sql import SqlRoutes
 from collector.admin.trajectories import TrajectoryRoutes
 from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler
+from collector.assembler.prices import PriceTable
 from collector.auth import BearerAuth
 from collector.clock import Clock, SystemClock
 from collector.config import SextantConfig
@@ -38,6 +39,8 @@ from collector.evaluation.health import EvaluatorHealth
 from collector.evaluation.metrics import RulesMetrics, TargetMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.stage import Evaluation
+from collector.judges.metrics import JudgeMetrics
+from collector.judges.stage import JudgeStage
 from collector.lifecycle import Stage, deadline_in
 from collector.normalize.wire import decode_request
 from collector.receivers.ingest import Ingest
@@ -111,14 +114,7 @@ class Pipeline:
             clock,
             self.evaluation,
         )
-        self.drift = DriftScheduler(
-            config.drift,
-            self.database,
-            self.writer,
-            self.packs,
-            DriftMetrics(self.registry, self.target_cap),
-            clock,
-        )
+        self.drift, self.judges = self._beside(config)
         receiver_metrics = ReceiverMetrics(self.registry)
         self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
@@ -171,6 +167,27 @@ class Pipeline:
         self.invalidated = why
         if self.failed is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self.failed.set)
+
+    def _beside(self, config: SextantConfig) -> tuple[DriftScheduler, JudgeStage]:
+        """The stages that read the store beside the pipeline: window rules and judges."""
+        drift = DriftScheduler(
+            config.drift,
+            self.database,
+            self.writer,
+            self.packs,
+            DriftMetrics(self.registry, self.target_cap),
+            self.clock,
+        )
+        judges = JudgeStage(
+            config.judges,
+            self.database,
+            self.writer,
+            self.packs,
+            PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()}),
+            JudgeMetrics(self.registry),
+            self.clock,
+        )
+        return drift, judges
 
     def _decisions(
         self, config: SextantConfig, receiver_metrics: ReceiverMetrics
@@ -247,6 +264,7 @@ class Pipeline:
             self.packs,
             self.assembler,
             self.drift,
+            self.judges,
             self.notifier,
             self.decisions,
             *upkeep,

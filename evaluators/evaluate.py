@@ -81,8 +81,8 @@ def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None
         selector_error = exc
     t = with_approvals(t, pack.approvals or DEFAULT_APPROVALS)
     for rule in pack.rules:
-        if RULE_TYPES[rule.type].window:
-            continue  # evaluated over a window of runs by the collector, not per run
+        if RULE_TYPES[rule.type].evaluate is None:
+            continue  # evaluated by the collector apart from the run's round (windows, judges)
         if selector_error is not None:
             findings.append((rule, review_for(selector_error)))
             continue

@@ -11,6 +11,7 @@ from pydantic import Field
 from evaluators.base import Finding
 from evaluators.budget import BudgetRule, evaluate_budget
 from evaluators.consistency import ConsistencyRule, evaluate_consistency
+from evaluators.judge import JudgeRule
 from evaluators.model import Trajectory
 from evaluators.precedes import PrecedesRule, evaluate_precedes
 from evaluators.presence import AbsenceRule, PresenceRule, evaluate_absence, evaluate_presence
@@ -24,15 +25,13 @@ from evaluators.window import DriftRule, ReliabilityRule
 @dataclass(frozen=True)
 class RuleType:
     model: type
-    # None for window rules: the collector evaluates them over the store on a schedule.
+    # None for rules the collector evaluates apart from a run's round: window rules over the
+    # store on a schedule, judges beside the pipeline (a model call is too slow for a round).
     evaluate: Callable[[Trajectory, Any], Finding] | None
     # True when missing steps could change the verdict: on an incomplete trajectory such a rule
     # gives `review` (trace_incomplete) instead of a verdict it cannot stand behind.
     needs_all_steps: bool
-
-    @property
-    def window(self) -> bool:
-        return self.evaluate is None
+    window: bool = False
 
 
 RULE_TYPES: dict[str, RuleType] = {
@@ -46,8 +45,9 @@ RULE_TYPES: dict[str, RuleType] = {
     "recovery": RuleType(RecoveryRule, evaluate_recovery, True),
     "secrets": RuleType(SecretsRule, evaluate_secrets, False),
     "pii": RuleType(SecretsRule, evaluate_secrets, False),
-    "drift": RuleType(DriftRule, None, False),
-    "reliability": RuleType(ReliabilityRule, None, False),
+    "drift": RuleType(DriftRule, None, False, window=True),
+    "reliability": RuleType(ReliabilityRule, None, False, window=True),
+    "judge": RuleType(JudgeRule, None, True),
 }
 
 Rule = Annotated[
@@ -61,6 +61,7 @@ Rule = Annotated[
     | RecoveryRule
     | SecretsRule
     | DriftRule
-    | ReliabilityRule,
+    | ReliabilityRule
+    | JudgeRule,
     Field(discriminator="type"),
 ]

@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from evaluators.approvals import Approvals
+from evaluators.judge import JudgeSettings
 from evaluators.matchers import MISSING, Condition, Globs, Strict, checked_globs, text_matches
 from evaluators.model import Trajectory
 from evaluators.policies import DecisionPolicy
@@ -69,6 +70,9 @@ class RulePack(Strict):
         default_factory=list,
         description="Decision policies; without one, a failed rule's on_fail applies at once.",
     )
+    judges: JudgeSettings | None = Field(
+        None, description="The endpoint, budgets and trust of the pack's `judge` rules."
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> RulePack:
@@ -86,6 +90,8 @@ class RulePack(Strict):
                 "window rules (drift, reliability) select targets by service, agent and version;"
                 " selector.attributes cannot apply to them: put them in a pack without it"
             )
+        if self.judges is None and any(r.type == "judge" for r in self.rules):
+            raise ValueError("judge rules need the pack's `judges:` (endpoint and budgets)")
         policies = [p.id for p in self.decisions]
         for policy_id in policies:
             if policies.count(policy_id) > 1:

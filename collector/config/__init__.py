@@ -21,6 +21,7 @@ from collector.config.sections import (
     GrpcConfig,
     HttpConfig,
     IngestConfig,
+    JudgesConfig,
     LimitsConfig,
     PricingConfig,
     RulesConfig,
@@ -62,6 +63,9 @@ class SextantConfig(BaseSettings):
     alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert channels.")
     drift: DriftConfig = Field(
         default_factory=DriftConfig, description="Drift and reliability rules."
+    )
+    judges: JudgesConfig = Field(
+        default_factory=JudgesConfig, description="LLM judges (`judge` rules) beside the pipeline."
     )
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."

@@ -303,6 +303,18 @@ class DriftConfig(Strict):
     )
 
 
+class JudgesConfig(Strict):
+    enabled: bool = Field(True, description="Run the packs' `judge` rules beside the pipeline.")
+    tick_seconds: Seconds = Field(1.0, gt=0, description="How often new runs are looked for.")
+    batch: int = Field(200, ge=1, description="Most runs taken per look.")
+    lookback_seconds: Seconds = Field(
+        3600.0, gt=0, description="At start, runs closed this recently and not judged are."
+    )
+    cache_entries: int = Field(
+        10_000, ge=0, description="Judgements kept by prompt hash (a repeat costs nothing)."
+    )
+
+
 class ModelPrice(Strict):
     input: float = Field(ge=0, description="USD per million input tokens.")
     output: float = Field(ge=0, description="USD per million output tokens.")

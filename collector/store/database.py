@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import duckdb
 
 from collector.errors import StartupError
+from collector.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from collector.store.readonly import lock_down
-from collector.store.schema import MIGRATIONS, SCHEMA_VERSION
 from collector.store.views import create_views
 from collector.threads import os_thread_name
 

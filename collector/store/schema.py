@@ -1,10 +1,8 @@
-"""Tables, their Arrow batch types and the migrations that create them, in one place."""
+"""Tables and their Arrow batch types, in one place (collector/store/migrations.py creates them)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
-
-SCHEMA_VERSION = 8
 
 # (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
 # The spans table as schema version 1 created it; later versions add columns at the end.
@@ -199,11 +197,13 @@ RESULTS_V4_EXTRA = (
     ("current_n", "INTEGER", pa.int32()),
     ("evidence_trace_ids", "VARCHAR[]", pa.list_(pa.string())),
 )
-RESULTS = (
+RESULTS_V4 = (
     ("trace_id", "VARCHAR", pa.string()),
     *RESULTS_V3[1:],
     *RESULTS_V4_EXTRA,
 )
+# Version 9: a judgement's or an external evaluation's label (score alone is not the verdict).
+RESULTS = (*RESULTS_V4, ("label", "VARCHAR", pa.string()))
 
 # One row per transition of a decision (a history, never updated): pending, firing, resolved,
 # and the people who acknowledged or resolved it.
@@ -312,57 +312,44 @@ def insert_select(
     return f"{verb} INTO {name} SELECT {exprs} FROM batch"
 
 
-# Each migration moves the store from version N-1 to N; they run in order inside one transaction.
-MIGRATIONS: dict[int, list[str]] = {
-    1: [
-        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL,"
-        " applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)",
-        with_key("spans", SPANS_V1, "trace_id, span_id"),
-        create_table("logs", LOGS),
-    ],
-    2: [
-        with_key("trajectories", TRAJECTORIES_V2, "trace_id, revision"),
-        with_key("steps", STEPS, "trace_id, revision, seq"),
-        # Lookups by trace (`trace_id IN ?`) use this index instead of scanning the table.
-        "CREATE INDEX trajectories_trace_id ON trajectories (trace_id)",
-    ],
-    3: [
-        with_key("results", RESULTS_V3, "trace_id, revision, pack, rule_id"),
-        create_table("rule_packs", RULE_PACKS),
-        "ALTER TABLE trajectories ADD COLUMN verdict VARCHAR",
-        "ALTER TABLE trajectories ADD COLUMN verdict_reasons VARCHAR[]",
-    ],
-    4: [
-        create_table("results_v4", RESULTS),
-        "INSERT INTO results_v4 SELECT *, 'trajectory', 'live', NULL, NULL, NULL, NULL, NULL,"
-        " NULL, NULL, NULL, NULL, NULL FROM results",
-        "DROP TABLE results",
-        "ALTER TABLE results_v4 RENAME TO results",
-        "CREATE INDEX results_trace_id ON results (trace_id)",
-        with_key("decisions", DECISIONS, "decision_id, seq"),
-        create_table("alerts", ALERTS),
-    ],
-    5: [
-        with_key("baselines", BASELINES, "name"),
-        with_key("baseline_members", BASELINE_MEMBERS, "name, trace_id, revision"),
-    ],
-    6: [
-        "ALTER TABLE spans ADD COLUMN kept_as_text VARCHAR[]",
-        "ALTER TABLE trajectories ADD COLUMN build_error VARCHAR",
-        "ALTER TABLE trajectories ADD COLUMN unrepresentable JSON",
-    ],
-    7: [
-        "ALTER TABLE trajectories ADD COLUMN verdict_rules VARCHAR[]",
-        # the runs stored before: from their live results, once
-        "UPDATE trajectories SET verdict_rules = r.rules FROM ("
-        " SELECT trace_id, revision, list_sort(list(DISTINCT pack || '/' || rule_id)) AS rules"
-        " FROM results WHERE scope = 'trajectory' AND origin = 'live'"
-        " AND verdict IN ('fail', 'review') GROUP BY ALL) r"
-        " WHERE trajectories.trace_id = r.trace_id AND trajectories.revision = r.revision",
-    ],
-    8: [
-        # the last ingest journal frame loaded, written in the transaction that loads it
-        "CREATE TABLE journal_state (applied_seq UBIGINT NOT NULL)",
-        "INSERT INTO journal_state VALUES (0)",
-    ],
-}
+# One row per judge call (or cache hit, or call not made): what it cost, how long it took and
+# what came back, for the SREs who pay for judges and the people who certify them.
+JUDGE_CALLS = (
+    ("trace_id", "VARCHAR NOT NULL", pa.string()),
+    ("revision", "INTEGER NOT NULL", pa.int32()),
+    ("pack", "VARCHAR NOT NULL", pa.string()),
+    ("pack_version", "VARCHAR", pa.string()),
+    ("rule_id", "VARCHAR NOT NULL", pa.string()),
+    ("model", "VARCHAR", pa.string()),
+    ("prompt_sha256", "VARCHAR", pa.string()),
+    ("outcome", "VARCHAR NOT NULL", pa.string()),  # ok|cached|timeout|rate_limited|error|...
+    ("input_tokens", "BIGINT", pa.int64()),
+    ("output_tokens", "BIGINT", pa.int64()),
+    ("cost_usd", "DOUBLE", pa.float64()),
+    ("latency_seconds", "DOUBLE", pa.float64()),
+    ("score", "DOUBLE", pa.float64()),
+    ("label", "VARCHAR", pa.string()),
+    ("explanation", "VARCHAR", pa.string()),
+    ("error", "VARCHAR", pa.string()),
+    ("called_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
+)
+# An EvaluatorCard: a judge's agreement with human labels, for one pack version, model and
+# prompt. A judge may ask for more than REVIEW only with a card meeting the pack's bounds.
+EVALUATOR_CARDS = (
+    ("pack", "VARCHAR NOT NULL", pa.string()),
+    ("pack_version", "VARCHAR NOT NULL", pa.string()),
+    ("rule_id", "VARCHAR NOT NULL", pa.string()),
+    ("model", "VARCHAR NOT NULL", pa.string()),
+    ("template_sha256", "VARCHAR NOT NULL", pa.string()),  # the prompt template, not a run's
+    ("cases", "INTEGER NOT NULL", pa.int32()),
+    ("cases_sha256", "VARCHAR", pa.string()),
+    ("positives", "INTEGER NOT NULL", pa.int32()),
+    ("negatives", "INTEGER NOT NULL", pa.int32()),
+    ("unjudged", "INTEGER NOT NULL", pa.int32()),
+    ("agreement", "DOUBLE", pa.float64()),
+    ("tpr", "DOUBLE", pa.float64()),
+    ("tnr", "DOUBLE", pa.float64()),
+    ("tpr_lower", "DOUBLE", pa.float64()),
+    ("tnr_lower", "DOUBLE", pa.float64()),
+    ("calibrated_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
+)

@@ -13,6 +13,8 @@ from collector.store.schema import (
     BASELINE_MEMBERS,
     BASELINES,
     DECISIONS,
+    EVALUATOR_CARDS,
+    JUDGE_CALLS,
     LOGS,
     RESULTS,
     RULE_PACKS,
@@ -34,6 +36,8 @@ TABLES = {
     "alerts": ALERTS,
     "baselines": BASELINES,
     "baseline_members": BASELINE_MEMBERS,
+    "judge_calls": JUDGE_CALLS,
+    "evaluator_cards": EVALUATOR_CARDS,
 }
 # The table each OTLP signal is stored in.
 SIGNAL_TABLES = {"traces": "spans", "logs": "logs"}

@@ -17,7 +17,7 @@ import grpc
 import pytest
 import requests
 
-from collector.store.schema import SCHEMA_VERSION
+from collector.store.migrations import SCHEMA_VERSION
 from tests.support.otlp import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
 from tests.support.process import EPHEMERAL, Serve
 

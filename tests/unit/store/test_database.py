@@ -9,7 +9,7 @@ import pytest
 
 from collector.errors import StartupError
 from collector.store.database import Database
-from collector.store.schema import MIGRATIONS, SCHEMA_VERSION
+from collector.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 
 def test_an_older_store_is_migrated_in_place(tmp_path: Path) -> None:

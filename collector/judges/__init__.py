@@ -1,0 +1,1 @@
+"""LLM judges: the `judge` rules of the packs, called beside the pipeline."""

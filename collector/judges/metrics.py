@@ -1,0 +1,44 @@
+"""What the judges cost and how they answer, for Prometheus (labels: pack, rule, model; never a
+trace id)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+OUTCOMES = ("ok", "cached", "timeout", "rate_limited", "provider_error", "malformed", "budget")
+
+
+class JudgeMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.calls = Counter(
+            "sextant_judge_calls",
+            "Judgements asked for, by outcome: ok, cached (no call made), timeout, rate_limited,"
+            " provider_error, malformed, budget (refused by the pack's budget, no call made).",
+            ["pack", "rule", "model", "outcome"],
+            registry=registry,
+        )
+        self.cost = Counter(
+            "sextant_judge_cost_usd",
+            "USD spent on judge calls (from the pack's price or the price table).",
+            ["pack", "rule", "model"],
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "sextant_judge_tokens",
+            "Tokens of judge calls, by direction (input, output).",
+            ["pack", "rule", "model", "direction"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "sextant_judge_call_duration_seconds",
+            "Time of a judge call that got an answer.",
+            ["pack", "rule", "model"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=registry,
+        )
+        self.sampled_out = Counter(
+            "sextant_judge_sampled_out",
+            "Runs a judge rule applied to but did not judge, by its `sample` share.",
+            ["pack", "rule"],
+            registry=registry,
+        )

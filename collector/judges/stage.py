@@ -1,0 +1,231 @@
+"""The judge stage: every tick, the runs stored since the last look are judged by the packs'
+`judge` rules, and their results and calls stored.
+
+It runs beside the pipeline, in its own thread, reading the store like the drift scheduler: a
+slow or failing judge delays only the judgements (its calls time out, its runs are reviewed),
+never ingest, assembly or the other rules. The store is its queue: it reads runs in the order
+they were closed from a cursor it keeps, so a backlog costs no memory, and after a restart it
+goes back `lookback_seconds` and skips what was judged already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import aiohttp
+
+from collector.assembler.prices import PriceTable
+from collector.clock import Clock, SystemClock
+from collector.config.sections import JudgesConfig
+from collector.evaluation.packs import PackText, compiled
+from collector.judges.budget import Budget, JudgementCache
+from collector.judges.cards import trust
+from collector.judges.client import Unavailable, judge
+from collector.judges.metrics import JudgeMetrics
+from collector.judges.plan import (
+    Call,
+    Judge,
+    Outcome,
+    Plan,
+    call_row,
+    finding_of,
+    plan,
+    result_rows,
+)
+from collector.replay.load import load_trajectories
+from collector.replay.sources import DuckDBSource
+from collector.store.database import Database
+from collector.store.reader import Interrupted, Reader
+from collector.store.tables import rows_table
+from collector.store.writer import Writer
+from collector.ticker import Ticker, TickingStage
+from evaluators.judge import JudgeRule
+
+log = logging.getLogger(__name__)
+STORE_TIMEOUT_SECONDS = 30.0
+NEW_RUNS = """
+SELECT trace_id, closed_at FROM trajectories
+WHERE is_current AND agent_run IS NOT false
+  AND (closed_at > $at OR (closed_at = $at AND trace_id > $trace))
+ORDER BY closed_at, trace_id LIMIT $limit
+"""
+JUDGED = """
+SELECT DISTINCT trace_id, revision, pack, rule_id FROM results
+WHERE rule_type = 'judge' AND origin = 'live' AND trace_id IN ?
+"""
+
+
+class PackSource(Protocol):
+    def snapshot(self) -> tuple[PackText, ...]: ...
+
+
+class JudgeStage(TickingStage):
+    def __init__(
+        self,
+        config: JudgesConfig,
+        database: Database,
+        writer: Writer,
+        packs: PackSource,
+        prices: PriceTable,
+        metrics: JudgeMetrics,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.writer = writer
+        self.packs = packs
+        self.prices = prices
+        self.metrics = metrics
+        self.clock = clock or SystemClock()
+        self.reader = Reader(database)
+        self.ticker = Ticker("sextant-judge", config.tick_seconds, self.tick)
+        self.cache = JudgementCache(config.cache_entries)
+        self._budgets: dict[tuple[str, str], Budget] = {}  # (pack, sha256) -> its budget
+        self._cursor: tuple[datetime, str] | None = None  # (closed_at, trace_id) last looked at
+
+    def start(self) -> None:
+        if self.config.enabled:
+            super().start()
+
+    def shutdown(self, deadline: float) -> None:
+        self.ticker.stopping.set()
+        self.reader.stop(deadline)
+        self.ticker.shutdown(deadline)
+
+    def tick(self) -> int:
+        """Judge the next batch of stored runs; returns how many judgements were stored."""
+        texts = [t for t in self.packs.snapshot() if judge_rules(t)]
+        if not texts:
+            return 0
+        oldest = self.clock.now() - timedelta(seconds=self.config.lookback_seconds)
+        if self._cursor is None or self._cursor[0] < oldest:
+            self._cursor = (oldest, "")
+        try:
+            with self.reader.cursor() as cursor:
+                runs = cursor.execute(
+                    NEW_RUNS,
+                    {"at": self._cursor[0], "trace": self._cursor[1], "limit": self.config.batch},
+                ).fetchall()
+                if not runs:
+                    return 0
+                ids = [trace_id for trace_id, _ in runs]
+                trajectories = load_trajectories(DuckDBSource(cursor, "store"), ids)
+                done = {tuple(r) for r in cursor.execute(JUDGED, [ids]).fetchall()}
+                judges = [j for text in texts for j in self._judges(cursor, text)]
+        except Interrupted:
+            return 0
+        budgets = self._budgets_of(judges)
+        work = plan(trajectories, judges, done, budgets, self.cache, self.clock.monotonic())
+        stored = self._store(work, asyncio.run(self._call_all(work.calls, budgets)))
+        self._cursor = (runs[-1][1], runs[-1][0])
+        return stored
+
+    def _judges(self, cursor: Any, text: PackText) -> list[Judge]:
+        pack = compiled(text)
+        assert pack.judges is not None
+        out = []
+        for rule in judge_rules(text):
+            model = rule.model or pack.judges.endpoint.model
+            trusted = trust(cursor, pack.name, pack.version, rule, model, pack.judges)
+            out.append(Judge(pack, text.sha256, rule, trusted))
+        return out
+
+    def _budgets_of(self, judges: list[Judge]) -> dict[str, Budget]:
+        """Each pack's budget, kept across ticks; a new version of a pack starts a new one."""
+        live = {(j.pack.name, j.sha256): j for j in judges}
+        for key in set(self._budgets) - set(live):
+            del self._budgets[key]
+        out = {}
+        for key, j in live.items():
+            assert j.pack.judges is not None
+            out[j.pack.name] = self._budgets.setdefault(key, Budget(j.pack.judges))
+        return out
+
+    async def _call_all(self, calls: list[Call], budgets: dict[str, Budget]) -> list[Outcome]:
+        if not calls:
+            return []
+        limits: dict[str, asyncio.Semaphore] = {}
+        for call in calls:
+            settings = call.judge.pack.judges
+            assert settings is not None
+            limits.setdefault(call.judge.pack.name, asyncio.Semaphore(settings.concurrency))
+        async with aiohttp.ClientSession() as session:
+            return await asyncio.gather(
+                *(self._call(session, limits[c.judge.pack.name], budgets, c) for c in calls)
+            )
+
+    async def _call(
+        self,
+        session: aiohttp.ClientSession,
+        limit: asyncio.Semaphore,
+        budgets: dict[str, Budget],
+        call: Call,
+    ) -> Outcome:
+        settings = call.judge.pack.judges
+        assert settings is not None
+        async with limit:
+            try:
+                reply = await judge(session, settings.endpoint, call.judge.model, call.prompt)
+            except Unavailable as exc:
+                return Outcome(exc.outcome, error=str(exc))
+        if settings.price is not None:
+            price = (settings.price.input, settings.price.output)
+            cost = PriceTable({call.judge.model: price}).cost(
+                call.judge.model, reply.input_tokens, reply.output_tokens
+            )
+        else:
+            cost = self.prices.cost(call.judge.model, reply.input_tokens, reply.output_tokens)
+        budgets[call.judge.pack.name].spent(self.clock.monotonic(), cost)
+        self.cache.put(call.key, reply.judgement)
+        return Outcome(
+            "ok",
+            reply.judgement,
+            None,
+            reply.input_tokens,
+            reply.output_tokens,
+            cost,
+            reply.seconds,
+        )
+
+    def _store(self, work: Plan, outcomes: list[Outcome]) -> int:
+        at = self.clock.now()
+        results: list[dict[str, Any]] = []
+        calls: list[dict[str, Any]] = []
+        for j in work.sampled_out:
+            self.metrics.sampled_out.labels(j.pack.name, j.rule.id).inc()
+        made = zip(work.calls, outcomes, strict=True)
+        settled = [*work.settled, *((c, c.judge, c.t, o, None) for c, o in made)]
+        for call, j, t, outcome, finding in settled:
+            if outcome is not None:
+                self._count(j, outcome)
+                calls.append(call_row(call, j, t, outcome, at))
+                finding = finding_of(j, outcome)
+            assert finding is not None
+            label = outcome.judgement.label if outcome and outcome.judgement else None
+            results.extend(result_rows(j, t, finding, label, at))
+        if results:
+            tables = {"results": rows_table("results", results)}
+            if calls:
+                tables["judge_calls"] = rows_table("judge_calls", calls)
+            self.writer.submit_tables(tables).result(STORE_TIMEOUT_SECONDS)
+        return len(results)
+
+    def _count(self, j: Judge, outcome: Outcome) -> None:
+        labels = (j.pack.name, j.rule.id, j.model)
+        self.metrics.calls.labels(*labels, outcome.outcome).inc()
+        if outcome.outcome != "ok":
+            return
+        if outcome.cost_usd:
+            self.metrics.cost.labels(*labels).inc(outcome.cost_usd)
+        tokens = (("input", outcome.input_tokens), ("output", outcome.output_tokens))
+        for direction, count in tokens:
+            if count:
+                self.metrics.tokens.labels(*labels, direction).inc(count)
+        if outcome.seconds is not None:
+            self.metrics.latency.labels(*labels).observe(outcome.seconds)
+
+
+def judge_rules(text: PackText) -> list[JudgeRule]:
+    return [r for r in compiled(text).rules if isinstance(r, JudgeRule)]

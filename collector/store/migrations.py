@@ -1,0 +1,83 @@
+"""The migrations that create and change the store's tables: each moves version N-1 to N."""
+
+from __future__ import annotations
+
+from collector.store.schema import (
+    ALERTS,
+    BASELINE_MEMBERS,
+    BASELINES,
+    DECISIONS,
+    EVALUATOR_CARDS,
+    JUDGE_CALLS,
+    LOGS,
+    RESULTS_V3,
+    RESULTS_V4,
+    RULE_PACKS,
+    SPANS_V1,
+    STEPS,
+    TRAJECTORIES_V2,
+    create_table,
+    with_key,
+)
+
+SCHEMA_VERSION = 9
+
+# Each migration moves the store from version N-1 to N; they run in order inside one transaction.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL,"
+        " applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)",
+        with_key("spans", SPANS_V1, "trace_id, span_id"),
+        create_table("logs", LOGS),
+    ],
+    2: [
+        with_key("trajectories", TRAJECTORIES_V2, "trace_id, revision"),
+        with_key("steps", STEPS, "trace_id, revision, seq"),
+        # Lookups by trace (`trace_id IN ?`) use this index instead of scanning the table.
+        "CREATE INDEX trajectories_trace_id ON trajectories (trace_id)",
+    ],
+    3: [
+        with_key("results", RESULTS_V3, "trace_id, revision, pack, rule_id"),
+        create_table("rule_packs", RULE_PACKS),
+        "ALTER TABLE trajectories ADD COLUMN verdict VARCHAR",
+        "ALTER TABLE trajectories ADD COLUMN verdict_reasons VARCHAR[]",
+    ],
+    4: [
+        create_table("results_v4", RESULTS_V4),
+        "INSERT INTO results_v4 SELECT *, 'trajectory', 'live', NULL, NULL, NULL, NULL, NULL,"
+        " NULL, NULL, NULL, NULL, NULL FROM results",
+        "DROP TABLE results",
+        "ALTER TABLE results_v4 RENAME TO results",
+        "CREATE INDEX results_trace_id ON results (trace_id)",
+        with_key("decisions", DECISIONS, "decision_id, seq"),
+        create_table("alerts", ALERTS),
+    ],
+    5: [
+        with_key("baselines", BASELINES, "name"),
+        with_key("baseline_members", BASELINE_MEMBERS, "name, trace_id, revision"),
+    ],
+    6: [
+        "ALTER TABLE spans ADD COLUMN kept_as_text VARCHAR[]",
+        "ALTER TABLE trajectories ADD COLUMN build_error VARCHAR",
+        "ALTER TABLE trajectories ADD COLUMN unrepresentable JSON",
+    ],
+    7: [
+        "ALTER TABLE trajectories ADD COLUMN verdict_rules VARCHAR[]",
+        # the runs stored before: from their live results, once
+        "UPDATE trajectories SET verdict_rules = r.rules FROM ("
+        " SELECT trace_id, revision, list_sort(list(DISTINCT pack || '/' || rule_id)) AS rules"
+        " FROM results WHERE scope = 'trajectory' AND origin = 'live'"
+        " AND verdict IN ('fail', 'review') GROUP BY ALL) r"
+        " WHERE trajectories.trace_id = r.trace_id AND trajectories.revision = r.revision",
+    ],
+    8: [
+        # the last ingest journal frame loaded, written in the transaction that loads it
+        "CREATE TABLE journal_state (applied_seq UBIGINT NOT NULL)",
+        "INSERT INTO journal_state VALUES (0)",
+    ],
+    9: [
+        "ALTER TABLE results ADD COLUMN label VARCHAR",
+        create_table("judge_calls", JUDGE_CALLS),
+        create_table("evaluator_cards", EVALUATOR_CARDS),
+    ],
+}

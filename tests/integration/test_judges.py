@@ -1,0 +1,235 @@
+"""`judge` rules against a scripted OpenAI-compatible server, on runs sent by the real OTel SDK:
+judgements stored with their cost, failures reviewed, budgets and sampling kept, and a judge
+that hangs holding up nothing but its own judgements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+from evaluators.judge import sampled
+from tests.support.agents import AgentScript, provider_for, trace_id_of
+from tests.support.judge import ScriptedJudge, start_judge
+from tests.support.server import FAST, RunningServer, serve
+from tests.support.wait import wait_for
+
+KEY_ENV = "SEXTANT_TEST_JUDGE_KEY"
+PROMPT = """
+Grade the support agent's answer.
+Request: {{ request }}
+Answer: {{ answer }}
+Steps:
+{% for s in steps %}- {{ s.seq }} {{ s.name }} {{ s.arguments }} -> {{ s.result }}
+{% endfor %}
+"""
+
+
+def judge_pack(url: str, extra: str = "", rule: str = "", **settings: object) -> str:
+    lines = "".join(f"\n  {k}: {v}" for k, v in settings.items())
+    return f"""
+name: support-judges
+version: 1.0.0
+owner: support-sre
+selector: {{service: support-desk}}
+judges:
+  endpoint: {{base_url: "{url}", model: judge-mini, api_key_env: {KEY_ENV}, timeout: 1s}}
+  price: {{input: 0.5, output: 2.0}}{lines}
+rules:
+  - id: helpful-answer
+    type: judge
+    reason: unhelpful_answer
+    on_fail: QUARANTINE
+    prompt: {PROMPT!r}
+    pass_when: {{score_gte: 0.5}}{rule}
+  - id: looks-the-customer-up
+    type: presence
+    reason: no_lookup
+    step: {{kind: tool, name: lookup_customer}}
+{extra}"""
+
+
+@pytest.fixture
+def judge_server() -> Iterator[ScriptedJudge]:
+    scripted = start_judge()
+    yield scripted
+    scripted.close()
+
+
+def run(server: RunningServer, answer: str) -> str:
+    provider = provider_for(
+        OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True), service="support-desk"
+    )
+    script = AgentScript(provider.get_tracer("support"))
+    with script.agent("support-agent", "Where is my parcel?", answer) as root:
+        script.chat([("lookup_customer", {"customer": "C-1"})])
+        script.tool("lookup_customer", {"customer": "C-1"}, "parcel P-7 left the depot")
+        script.chat()
+    provider.shutdown()
+    return trace_id_of(root)
+
+
+def judged(server: RunningServer, trace_ids: list[str], pack: str = "support-judges") -> dict:
+    """The judge results of these runs (trace id -> row), once every one has its result."""
+
+    def fetch() -> dict | None:
+        rows = server.query_dicts(
+            "SELECT * FROM results WHERE rule_type = 'judge' AND pack = ? AND trace_id IN ?",
+            [pack, trace_ids],
+        )
+        found = {r["trace_id"]: r for r in rows}
+        return found if len(found) == len(trace_ids) else None
+
+    return wait_for(fetch, timeout=20)
+
+
+def serve_judges(tmp: Path, packs: dict[str, str], monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(KEY_ENV, "sk-test-judge")
+    return serve(tmp, packs, assembler=FAST, judges={"tick_seconds": 0.05})
+
+
+def test_judgements_are_stored_with_their_cost(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = serve_judges(tmp_path, {"judges": judge_pack(judge_server.base_url)}, monkeypatch)
+    try:
+        good, bad = run(server, "GOOD: it arrives today"), run(server, "BAD: no idea")
+        results = judged(server, [good, bad])
+        assert (results[good]["verdict"], results[good]["score"]) == ("pass", 0.9)
+        assert results[good]["label"] == "helpful"
+        assert results[good]["requested_decision"] is None
+        # No EvaluatorCard: the failure may ask for a review, never for its QUARANTINE.
+        failed = results[bad]
+        assert (failed["verdict"], failed["reason"]) == ("review", "judge_uncalibrated")
+        assert failed["requested_decision"] == "REVIEW"
+        assert "unhelpful" in failed["message"] and "QUARANTINE" in failed["message"]
+        root = server.query("SELECT root_span_id FROM trajectories WHERE trace_id = ?", [bad])
+        assert failed["evidence_span_ids"] == [root[0][0]]
+        calls = server.query_dicts("SELECT * FROM judge_calls ORDER BY trace_id")
+        assert {c["outcome"] for c in calls} == {"ok"} and len(calls) == 2
+        for call in calls:  # 1000 tokens in at $0.5/M, 50 out at $2/M
+            assert call["cost_usd"] == pytest.approx(0.0006)
+            assert (call["input_tokens"], call["output_tokens"], call["model"]) == (
+                1000,
+                50,
+                "judge-mini",
+            )
+        labels = {"pack": "support-judges", "rule": "helpful-answer", "model": "judge-mini"}
+        assert server.metric("sextant_judge_cost_usd_total", labels) == pytest.approx(0.0012)
+        assert server.metric("sextant_judge_calls_total", {**labels, "outcome": "ok"}) == 2
+        sent = judge_server.requests[0]
+        assert sent["authorization"] == "Bearer sk-test-judge"
+        assert sent["model"] == "judge-mini"
+        assert sent["response_format"]["type"] == "json_schema"
+        prompt = judge_server.prompts()[0]
+        assert "Where is my parcel?" in prompt
+        assert 'lookup_customer {"customer":"C-1"} -> parcel P-7 left the depot' in prompt
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        ("SLOW", "timeout"),
+        ("MALFORMED", "malformed"),
+        ("LIMITED", "rate_limited"),
+        ("BROKEN", "provider_error"),
+    ],
+)
+def test_a_judge_that_fails_reviews_the_run(
+    tmp_path: Path,
+    judge_server: ScriptedJudge,
+    monkeypatch: pytest.MonkeyPatch,
+    answer: str,
+    outcome: str,
+) -> None:
+    server = serve_judges(tmp_path, {"judges": judge_pack(judge_server.base_url)}, monkeypatch)
+    try:
+        trace_id = run(server, answer)
+        result = judged(server, [trace_id])[trace_id]
+        assert (result["verdict"], result["reason"]) == ("review", "judge_unavailable")
+        assert result["requested_decision"] == "REVIEW"
+        assert outcome in result["message"]
+        labels = {"pack": "support-judges", "rule": "helpful-answer", "model": "judge-mini"}
+        assert server.metric("sextant_judge_calls_total", {**labels, "outcome": outcome}) == 1
+        assert server.metric("sextant_judge_cost_usd_total", labels) == 0
+        # The run's other rule is judged as ever.
+        presence = server.query(
+            "SELECT verdict FROM results WHERE trace_id = ? AND rule_id = 'looks-the-customer-up'",
+            [trace_id],
+        )
+        assert presence == [("pass",)]
+    finally:
+        server.stop()
+
+
+def test_budgets_and_sampling_are_kept(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sampling = (
+        judge_pack(judge_server.base_url, rule="\n    sample: 0.5")
+        .replace("name: support-judges", "name: sampled-judges")
+        .replace("Grade the", "Judge the")  # its own prompt: no judgement shared by the cache
+    )
+    packs = {
+        "budget": judge_pack(judge_server.base_url, calls_per_minute=2),
+        "sampled": sampling,
+    }
+    server = serve_judges(tmp_path, packs, monkeypatch)
+    try:
+        runs = [run(server, f"GOOD {i}") for i in range(8)]
+        budget = judged(server, runs)
+        made = [t for t in runs if budget[t]["verdict"] == "pass"]
+        refused = [budget[t] for t in runs if t not in made]
+        assert len(made) == 2
+        assert {(r["verdict"], r["reason"]) for r in refused} == {("review", "judge_over_budget")}
+        assert "calls_per_minute" in refused[0]["message"]
+        chosen = [t for t in runs if sampled(t, 0.5)]
+        assert 0 < len(chosen) < len(runs)  # fixed trace ids would make this deterministic
+        labels = {"pack": "sampled-judges", "rule": "helpful-answer"}
+        wait_for(
+            lambda: (
+                server.metric("sextant_judge_sampled_out_total", labels) == len(runs) - len(chosen)
+            )
+        )
+        judged(server, chosen, pack="sampled-judges")
+        rows = server.query(
+            "SELECT trace_id FROM results WHERE pack = 'sampled-judges' AND rule_type = 'judge'"
+        )
+        assert sorted(r[0] for r in rows) == sorted(chosen)
+        calls = server.query("SELECT count(*) FROM judge_calls WHERE outcome = 'ok'")[0][0]
+        assert calls == 2 + len(chosen)
+    finally:
+        server.stop()
+
+
+def test_a_hanging_judge_holds_up_nothing_else(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pack = judge_pack(judge_server.base_url).replace("timeout: 1s", "timeout: 60s")
+    server = serve_judges(tmp_path, {"judges": pack}, monkeypatch)
+    try:
+        held = run(server, "GOOD HOLD")
+        wait_for(lambda: judge_server.in_flight == 1)
+        later = [run(server, "GOOD") for _ in range(5)]
+        # Ingest, assembly and the deterministic rules go on while the judge has not answered.
+        for trace_id in [held, *later]:
+            wait_for(
+                lambda trace_id=trace_id: (
+                    server.query(
+                        "SELECT verdict FROM results WHERE trace_id = ? AND rule_type = 'presence'",
+                        [trace_id],
+                    )
+                    == [("pass",)]
+                )
+            )
+        assert server.query("SELECT count(*) FROM results WHERE rule_type = 'judge'") == [(0,)]
+        assert judge_server.in_flight == 1
+        judge_server.release()
+        results = judged(server, [held, *later])
+        assert {r["verdict"] for r in results.values()} == {"pass"}
+    finally:
+        server.stop()
