@@ -14,6 +14,7 @@ from collector.admin.baselines import BaselineRoutes
 from collector.admin.decisions import DecisionRoutes
 from collector.admin.health import HealthRoutes
 from collector.admin.http import RouteGroup
+from collector.admin.judges import JudgeRoutes
 from collector.admin.replay import ReplayRoutes
 from collector.admin.server import AdminServer
 from collector.admin.sql import SqlRoutes
@@ -221,6 +222,7 @@ class Pipeline:
             sql,
             ReplayRoutes(self.writer),
             BaselineRoutes(self.database, self.writer, self.clock.now),
+            JudgeRoutes(self.packs, self.database, self.writer, self.clock.now),
             ConsoleRoutes(self.decisions, self.database, self.clock.now),
             LoginRoutes(self.console),
             DecisionPages(self.decisions, self.database, self.clock.now),

@@ -16,6 +16,7 @@ from collector.cli import (
     demo,
     drift,
     export,
+    judge,
     replay,
     rules,
     serve,
@@ -52,6 +53,7 @@ GROUPS = (
     alerts,
     demo,
     drift,
+    judge,
 )
 
 

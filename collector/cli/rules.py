@@ -129,6 +129,7 @@ def problems_of(doc: dict[str, Any], pack: str, results: list[Any], verdict: str
 def run_test(args: argparse.Namespace) -> int:
     """Each case: the pack's verdict and rule verdicts against `expect`."""
     from collector.cli._errors import UsageError
+    from collector.replay.cases import trajectory_from_json
     from evaluators.base import overall_verdict
     from evaluators.evaluate import evaluate_pack
     from evaluators.rulepack import RulePackError, load_pack
@@ -153,25 +154,6 @@ def run_test(args: argparse.Namespace) -> int:
                 print(f"     {r.rule_id}: {r.verdict.value} {r.reason}: {r.message}")
     print(f"{len(cases) - failed} of {len(cases)} cases as expected")
     return 1 if failed else 0
-
-
-def trajectory_from_json(doc: dict[str, Any]) -> Any:
-    """A trajectory as `GET /api/v1/trajectories/{id}` returns it (what `rules test` reads)."""
-    import orjson
-
-    from evaluators.model import Step, Trajectory
-
-    step_fields = {f for f in Step.__dataclass_fields__ if not f.startswith("_")}
-    trajectory_fields = set(Trajectory.__dataclass_fields__) - {"steps"}
-    steps = []
-    for data in doc.get("steps_detail", []):
-        fields = {k: v for k, v in data.items() if k in step_fields}
-        fields.setdefault("span_kind", data.get("kind", "other"))
-        fields["attributes_json"] = orjson.dumps(data.get("attributes") or {}).decode()
-        steps.append(Step(**fields))
-    fields = {k: v for k, v in doc.items() if k in trajectory_fields}
-    fields.setdefault("incomplete_reasons", doc.get("incomplete_reasons") or [])
-    return Trajectory(steps=steps, **fields)
 
 
 def run_status(args: argparse.Namespace) -> int:

@@ -39,6 +39,13 @@ def wilson_lower(successes: int, trials: int) -> float | None:
     return float(interval.low)
 
 
+def meets(tpr_lower: float | None, tnr_lower: float | None, settings: JudgeSettings) -> bool:
+    """Whether a card's lower bounds meet the pack's `min_tpr` and `min_tnr`."""
+    if tpr_lower is None or tnr_lower is None:
+        return False
+    return tpr_lower >= settings.min_tpr and tnr_lower >= settings.min_tnr
+
+
 @dataclass(frozen=True)
 class Trust:
     """Whether a judge's failures may ask for its rule's `on_fail`."""
@@ -61,7 +68,7 @@ def trust(
     if row is None:
         return Trust(False, f"no EvaluatorCard for {pack}@{version}/{rule.id} on {model}")
     tpr, tnr = row
-    if tpr is None or tnr is None or tpr < settings.min_tpr or tnr < settings.min_tnr:
+    if not meets(tpr, tnr, settings):
         return Trust(
             False,
             f"EvaluatorCard lower bounds TPR {tpr} / TNR {tnr} under"

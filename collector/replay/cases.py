@@ -10,6 +10,7 @@ import orjson
 from collector.errors import SextantError
 from collector.replay.selection import check_trace_id
 from collector.replay.sources import Source
+from evaluators.model import Step, Trajectory
 
 
 def trajectory_doc(source: Source, trace_id: str) -> dict[str, Any]:
@@ -40,6 +41,43 @@ def expectation(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def trajectory_from_json(doc: dict[str, Any]) -> Trajectory:
+    """A trajectory as `GET /api/v1/trajectories/{id}` returns it (what `rules test` and
+    `judge calibrate` read)."""
+    step_fields = {f for f in Step.__dataclass_fields__ if not f.startswith("_")}
+    trajectory_fields = set(Trajectory.__dataclass_fields__) - {"steps"}
+    steps = []
+    for data in doc.get("steps_detail", []):
+        fields = {k: v for k, v in data.items() if k in step_fields}
+        fields.setdefault("span_kind", data.get("kind", "other"))
+        fields["attributes_json"] = orjson.dumps(data.get("attributes") or {}).decode()
+        steps.append(Step(**fields))
+    fields = {k: v for k, v in doc.items() if k in trajectory_fields}
+    fields.setdefault("incomplete_reasons", doc.get("incomplete_reasons") or [])
+    return Trajectory(steps=steps, **fields)
+
+
+def json_value(text: Any) -> Any:
+    """A JSON column as its value (the API gives JSON columns as text); other text as it is."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def expected_run(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a stored run makes a case expect besides verdicts: its final answer and its tool
+    calls in order (people edit them into what the run should have done)."""
+    calls = [
+        {"name": s.get("tool_name") or s["name"], "arguments": json_value(s.get("arguments"))}
+        for s in doc.get("steps_detail", [])
+        if s.get("span_kind", s.get("kind")) == "tool"
+    ]
+    return {"answer": doc.get("final_output"), "tool_calls": calls}
+
+
 def as_case(doc: dict[str, Any], pack: str | None) -> dict[str, Any]:
     """The trajectory plus `expect`: what the pack decided when it was stored.
 
@@ -54,11 +92,12 @@ def as_case(doc: dict[str, Any], pack: str | None) -> dict[str, Any]:
             f"trace {doc['trace_id']} has no results of pack {pack!r}"
             f" (it has {', '.join(sorted(by_pack))})"
         )
+    run = expected_run(doc)
     if pack is None and len(by_pack) > 1:
         packs = {name: expectation(results) for name, results in sorted(by_pack.items())}
-        return {**doc, "expect": {"packs": packs}}
+        return {**doc, "expect": {"packs": packs, **run}}
     name = pack or next(iter(by_pack), None)
-    return {**doc, "expect": expectation(by_pack.get(name, []) if name else [])}
+    return {**doc, "expect": {**expectation(by_pack.get(name, []) if name else []), **run}}
 
 
 def expected_of(case: dict[str, Any], pack: str) -> dict[str, Any]:

@@ -65,7 +65,16 @@ def test_exported_cases_pass_rules_test_and_catch_the_fix(store, tmp_path: Path,
     assert code == 0, out
     docs = [orjson.loads(line) for line in cases.read_text().splitlines()]
     assert [d["trace_id"] for d in docs] == [bad, good]
-    assert docs[0]["expect"] == {"verdict": "pass", "rules": {"allowed-tools": "pass"}}
+    assert docs[0]["expect"] == {
+        "verdict": "pass",
+        "rules": {"allowed-tools": "pass"},
+        # what the run answered and called, for people to edit into what it should have done
+        "answer": "Refunded.",
+        "tool_calls": [
+            {"name": "lookup_customer", "arguments": {"order": 42}},
+            {"name": "issue_refund", "arguments": {"order": 42, "amount": 120}},
+        ],
+    }
     code, out = sextant(capsys, "rules", "test", str(V1), "--cases", str(cases))
     assert code == 0 and "2 of 2 cases as expected" in out
     # The fixed pack no longer agrees on the incident: the case shows the regression.
