@@ -40,7 +40,9 @@ from collector.evaluation.health import EvaluatorHealth
 from collector.evaluation.metrics import RulesMetrics, TargetMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.stage import Evaluation
-from collector.judges.metrics import JudgeMetrics
+from collector.judges.events_in import EvaluationEvents
+from collector.judges.events_out import EvaluationExport
+from collector.judges.metrics import EventMetrics, JudgeMetrics
 from collector.judges.stage import JudgeStage
 from collector.lifecycle import Stage, deadline_in
 from collector.normalize.wire import decode_request
@@ -115,12 +117,14 @@ class Pipeline:
             clock,
             self.evaluation,
         )
-        self.drift, self.judges = self._beside(config)
+        self.drift, self.judges, self.evaluations, self.events_out = self._beside(config)
         receiver_metrics = ReceiverMetrics(self.registry)
         self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
         # New spans feed assembly; new failing results wake the decision round early.
-        self.writer.on_commit = fan_out(self.assembler.consume, self.decisions.consume)
+        self.writer.on_commit = fan_out(
+            self.assembler.consume, self.decisions.consume, self.events_out.consume
+        )
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         grace = config.shutdown_timeout_seconds
         self.grpc, self.http = self._receivers(auth, receiver_metrics, grace)
@@ -169,8 +173,11 @@ class Pipeline:
         if self.failed is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self.failed.set)
 
-    def _beside(self, config: SextantConfig) -> tuple[DriftScheduler, JudgeStage]:
-        """The stages that read the store beside the pipeline: window rules and judges."""
+    def _beside(
+        self, config: SextantConfig
+    ) -> tuple[DriftScheduler, JudgeStage, EvaluationEvents, EvaluationExport]:
+        """The stages that read the store beside the pipeline: window rules, judges, and
+        evaluation events in (from other evaluators) and out (to an OTLP endpoint)."""
         drift = DriftScheduler(
             config.drift,
             self.database,
@@ -188,7 +195,9 @@ class Pipeline:
             JudgeMetrics(self.registry),
             self.clock,
         )
-        return drift, judges
+        events = EvaluationEvents(config.judges, self.database, self.writer, self.packs, self.clock)
+        out = EvaluationExport(config.evaluation_events, self.database, EventMetrics(self.registry))
+        return drift, judges, events, out
 
     def _decisions(
         self, config: SextantConfig, receiver_metrics: ReceiverMetrics
@@ -267,6 +276,8 @@ class Pipeline:
             self.assembler,
             self.drift,
             self.judges,
+            self.evaluations,
+            self.events_out,
             self.notifier,
             self.decisions,
             *upkeep,

@@ -11,6 +11,7 @@ from pydantic import Field
 from evaluators.base import Finding
 from evaluators.budget import BudgetRule, evaluate_budget
 from evaluators.consistency import ConsistencyRule, evaluate_consistency
+from evaluators.external import EvaluationRule
 from evaluators.judge import JudgeRule
 from evaluators.model import Trajectory
 from evaluators.precedes import PrecedesRule, evaluate_precedes
@@ -48,6 +49,7 @@ RULE_TYPES: dict[str, RuleType] = {
     "drift": RuleType(DriftRule, None, False, window=True),
     "reliability": RuleType(ReliabilityRule, None, False, window=True),
     "judge": RuleType(JudgeRule, None, True),
+    "evaluation": RuleType(EvaluationRule, None, False),
 }
 
 Rule = Annotated[
@@ -62,6 +64,7 @@ Rule = Annotated[
     | SecretsRule
     | DriftRule
     | ReliabilityRule
-    | JudgeRule,
+    | JudgeRule
+    | EvaluationRule,
     Field(discriminator="type"),
 ]

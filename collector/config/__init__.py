@@ -17,6 +17,7 @@ from collector.config.sections import (
     AssemblerConfig,
     AuthConfig,
     DriftConfig,
+    EvaluationEventsConfig,
     ExportConfig,
     GrpcConfig,
     HttpConfig,
@@ -66,6 +67,10 @@ class SextantConfig(BaseSettings):
     )
     judges: JudgesConfig = Field(
         default_factory=JudgesConfig, description="LLM judges (`judge` rules) beside the pipeline."
+    )
+    evaluation_events: EvaluationEventsConfig = Field(
+        default_factory=EvaluationEventsConfig,
+        description="Results sent on as OpenTelemetry evaluation events.",
     )
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -313,6 +313,26 @@ class JudgesConfig(Strict):
     cache_entries: int = Field(
         10_000, ge=0, description="Judgements kept by prompt hash (a repeat costs nothing)."
     )
+
+
+SentVerdict = Literal["pass", "fail", "review"]
+
+
+class EvaluationEventsConfig(Strict):
+    endpoint: str | None = Field(
+        None,
+        description="OTLP endpoint that receives results as `gen_ai.evaluation.result` log"
+        " records (grpc: http://host:4317; http/protobuf: http://host:4318/v1/logs); none: off.",
+    )
+    protocol: Literal["grpc", "http/protobuf"] = Field("grpc", description="OTLP transport.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Sent with each export.")
+    verdicts: list[SentVerdict] = Field(
+        default_factory=lambda: list(get_args(SentVerdict)), description="Which results are sent."
+    )
+    max_queue: int = Field(
+        10_000, ge=1, description="Results waiting to be sent; past it new ones are dropped."
+    )
+    timeout_seconds: Seconds = Field(10.0, gt=0, description="Per export, retries included.")
 
 
 class ModelPrice(Strict):

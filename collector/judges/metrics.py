@@ -42,3 +42,23 @@ class JudgeMetrics:
             ["pack", "rule"],
             registry=registry,
         )
+
+
+class EventMetrics:
+    """Evaluation events out (see events_out)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.sent = Counter(
+            "sextant_evaluation_events_sent",
+            "Results handed to the OTLP log exporter as gen_ai.evaluation.result records.",
+            registry=registry,
+        )
+        self.dropped = Counter(
+            "sextant_evaluation_events_dropped",
+            "Results not sent as evaluation events, by reason: queue_full, no_span (no span to"
+            " parent them to), export_failed (refused, or not accepted within the timeout).",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in ("queue_full", "no_span", "export_failed"):
+            self.dropped.labels(reason)

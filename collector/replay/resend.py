@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import orjson
 import pyarrow as pa
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
@@ -123,41 +124,62 @@ def requests_of(rows: list[dict[str, Any]], shift: int) -> Iterator[ExportTraceS
         yield request
 
 
+GRPC_EXPORTS = {
+    "traces": "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    "logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+}
+# What OTLP says a client may retry (the rest is refused for good).
+RETRYABLE_GRPC = {"CANCELLED", "DEADLINE_EXCEEDED", "ABORTED", "OUT_OF_RANGE", "UNAVAILABLE",
+                  "DATA_LOSS", "RESOURCE_EXHAUSTED"}  # fmt: skip
+RETRYABLE_HTTP = {429, 502, 503, 504}
+
+
+class SendError(SextantError):
+    def __init__(self, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
 class Sender:
-    def __init__(self, endpoint: str, protocol: str, headers: dict[str, str]) -> None:
+    """One OTLP export request at a time, over gRPC or HTTP/protobuf, for traces or logs."""
+
+    def __init__(
+        self, endpoint: str, protocol: str, headers: dict[str, str], signal: str = "traces"
+    ) -> None:
         self.endpoint = endpoint
         self.protocol = protocol
         self.headers = headers
         if protocol == "grpc":
             target = endpoint.split("://", 1)[-1].rstrip("/")
             self.channel = grpc.insecure_channel(target)
-            self.export = self.channel.unary_unary(
-                "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-            )
+            self.export = self.channel.unary_unary(GRPC_EXPORTS[signal])
         else:
             url = endpoint if "://" in endpoint else f"http://{endpoint}"
-            self.url = (
-                url if url.rstrip("/").endswith("/v1/traces") else url.rstrip("/") + "/v1/traces"
-            )
+            path = f"/v1/{signal}"
+            self.url = url if url.rstrip("/").endswith(path) else url.rstrip("/") + path
 
-    def send(self, request: ExportTraceServiceRequest) -> None:
+    def send(self, request: Message, timeout: float = 30) -> None:
+        """Send it; a SendError says whether trying again may succeed."""
         body = request.SerializeToString()
         if self.protocol == "grpc":
             try:
-                self.export(body, metadata=list(self.headers.items()), timeout=30)
+                self.export(body, metadata=list(self.headers.items()), timeout=timeout)
             except grpc.RpcError as exc:
-                raise SextantError(f"{self.endpoint}: {exc.code().name}: {exc.details()}") from exc
+                code = exc.code().name
+                message = f"{self.endpoint}: {code}: {exc.details()}"
+                raise SendError(message, code in RETRYABLE_GRPC) from exc
             return
         headers = {"Content-Type": "application/x-protobuf", **self.headers}
         try:
             with urllib.request.urlopen(
-                urllib.request.Request(self.url, body, headers, method="POST"), timeout=30
+                urllib.request.Request(self.url, body, headers, method="POST"), timeout=timeout
             ) as reply:
                 reply.read()
         except urllib.error.HTTPError as exc:
-            raise SextantError(f"{self.url}: HTTP {exc.code}: {exc.read()[:300]!r}") from exc
+            message = f"{self.url}: HTTP {exc.code}: {exc.read()[:300]!r}"
+            raise SendError(message, exc.code in RETRYABLE_HTTP) from exc
         except urllib.error.URLError as exc:
-            raise SextantError(f"cannot reach {self.url}: {exc.reason}") from exc
+            raise SendError(f"cannot reach {self.url}: {exc.reason}", True) from exc
 
     def close(self) -> None:
         if self.protocol == "grpc":
