@@ -18,6 +18,7 @@ from evaluators.precedes import PrecedesRule, evaluate_precedes
 from evaluators.presence import AbsenceRule, PresenceRule, evaluate_absence, evaluate_presence
 from evaluators.recovery import RecoveryRule, evaluate_recovery
 from evaluators.secrets import SecretsRule, evaluate_secrets
+from evaluators.similarity import SimilarityRule
 from evaluators.tool_args import ToolArgsRule, evaluate_tool_args
 from evaluators.trajectory import TrajectoryRule, evaluate_trajectory
 from evaluators.window import DriftRule, ReliabilityRule
@@ -50,6 +51,7 @@ RULE_TYPES: dict[str, RuleType] = {
     "reliability": RuleType(ReliabilityRule, None, False, window=True),
     "judge": RuleType(JudgeRule, None, True),
     "evaluation": RuleType(EvaluationRule, None, False),
+    "similarity": RuleType(SimilarityRule, None, True),
 }
 
 Rule = Annotated[
@@ -65,6 +67,7 @@ Rule = Annotated[
     | DriftRule
     | ReliabilityRule
     | JudgeRule
-    | EvaluationRule,
+    | EvaluationRule
+    | SimilarityRule,
     Field(discriminator="type"),
 ]

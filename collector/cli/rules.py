@@ -129,6 +129,7 @@ def problems_of(doc: dict[str, Any], pack: str, results: list[Any], verdict: str
 def run_test(args: argparse.Namespace) -> int:
     """Each case: the pack's verdict and rule verdicts against `expect`."""
     from collector.cli._errors import UsageError
+    from collector.judges.similar import case_results
     from collector.replay.cases import trajectory_from_json
     from evaluators.base import overall_verdict
     from evaluators.evaluate import evaluate_pack
@@ -140,7 +141,10 @@ def run_test(args: argparse.Namespace) -> int:
         raise UsageError("\n".join(exc.errors)) from exc
     cases, failed = read_cases(args.cases), 0
     for doc in cases:
-        results = evaluate_pack(trajectory_from_json(doc), pack)
+        t = trajectory_from_json(doc)
+        results = evaluate_pack(t, pack) + case_results(
+            pack, t, doc.get("expect", {}).get("answer")
+        )
         verdict = overall_verdict(results).value if results else "none"
         problems = problems_of(doc, pack.name, results, verdict)
         label = f"{args.cases}:{doc['line']} ({doc.get('trace_id', '?')})"

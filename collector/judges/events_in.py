@@ -19,6 +19,7 @@ from collector.clock import Clock, SystemClock
 from collector.config.sections import JudgesConfig
 from collector.evaluation.packs import compiled
 from collector.evaluation.results import trajectory_result_rows
+from collector.judges.plan import applies
 from collector.judges.stage import PackSource
 from collector.replay.load import load_trajectories
 from collector.replay.sources import DuckDBSource
@@ -31,7 +32,6 @@ from evaluators.base import Result, Severity, Verdict
 from evaluators.evaluate import result_of
 from evaluators.external import EvaluationRule, ExternalEvaluation, evaluate_event, names
 from evaluators.model import Trajectory
-from evaluators.rulepack import RulePack
 
 STORE_TIMEOUT_SECONDS = 30.0
 EVENT = "gen_ai.evaluation.result"
@@ -90,13 +90,6 @@ def external_row(t: Trajectory, event: ExternalEvaluation, at: datetime) -> dict
     )
     row = trajectory_result_rows(t, [result], {}, at)[0]
     return {**row, "origin": "external", "pack_version": None, "label": event.label}
-
-
-def selected(pack: RulePack, t: Trajectory) -> bool:
-    try:
-        return pack.selector.matches(t)
-    except Exception:  # a condition on a root span that never came: not judged, not guessed
-        return False
 
 
 class EvaluationEvents(TickingStage):
@@ -158,8 +151,12 @@ class EvaluationEvents(TickingStage):
         now = self.clock.now()
         for text in self.packs.snapshot():
             pack = compiled(text)
-            rules = [r for r in pack.rules if isinstance(r, EvaluationRule) and names(r, event)]
-            if not rules or not t.agent_run or not selected(pack, t):
+            rules = [
+                r
+                for r in pack.rules
+                if isinstance(r, EvaluationRule) and names(r, event) and applies(pack, r, t)
+            ]
+            if not rules:
                 continue
             results = [result_of(pack, None, r, evaluate_event(r, event)) for r in rules]
             out.extend(trajectory_result_rows(t, results, {pack.name: text.sha256}, now))

@@ -19,6 +19,7 @@ from evaluators.base import Finding, Verdict
 from evaluators.evaluate import result_of, when_applies
 from evaluators.judge import Judgement, JudgeRule, judged_finding, render_prompt, sampled
 from evaluators.model import Trajectory
+from evaluators.registry import Rule
 from evaluators.rulepack import RulePack
 
 
@@ -87,7 +88,7 @@ def plan(
         for judge in judges:
             if (t.trace_id, t.revision, judge.pack.name, judge.rule.id) in done:
                 continue
-            if not applies(judge, t):
+            if not applies(judge.pack, judge.rule, t):
                 continue
             if not sampled(t.trace_id, judge.rule.sample):
                 out.sampled_out.append(judge)
@@ -96,11 +97,12 @@ def plan(
     return out
 
 
-def applies(judge: Judge, t: Trajectory) -> bool:
+def applies(pack: RulePack, rule: Rule, t: Trajectory) -> bool:
+    """Whether a layer-3 rule takes the run: an agent run its pack selects and `when` allows."""
     if not t.agent_run:
         return False
     try:
-        return judge.pack.selector.matches(t) and when_applies(t, judge.rule)
+        return pack.selector.matches(t) and when_applies(t, rule)
     except Exception:  # a condition on a root span that never came: not judged, not guessed
         return False
 

@@ -35,6 +35,7 @@ from collector.judges.plan import (
     plan,
     result_rows,
 )
+from collector.judges.similar import similarity_rows
 from collector.replay.load import load_trajectories
 from collector.replay.sources import DuckDBSource
 from collector.store.database import Database
@@ -43,6 +44,7 @@ from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker, TickingStage
 from evaluators.judge import JudgeRule
+from evaluators.similarity import SimilarityRule
 
 log = logging.getLogger(__name__)
 STORE_TIMEOUT_SECONDS = 30.0
@@ -54,7 +56,7 @@ ORDER BY closed_at, trace_id LIMIT $limit
 """
 JUDGED = """
 SELECT DISTINCT trace_id, revision, pack, rule_id FROM results
-WHERE rule_type = 'judge' AND origin = 'live' AND trace_id IN ?
+WHERE rule_type IN ('judge', 'similarity') AND origin = 'live' AND trace_id IN ?
 """
 
 
@@ -96,7 +98,7 @@ class JudgeStage(TickingStage):
 
     def tick(self) -> int:
         """Judge the next batch of stored runs; returns how many judgements were stored."""
-        texts = [t for t in self.packs.snapshot() if judge_rules(t)]
+        texts = [t for t in self.packs.snapshot() if layer_three(t)]
         if not texts:
             return 0
         oldest = self.clock.now() - timedelta(seconds=self.config.lookback_seconds)
@@ -118,15 +120,17 @@ class JudgeStage(TickingStage):
             return 0
         budgets = self._budgets_of(judges)
         work = plan(trajectories, judges, done, budgets, self.cache, self.clock.monotonic())
-        stored = self._store(work, asyncio.run(self._call_all(work.calls, budgets)))
+        compared = [(compiled(t), t.sha256) for t in texts]
+        similar = similarity_rows(trajectories, compared, done, self.clock.now())
+        stored = self._store(work, asyncio.run(self._call_all(work.calls, budgets)), similar)
         self._cursor = (runs[-1][1], runs[-1][0])
         return stored
 
     def _judges(self, cursor: Any, text: PackText) -> list[Judge]:
         pack = compiled(text)
-        assert pack.judges is not None
         out = []
         for rule in judge_rules(text):
+            assert pack.judges is not None  # a pack with judge rules has them (RulePack)
             model = rule.model or pack.judges.endpoint.model
             trusted = trust(cursor, pack.name, pack.version, rule, model, pack.judges)
             out.append(Judge(pack, text.sha256, rule, trusted))
@@ -189,9 +193,9 @@ class JudgeStage(TickingStage):
             reply.seconds,
         )
 
-    def _store(self, work: Plan, outcomes: list[Outcome]) -> int:
+    def _store(self, work: Plan, outcomes: list[Outcome], similar: list[dict[str, Any]]) -> int:
         at = self.clock.now()
-        results: list[dict[str, Any]] = []
+        results: list[dict[str, Any]] = list(similar)
         calls: list[dict[str, Any]] = []
         for j in work.sampled_out:
             self.metrics.sampled_out.labels(j.pack.name, j.rule.id).inc()
@@ -229,3 +233,8 @@ class JudgeStage(TickingStage):
 
 def judge_rules(text: PackText) -> list[JudgeRule]:
     return [r for r in compiled(text).rules if isinstance(r, JudgeRule)]
+
+
+def layer_three(text: PackText) -> bool:
+    """Whether the pack has rules this stage runs (judges, similarity)."""
+    return any(isinstance(r, JudgeRule | SimilarityRule) for r in compiled(text).rules)

@@ -10,6 +10,10 @@ import orjson
 
 from collector.store.listing import Cursor, page_query, split_page
 
+# Rule types whose results come after the run's round (beside the pipeline), so their
+# evaluated_at is not the trajectory's closed_at.
+LATER_RULE_TYPES = ("judge", "similarity", "evaluation")
+
 
 def rows_as_dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     names = [d[0] for d in cursor.description]
@@ -63,7 +67,9 @@ def load_trajectory(
     trajectory["revisions"] = [r[0] for r in cursor.fetchall()]
     cursor.execute(
         "SELECT * EXCLUDE (trace_id, revision, service_name, agent_name, service_version)"
-        " FROM results WHERE trace_id = ? AND revision = ? AND evaluated_at = ?"
+        " FROM results WHERE trace_id = ? AND revision = ? AND (evaluated_at = ? OR"
+        # what layer 3 said later: judges, similarity, evaluation events and their rules
+        f" (origin IN ('live', 'external') AND rule_type IN {LATER_RULE_TYPES}))"
         " ORDER BY pack, rule_id",
         [trajectory["trace_id"], trajectory["revision"], found[0]["closed_at"]],
     )

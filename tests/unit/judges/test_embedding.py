@@ -1,0 +1,32 @@
+"""The packaged all-MiniLM-L6-v2, run offline, gives the model's reference similarities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collector.judges.embedding import encoder, similarity
+
+# sentence-transformers' documented similarities for all-MiniLM-L6-v2 on these sentences.
+SENTENCES = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+REFERENCE = [[1.0, 0.6660, 0.1046], [0.6660, 1.0, 0.1411], [0.1046, 0.1411, 1.0]]
+
+
+def test_the_reference_similarity_matrix() -> None:
+    vectors = encoder().encode(SENTENCES)
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(vectors @ vectors.T, REFERENCE, atol=1e-3)
+
+
+def test_padding_does_not_change_an_embedding() -> None:
+    alone = encoder().encode(["He drove to the stadium."])[0]
+    beside_a_long_one = encoder().encode(["He drove to the stadium.", "word " * 300])[0]
+    assert np.allclose(alone, beside_a_long_one, atol=1e-5)
+
+
+def test_paraphrases_are_closer_than_other_answers() -> None:
+    expected = "Your parcel left the depot and arrives today."
+    assert similarity(expected, "The parcel is on its way and will be delivered today.") > 0.6
+    assert similarity(expected, "I cannot help with that request.") < 0.3
+    assert similarity(expected, expected) == pytest.approx(1.0, abs=1e-5)
