@@ -91,6 +91,8 @@ class Writer:
     def failing(self) -> str:
         """Why the last commit or journal append failed ('' once one succeeds): disk full, a
         broken store."""
+        if self._held:  # not ready until the rows it acknowledged are loaded again
+            return self._last_error or "acknowledged rows wait for a load to succeed"
         return self._last_error or (self.appender.failing if self.appender else "")
 
     def start(self) -> None:
@@ -310,7 +312,10 @@ class Writer:
         except Exception as exc:
             self._fail(con, taken, exc)
             return False
-        self._last_error = ""
+        with self._cond:  # before the commit hooks run: /readyz and exports agree at once
+            self._last_error = ""
+            if applied:
+                self._held = False
         for table, count in written.items():
             self.metrics.rows_written.labels(table).inc(count)
         if "spans" in by_table:

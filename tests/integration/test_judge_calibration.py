@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from collector.bench.judge import ScriptedJudge, start_judge
 from tests.integration.test_judges import KEY_ENV, judge_pack, judged, run
 from tests.support.admin import decisions, firing
 from tests.support.cli import sextant
-from tests.support.judge import ScriptedJudge, start_judge
 from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve
 from tests.support.wait import wait_for
 

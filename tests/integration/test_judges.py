@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
+from collector.bench.judge import ScriptedJudge, start_judge
 from evaluators.judge import sampled
 from tests.support.agents import AgentScript, provider_for, trace_id_of
 from tests.support.cli import sextant
-from tests.support.judge import ScriptedJudge, start_judge
 from tests.support.server import FAST, RunningServer, serve
 from tests.support.wait import wait_for
 

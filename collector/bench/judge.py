@@ -1,9 +1,13 @@
 """A scripted OpenAI-compatible chat completions server: the stand-in for a hosted LLM judge,
-which cannot run here. It answers by what the prompt holds, so each run picks its own fate:
+which cannot run here (the tests' and the benchmark's). It answers by what the prompt holds, so
+each run picks its own fate:
 
 - `GOOD` / `BAD` in the prompt: a judgement with score 0.9 / 0.1 (labels helpful / unhelpful);
+  a prompt with neither is judged unhelpful;
 - `SLOW`: waits past any test's timeout; `HOLD`: waits until the test calls `release()`;
 - `MALFORMED`: a message that is not JSON; `LIMITED`: HTTP 429; `BROKEN`: HTTP 500.
+
+`delay` makes every answer that late: a slow judge, for the benchmark.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class ScriptedJudge:
     released: threading.Event = field(default_factory=threading.Event)
     in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    delay: float = 0.0
 
     @property
     def base_url(self) -> str:
@@ -42,6 +47,8 @@ class ScriptedJudge:
 
     def answer(self, body: dict[str, Any]) -> tuple[int, bytes]:
         prompt = body["messages"][-1]["content"]
+        if self.delay:
+            time.sleep(self.delay)
         if "SLOW" in prompt:
             time.sleep(5)
         if "HOLD" in prompt:
@@ -76,7 +83,7 @@ class ScriptedJudge:
         self.server.server_close()
 
 
-def start_judge() -> ScriptedJudge:
+def start_judge(delay: float = 0.0) -> ScriptedJudge:
     scripted: ScriptedJudge
 
     class Handler(BaseHTTPRequestHandler):
@@ -103,6 +110,6 @@ def start_judge() -> ScriptedJudge:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    scripted = ScriptedJudge(server)
+    scripted = ScriptedJudge(server, delay=delay)
     threading.Thread(target=server.serve_forever, name="scripted-judge", daemon=True).start()
     return scripted
