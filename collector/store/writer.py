@@ -91,8 +91,6 @@ class Writer:
     def failing(self) -> str:
         """Why the last commit or journal append failed ('' once one succeeds): disk full, a
         broken store."""
-        if self._held:  # not ready until the rows it acknowledged are loaded again
-            return self._last_error or "acknowledged rows wait for a load to succeed"
         return self._last_error or (self.appender.failing if self.appender else "")
 
     def start(self) -> None:
