@@ -31,7 +31,6 @@ from collector.cli.bench import SENDING
 INGEST_ONLY = "assembler: {enabled: false}\nrules: {paths: []}\ndrift: {enabled: false}\n"
 MODES = {"ingest": INGEST_ONLY, "full": ""}  # full: the defaults, the shipped packs
 LISTEN = re.compile(r"(OTLP/gRPC|OTLP/HTTP|admin) listening on [\d.]+:(\d+)")
-COVERED = "SELECT count(DISTINCT trace_id) FROM trajectories"
 UNCOVERED = """
 SELECT count(*) FROM (SELECT trace_id, max(received_at) AS last FROM spans GROUP BY 1) s
 LEFT JOIN (SELECT trace_id, max(last_received_at) AS covered FROM trajectories GROUP BY 1) t
@@ -132,12 +131,19 @@ class StoreCounts:
     uncovered: int  # traces whose latest spans no trajectory covers
 
 
-def caught_up(served: Served, stopped_at: float, timeout: float, every: float = 0.25) -> float:
-    """Seconds after the load stopped (`stopped_at`, monotonic) until every stored trace has its
-    trajectory, and so its results (stored in the same commit); inf if not within `timeout`."""
-    traces = served.sql("SELECT count(DISTINCT trace_id) FROM spans")[0][0]
+def caught_up(
+    served: Served, stopped_at: float, timeout: float, accepted: int, every: float = 0.25
+) -> float:
+    """Seconds after the load stopped (`stopped_at`, monotonic) until every acknowledged span
+    (`accepted`) is loaded and every trace has its current trajectory, and so its results
+    (stored in the same commit); inf if not within `timeout`.
+
+    Both, because a read waits at most a moment for acknowledged rows to be loaded: counting
+    the traces once at the stop would count only those loaded by then, and call a backlog done.
+    """
     while time.monotonic() - stopped_at < timeout:
-        if served.sql(COVERED)[0][0] >= traces:
+        loaded = served.sql("SELECT count(*) FROM spans")[0][0]
+        if loaded >= accepted and served.sql(UNCOVERED)[0][0] == 0:
             return time.monotonic() - stopped_at
         time.sleep(every)
     return float("inf")
