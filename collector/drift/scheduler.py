@@ -17,11 +17,11 @@ from collector.drift.reliability import evaluate_reliability
 from collector.evaluation.packs import PackText, compiled
 from collector.evaluation.results import window_result_row
 from collector.store.database import Database
-from collector.store.reader import Interrupted, Reader
+from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.telemetry import DriftMetrics
-from collector.ticker import Ticker, TickingStage
+from collector.ticker import Ticker
 from evaluators.rulepack import RulePack
 from evaluators.window import DriftRule, ReliabilityRule
 
@@ -33,7 +33,7 @@ class PackSource(Protocol):
     def snapshot(self) -> tuple[PackText, ...]: ...
 
 
-class DriftScheduler(TickingStage):
+class DriftScheduler(ReadingStage):
     """A rule is first evaluated one `interval` after it is loaded, then every `interval`."""
 
     def __init__(
@@ -53,17 +53,8 @@ class DriftScheduler(TickingStage):
         self.clock = clock or SystemClock()
         self.ticker = Ticker("sextant-drift", config.tick_seconds, self.tick)
         self.reader = Reader(database)
+        self.enabled = config.enabled
         self._due: dict[tuple[str, str, str], float] = {}  # (pack sha, pack, rule) -> due time
-
-    def start(self) -> None:
-        if self.config.enabled:
-            super().start()
-
-    def shutdown(self, deadline: float) -> None:
-        """Stop between rules, interrupt the query in flight, and join before the deadline."""
-        self.ticker.stopping.set()
-        self.reader.stop(deadline)
-        self.ticker.shutdown(deadline)
 
     def tick(self) -> int:
         """Evaluate the rules that are due; returns how many ran."""

@@ -24,10 +24,10 @@ from collector.judges.stage import PackSource
 from collector.replay.load import load_trajectories
 from collector.replay.sources import DuckDBSource
 from collector.store.database import Database
-from collector.store.reader import Interrupted, Reader
+from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
-from collector.ticker import Ticker, TickingStage
+from collector.ticker import Ticker
 from evaluators.base import Result, Severity, Verdict
 from evaluators.evaluate import result_of
 from evaluators.external import EvaluationRule, ExternalEvaluation, evaluate_event, names
@@ -92,7 +92,7 @@ def external_row(t: Trajectory, event: ExternalEvaluation, at: datetime) -> dict
     return {**row, "origin": "external", "pack_version": None, "label": event.label}
 
 
-class EvaluationEvents(TickingStage):
+class EvaluationEvents(ReadingStage):
     def __init__(
         self,
         config: JudgesConfig,
@@ -106,16 +106,8 @@ class EvaluationEvents(TickingStage):
         self.packs = packs
         self.clock = clock or SystemClock()
         self.reader = Reader(database)
+        self.enabled = config.enabled
         self.ticker = Ticker("sextant-evaluations", config.tick_seconds, self.tick)
-
-    def start(self) -> None:
-        if self.config.enabled:
-            super().start()
-
-    def shutdown(self, deadline: float) -> None:
-        self.ticker.stopping.set()
-        self.reader.stop(deadline)
-        self.ticker.shutdown(deadline)
 
     def tick(self) -> int:
         """Turn the new events into results; returns how many events were taken."""

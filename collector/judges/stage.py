@@ -39,10 +39,10 @@ from collector.judges.similar import similarity_rows
 from collector.replay.load import load_trajectories
 from collector.replay.sources import DuckDBSource
 from collector.store.database import Database
-from collector.store.reader import Interrupted, Reader
+from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
-from collector.ticker import Ticker, TickingStage
+from collector.ticker import Ticker
 from evaluators.judge import JudgeRule
 from evaluators.similarity import SimilarityRule
 
@@ -64,7 +64,7 @@ class PackSource(Protocol):
     def snapshot(self) -> tuple[PackText, ...]: ...
 
 
-class JudgeStage(TickingStage):
+class JudgeStage(ReadingStage):
     def __init__(
         self,
         config: JudgesConfig,
@@ -82,19 +82,11 @@ class JudgeStage(TickingStage):
         self.metrics = metrics
         self.clock = clock or SystemClock()
         self.reader = Reader(database)
+        self.enabled = config.enabled
         self.ticker = Ticker("sextant-judge", config.tick_seconds, self.tick)
         self.cache = JudgementCache(config.cache_entries)
         self._budgets: dict[tuple[str, str], Budget] = {}  # (pack, sha256) -> its budget
         self._cursor: tuple[datetime, str] | None = None  # (closed_at, trace_id) last looked at
-
-    def start(self) -> None:
-        if self.config.enabled:
-            super().start()
-
-    def shutdown(self, deadline: float) -> None:
-        self.ticker.stopping.set()
-        self.reader.stop(deadline)
-        self.ticker.shutdown(deadline)
 
     def tick(self) -> int:
         """Judge the next batch of stored runs; returns how many judgements were stored."""

@@ -16,9 +16,9 @@ import pyarrow.dataset as ds
 
 from collector.clock import Clock, SystemClock
 from collector.store.database import Database
-from collector.store.reader import Interrupted
+from collector.store.reader import Interrupted, ReadingStage
 from collector.store.reader import Reader as RoundReader
-from collector.ticker import Ticker, TickingStage
+from collector.ticker import Ticker
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def start_of_day(moment: datetime) -> datetime:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-class ParquetExporter(TickingStage):
+class ParquetExporter(ReadingStage):
     """The service's periodic export: each run rewrites the days since the previous run began,
     so a day's partition is complete once the day is over."""
 
@@ -129,14 +129,9 @@ class ParquetExporter(TickingStage):
         self.directory = directory
         self.ticker = Ticker("sextant-export", interval, self._periodic)
         self.reader = RoundReader(database)
+        self.enabled = True
         self._lock = threading.Lock()
         self._since: datetime | None = None
-
-    def shutdown(self, deadline: float) -> None:
-        """Interrupt an export in flight (the next start exports every day again)."""
-        self.ticker.stopping.set()
-        self.reader.stop(deadline)
-        self.ticker.shutdown(deadline)
 
     def _periodic(self) -> None:
         try:

@@ -11,6 +11,7 @@ import duckdb
 
 from collector.lifecycle import remaining
 from collector.store.database import Database
+from collector.ticker import Ticker, TickingStage
 
 POLL_SECONDS = 0.05
 
@@ -67,3 +68,22 @@ class Reader:
             if not busy or not remaining(deadline):
                 return
             time.sleep(min(POLL_SECONDS, remaining(deadline)))
+
+
+class ReadingStage(TickingStage):
+    """A ticking stage that reads the store in rounds (window rules, judges, evaluation
+    events): it starts only when `enabled`, and shutdown stops it between rounds and
+    interrupts the query in flight, joining before the deadline."""
+
+    ticker: Ticker
+    reader: Reader
+    enabled: bool
+
+    def start(self) -> None:
+        if self.enabled:
+            super().start()
+
+    def shutdown(self, deadline: float) -> None:
+        self.ticker.stopping.set()
+        self.reader.stop(deadline)
+        self.ticker.shutdown(deadline)
