@@ -195,8 +195,11 @@ class Pipeline:
             JudgeMetrics(self.registry),
             self.clock,
         )
-        events = EvaluationEvents(config.judges, self.database, self.writer, self.packs, self.clock)
-        out = EvaluationExport(config.evaluation_events, self.database, EventMetrics(self.registry))
+        event_metrics = EventMetrics(self.registry)
+        events = EvaluationEvents(
+            config.judges, self.database, self.writer, self.packs, event_metrics, self.clock
+        )
+        out = EvaluationExport(config.evaluation_events, self.database, event_metrics)
         return drift, judges, events, out
 
     def _decisions(

@@ -19,6 +19,7 @@ from collector.clock import Clock, SystemClock
 from collector.config.sections import JudgesConfig
 from collector.evaluation.packs import compiled
 from collector.evaluation.results import trajectory_result_rows
+from collector.judges.metrics import EventMetrics
 from collector.judges.plan import applies
 from collector.judges.stage import PackSource
 from collector.replay.load import load_trajectories
@@ -35,30 +36,52 @@ from evaluators.model import Trajectory
 
 STORE_TIMEOUT_SECONDS = 30.0
 EVENT = "gen_ai.evaluation.result"
-ATTRIBUTE = "json_extract_string(l.attributes, '$.\"{}\"')"
-NAME = ATTRIBUTE.format("gen_ai.evaluation.name")
 AT = (
-    "make_timestamp((coalesce(nullif(l.time_unix_nano, 0), l.observed_time_unix_nano)"
-    " // 1000)::BIGINT)"
+    "make_timestamp((coalesce(nullif(time_unix_nano, 0), observed_time_unix_nano) // 1000)::BIGINT)"
 )
+# Records received after the cursor that are (or, from older SDKs that put the event name in an
+# attribute, may be) evaluation events: cheap tests first, the JSON is read in Python.
 NEW_EVENTS = f"""
-SELECT l.trace_id, l.span_id, l.attributes, {AT} AS at
-FROM logs l
-WHERE l.received_at >= $since AND l.trace_id IS NOT NULL AND {NAME} IS NOT NULL
-  AND (l.event_name = '{EVENT}' OR {ATTRIBUTE.format("event.name")} = '{EVENT}')
-  AND EXISTS (SELECT 1 FROM trajectories t WHERE t.trace_id = l.trace_id AND t.is_current)
-  AND NOT EXISTS (
-      SELECT 1 FROM results r
-      WHERE r.origin = 'external' AND r.trace_id = l.trace_id AND r.rule_id = {NAME}
-        AND r.evaluated_at = {AT} AND r.evidence_span_ids IS NOT DISTINCT FROM
-            (CASE WHEN l.span_id IS NULL THEN NULL ELSE [l.span_id] END))
-ORDER BY l.received_at LIMIT $limit
+SELECT trace_id, span_id, attributes, {AT} AS at, received_at FROM logs
+WHERE received_at > $since AND trace_id IS NOT NULL
+  AND (event_name = '{EVENT}' OR (event_name IS NULL AND contains(attributes, '{EVENT}')))
+ORDER BY received_at LIMIT $limit
 """
+TAKEN = """
+SELECT trace_id, rule_id, evaluated_at, evidence_span_ids FROM results
+WHERE origin = 'external' AND trace_id IN ?
+"""
+MAX_PENDING = 10_000  # events waiting for their run; past it the oldest are given up (counted)
+Event = tuple[str, str | None, str | None, datetime, datetime]  # trace, span, attrs, at, received
 LABEL_VERDICTS = {v.value: v for v in (Verdict.PASS, Verdict.FAIL, Verdict.REVIEW)}
 
 
+def attributes_of(text: str | None) -> dict[str, Any]:
+    try:
+        value = orjson.loads(text) if text else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def is_evaluation(row: Event) -> bool:
+    """An evaluation event with a name: by its event name or, from older SDKs, `event.name`."""
+    attrs = attributes_of(row[2])
+    named = attrs.get("event.name", EVENT) == EVENT
+    return named and attrs.get("gen_ai.evaluation.name") not in (None, "")
+
+
+def name_of(attributes: str | None) -> str:
+    return str(attributes_of(attributes).get("gen_ai.evaluation.name"))
+
+
+def key_of(trace_id: str, name: str, at: datetime, spans: list[str] | None) -> tuple[Any, ...]:
+    """What tells one event's result from another's (as stored: rule id, time, span)."""
+    return (trace_id, name, at, tuple(spans or ()))
+
+
 def event_of(attributes: str | None, span_id: str | None) -> ExternalEvaluation:
-    attrs: dict[str, Any] = orjson.loads(attributes) if attributes else {}
+    attrs = attributes_of(attributes)
     score = attrs.get("gen_ai.evaluation.score.value")
     if isinstance(score, bool) or not isinstance(score, int | float):
         score = None
@@ -99,43 +122,73 @@ class EvaluationEvents(ReadingStage):
         database: Database,
         writer: Writer,
         packs: PackSource,
+        metrics: EventMetrics,
         clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self.metrics = metrics
         self.writer = writer
         self.packs = packs
         self.clock = clock or SystemClock()
         self.reader = Reader(database)
         self.enabled = config.enabled
         self.ticker = Ticker("sextant-evaluations", config.tick_seconds, self.tick)
+        self._cursor: datetime | None = None  # received_at of the last record looked at
+        self._pending: dict[tuple[Any, ...], Event] = {}
 
     def tick(self) -> int:
-        """Turn the new events into results; returns how many events were taken."""
-        since = self.clock.now() - timedelta(seconds=self.config.lookback_seconds)
+        """Turn the new events, and those still waiting for their run, into results; returns
+        how many events were taken."""
+        now = self.clock.now()
+        oldest = now - timedelta(seconds=self.config.lookback_seconds)
+        self._cursor = max(self._cursor or oldest, oldest)
         try:
             with self.reader.cursor() as cursor:
-                events = cursor.execute(
-                    NEW_EVENTS, {"since": since, "limit": self.config.batch}
+                scanned = cursor.execute(
+                    NEW_EVENTS, {"since": self._cursor, "limit": self.config.batch}
                 ).fetchall()
-                if not events:
+                events = [*self._pending.values(), *filter(is_evaluation, scanned)]
+                ids = sorted({e[0] for e in events})
+                if not ids:
+                    self._advance(scanned)
                     return 0
-                ids = sorted({trace_id for trace_id, *_ in events})
                 loaded = load_trajectories(DuckDBSource(cursor, "store"), ids)
+                taken = {key_of(*row) for row in cursor.execute(TAKEN, [ids]).fetchall()}
         except Interrupted:
             return 0
+        self._advance(scanned)
         runs = {t.trace_id: t for t in loaded}
         rows: list[dict[str, Any]] = []
-        for trace_id, span_id, attributes, at in events:
+        self._pending.clear()
+        for event in events:
+            trace_id, span_id, attributes, at, received_at = event
+            key = key_of(trace_id, name_of(attributes), at, [span_id] if span_id else None)
+            if key in taken:
+                continue  # stored before a restart
             t = runs.get(trace_id)
-            if t is None:
-                continue  # retired between the two queries: the next look finds its revision
-            event = event_of(attributes, span_id)
-            rows.append(external_row(t, event, at))
-            rows.extend(self._rule_rows(t, event))
+            if t is None:  # its run is not stored yet: look again next time, for a while
+                if received_at >= oldest:
+                    self._pending[key] = event
+                else:
+                    self.metrics.unmatched.inc()
+                continue
+            found = event_of(attributes, span_id)
+            rows.append(external_row(t, found, at))
+            rows.extend(self._rule_rows(t, found))
+        self._bound_pending()
         if rows:
             table = rows_table("results", rows)
             self.writer.submit_tables({"results": table}).result(STORE_TIMEOUT_SECONDS)
         return len(events)
+
+    def _advance(self, scanned: list[Event]) -> None:
+        if scanned:
+            self._cursor = max(self._cursor or scanned[-1][4], scanned[-1][4])
+
+    def _bound_pending(self) -> None:
+        while len(self._pending) > MAX_PENDING:
+            self._pending.pop(next(iter(self._pending)))
+            self.metrics.unmatched.inc()
 
     def _rule_rows(self, t: Trajectory, event: ExternalEvaluation) -> list[dict[str, Any]]:
         """The live results of the `evaluation` rules that name the event."""

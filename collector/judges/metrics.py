@@ -45,7 +45,7 @@ class JudgeMetrics:
 
 
 class EventMetrics:
-    """Evaluation events out (see events_out)."""
+    """Evaluation events in and out (see events_in, events_out)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.sent = Counter(
@@ -58,6 +58,12 @@ class EventMetrics:
             "Results not sent as evaluation events, by reason: queue_full, no_span (no span to"
             " parent them to), export_failed (refused, or not accepted within the timeout).",
             ["reason"],
+            registry=registry,
+        )
+        self.unmatched = Counter(
+            "sextant_evaluation_events_unmatched",
+            "Evaluation events received whose run was not stored within"
+            " judges.lookback_seconds (or past the 10,000 waiting): not made results.",
             registry=registry,
         )
         for reason in ("queue_full", "no_span", "export_failed"):

@@ -5,6 +5,7 @@ second real OTLP receiver (another Sextant) as evaluation events parented to the
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from opentelemetry import trace
@@ -157,3 +158,13 @@ def test_evaluation_events_round_trip(tmp_path: Path) -> None:
     finally:
         sender.stop()
         receiver.stop()
+
+    # After a restart the same events are looked at again (lookback) and not taken twice.
+    again = serve(tmp_path / "sender", {"evals": PACK}, judges={"tick_seconds": 0.05})
+    try:
+        time.sleep(1)  # twenty looks
+        assert again.query("SELECT count(*) FROM results WHERE origin = 'external'") == [(2,)]
+        rule_results = "SELECT count(*) FROM results WHERE rule_id = 'no-hallucination'"
+        assert again.query(rule_results) == [(1,)]
+    finally:
+        again.stop()
