@@ -107,8 +107,11 @@ def read_cases(path: Path) -> list[dict[str, Any]]:
     return cases
 
 
-def problems_of(doc: dict[str, Any], pack: str, results: list[Any], verdict: str) -> list[str]:
-    """How the pack's results differ from what the case expects of that pack."""
+def problems_of(
+    doc: dict[str, Any], pack: str, results: list[Any], verdict: str, online: set[str]
+) -> list[str]:
+    """How the pack's results differ from what the case expects of that pack; the rules in
+    `online` (judges, evaluation events) cannot run here and are not compared."""
     from collector.errors import SextantError
     from collector.replay.cases import expected_of
 
@@ -121,7 +124,7 @@ def problems_of(doc: dict[str, Any], pack: str, results: list[Any], verdict: str
     if "verdict" in expect and expect["verdict"] != verdict:
         found.append(f"verdict {verdict}, expected {expect['verdict']}")
     for rule, want in expect.get("rules", {}).items():
-        if got.get(rule, "not_evaluated") != want:
+        if rule not in online and got.get(rule, "not_evaluated") != want:
             found.append(f"{rule}: {got.get(rule, 'not evaluated')}, expected {want}")
     return found
 
@@ -130,7 +133,7 @@ def run_test(args: argparse.Namespace) -> int:
     """Each case: the pack's verdict and rule verdicts against `expect`."""
     from collector.cli._errors import UsageError
     from collector.judges.similar import case_results
-    from collector.replay.cases import trajectory_from_json
+    from collector.replay.cases import ONLINE_ONLY, trajectory_from_json
     from evaluators.base import overall_verdict
     from evaluators.evaluate import evaluate_pack
     from evaluators.rulepack import RulePackError, load_pack
@@ -140,13 +143,16 @@ def run_test(args: argparse.Namespace) -> int:
     except RulePackError as exc:
         raise UsageError("\n".join(exc.errors)) from exc
     cases, failed = read_cases(args.cases), 0
+    online = {r.id for r in pack.rules if r.type in ONLINE_ONLY}
+    if online:
+        print(f"not run offline (judges, evaluation events): {', '.join(sorted(online))}")
     for doc in cases:
         t = trajectory_from_json(doc)
         results = evaluate_pack(t, pack) + case_results(
             pack, t, doc.get("expect", {}).get("answer")
         )
         verdict = overall_verdict(results).value if results else "none"
-        problems = problems_of(doc, pack.name, results, verdict)
+        problems = problems_of(doc, pack.name, results, verdict, online)
         label = f"{args.cases}:{doc['line']} ({doc.get('trace_id', '?')})"
         if not problems:
             print(f"ok   {label}: {verdict}")

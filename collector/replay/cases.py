@@ -33,10 +33,17 @@ def pack_verdict(results: list[dict[str, Any]]) -> str:
     return "pass"
 
 
+# Rule types `sextant rules test` cannot run offline: an LLM judge, another evaluator's event.
+# Their verdicts stay in a case's `expect.rules` (people's labels for `judge calibrate`), but not
+# in its expected pack verdict, which rules test must be able to reproduce.
+ONLINE_ONLY = ("judge", "evaluation")
+
+
 def expectation(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """What one pack decided: its verdict and each rule's."""
+    """What one pack decided: its verdict (by the rules a test can run) and each rule's."""
+    offline = [r for r in results if r.get("rule_type") not in ONLINE_ONLY]
     return {
-        "verdict": pack_verdict(results) if results else "none",
+        "verdict": pack_verdict(offline) if offline else "none",
         "rules": {r["rule_id"]: r["verdict"] for r in results},
     }
 

@@ -74,6 +74,12 @@ def test_a_judge_gates_only_with_a_card_that_meets_the_bounds(
     try:
         cases = tmp_path / "labelled.jsonl"
         labelled_cases(server, capsys, cases)
+        # The same cases stay regression cases: rules test runs what it can offline.
+        code, printed = sextant(
+            capsys, "rules", "test", str(tmp_path / "rules" / "judges.yaml"), "--cases", str(cases)
+        )
+        assert code == 0 and "24 of 24 cases as expected" in printed, printed
+        assert "not run offline (judges, evaluation events): helpful-answer" in printed
         code, printed = sextant(
             capsys, "judge", "calibrate", "support-judges/helpful-answer", "--cases", str(cases),
             "--url", server.admin_url, "--json",
