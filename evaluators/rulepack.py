@@ -36,14 +36,21 @@ class Selector(Strict):
     def _globs(cls, value: Globs) -> Globs:
         return checked_globs(value)
 
-    def matches(self, t: Trajectory) -> bool:
+    def matches_target(self, service: str | None, agent: str | None, version: str | None) -> bool:
+        """The service, agent and version globs alone: what a run's row tells without its
+        spans (stages beside the pipeline skip runs no pack selects before loading them)."""
         for pattern, value in (
-            (self.service, t.service_name),
-            (self.agent, t.agent_name),
-            (self.version, t.service_version),
+            (self.service, service),
+            (self.agent, agent),
+            (self.version, version),
         ):
             if pattern is not None and not text_matches(pattern, value):
                 return False
+        return True
+
+    def matches(self, t: Trajectory) -> bool:
+        if not self.matches_target(t.service_name, t.agent_name, t.service_version):
+            return False
         if self.attributes:
             root = t.root
             attrs = root.attributes if root is not None else {}

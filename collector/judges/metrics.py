@@ -3,9 +3,7 @@ trace id)."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-
-OUTCOMES = ("ok", "cached", "timeout", "rate_limited", "provider_error", "malformed", "budget")
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class JudgeMetrics:
@@ -34,6 +32,12 @@ class JudgeMetrics:
             "Time of a judge call that got an answer.",
             ["pack", "rule", "model"],
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=registry,
+        )
+        self.lag = Gauge(
+            "sextant_judge_lag_seconds",
+            "How far behind the runs being closed the judges are (0 when caught up); runs"
+            " closed longer ago than judges.lookback_seconds are not judged.",
             registry=registry,
         )
         self.sampled_out = Counter(

@@ -66,7 +66,6 @@ class Plan:
     settled: list[tuple[Call | None, Judge, Trajectory, Outcome | None, Finding | None]] = field(
         default_factory=list
     )
-    sampled_out: list[Judge] = field(default_factory=list)
 
 
 def cache_key(model: str, prompt: str) -> str:
@@ -91,8 +90,7 @@ def plan(
             if not applies(judge.pack, judge.rule, t):
                 continue
             if not sampled(t.trace_id, judge.rule.sample):
-                out.sampled_out.append(judge)
-                continue
+                continue  # counted when the run was looked at (stage.wanted)
             plan_one(out, judge, t, budgets[judge.pack.name], cache, now)
     return out
 

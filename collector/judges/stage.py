@@ -43,17 +43,22 @@ from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker
-from evaluators.judge import JudgeRule
+from evaluators.judge import JudgeRule, sampled
+from evaluators.rulepack import RulePack
 from evaluators.similarity import SimilarityRule
 
 log = logging.getLogger(__name__)
 STORE_TIMEOUT_SECONDS = 30.0
+# The runs closed after the cursor, as rows: most are skipped (no pack selects them, or every
+# rule samples them out) without loading their steps.
 NEW_RUNS = """
-SELECT trace_id, closed_at FROM trajectories
+SELECT trace_id, closed_at, service_name, agent_name, service_version FROM trajectories
 WHERE is_current AND agent_run IS NOT false
   AND (closed_at > $at OR (closed_at = $at AND trace_id > $trace))
 ORDER BY closed_at, trace_id LIMIT $limit
 """
+SCAN_ROWS = 10_000  # run rows looked at per look; `judges.batch` of them are loaded at most
+CANCEL_POLL_SECONDS = 0.1
 JUDGED = """
 SELECT DISTINCT trace_id, revision, pack, rule_id FROM results
 WHERE rule_type IN ('judge', 'similarity') AND origin = 'live' AND trace_id IN ?
@@ -83,40 +88,63 @@ class JudgeStage(ReadingStage):
         self.clock = clock or SystemClock()
         self.reader = Reader(database)
         self.enabled = config.enabled
-        self.ticker = Ticker("sextant-judge", config.tick_seconds, self.tick)
+        self.ticker = Ticker("sextant-judge", self._pause, self.tick)
+        self._behind = False  # the last look left runs to look at: look again at once
         self.cache = JudgementCache(config.cache_entries)
         self._budgets: dict[tuple[str, str], Budget] = {}  # (pack, sha256) -> its budget
         self._cursor: tuple[datetime, str] | None = None  # (closed_at, trace_id) last looked at
 
+    def _pause(self) -> float:
+        return 0.0 if self._behind else self.config.tick_seconds
+
     def tick(self) -> int:
-        """Judge the next batch of stored runs; returns how many judgements were stored."""
+        """Judge the next runs stored; returns how many results were stored."""
         texts = [t for t in self.packs.snapshot() if layer_three(t)]
+        self._behind = False
         if not texts:
             return 0
-        oldest = self.clock.now() - timedelta(seconds=self.config.lookback_seconds)
+        now = self.clock.now()
+        oldest = now - timedelta(seconds=self.config.lookback_seconds)
         if self._cursor is None or self._cursor[0] < oldest:
             self._cursor = (oldest, "")
+        packs = [compiled(t) for t in texts]
         try:
             with self.reader.cursor() as cursor:
-                runs = cursor.execute(
-                    NEW_RUNS,
-                    {"at": self._cursor[0], "trace": self._cursor[1], "limit": self.config.batch},
-                ).fetchall()
-                if not runs:
-                    return 0
-                ids = [trace_id for trace_id, _ in runs]
+                scan = {"at": self._cursor[0], "trace": self._cursor[1], "limit": SCAN_ROWS}
+                rows = cursor.execute(NEW_RUNS, scan).fetchall()
+                taken, last = self._candidates(rows, packs)
+                ids = [row[0] for row in taken]
                 trajectories = load_trajectories(DuckDBSource(cursor, "store"), ids)
                 done = {tuple(r) for r in cursor.execute(JUDGED, [ids]).fetchall()}
                 judges = [j for text in texts for j in self._judges(cursor, text)]
+            budgets = self._budgets_of(judges)
+            work = plan(trajectories, judges, done, budgets, self.cache, self.clock.monotonic())
+            similar = similarity_rows(
+                trajectories, [(p, t.sha256) for p, t in zip(packs, texts, strict=True)], done, now
+            )
+            stored = self._store(work, asyncio.run(self._call_all(work.calls, budgets)), similar)
         except Interrupted:
-            return 0
-        budgets = self._budgets_of(judges)
-        work = plan(trajectories, judges, done, budgets, self.cache, self.clock.monotonic())
-        compared = [(compiled(t), t.sha256) for t in texts]
-        similar = similarity_rows(trajectories, compared, done, self.clock.now())
-        stored = self._store(work, asyncio.run(self._call_all(work.calls, budgets)), similar)
-        self._cursor = (runs[-1][1], runs[-1][0])
+            return 0  # shutting down: these runs are looked at again after the next start
+        if last is not None:
+            self._cursor = (last[1], last[0])
+            self._behind = len(rows) == SCAN_ROWS or last is not rows[-1]
+        self.metrics.lag.set((now - self._cursor[0]).total_seconds() if self._behind else 0.0)
         return stored
+
+    def _candidates(
+        self, rows: list[tuple[Any, ...]], packs: list[RulePack]
+    ) -> tuple[list[tuple[Any, ...]], tuple[Any, ...] | None]:
+        """The rows worth loading (at most `judges.batch`) and the last row this look covers
+        (every row up to it was looked at, once)."""
+        taken: list[tuple[Any, ...]] = []
+        covered: tuple[Any, ...] | None = None
+        for row in rows:
+            if len(taken) == self.config.batch:
+                return taken, covered
+            if wanted(packs, row, self.metrics):
+                taken.append(row)
+            covered = row
+        return taken, covered
 
     def _judges(self, cursor: Any, text: PackText) -> list[Judge]:
         pack = compiled(text)
@@ -148,9 +176,15 @@ class JudgeStage(ReadingStage):
             assert settings is not None
             limits.setdefault(call.judge.pack.name, asyncio.Semaphore(settings.concurrency))
         async with aiohttp.ClientSession() as session:
-            return await asyncio.gather(
+            calls_done = asyncio.gather(
                 *(self._call(session, limits[c.judge.pack.name], budgets, c) for c in calls)
             )
+            while not calls_done.done():  # shutdown does not wait for a slow judge
+                await asyncio.wait({calls_done}, timeout=CANCEL_POLL_SECONDS)
+                if self.ticker.stopping.is_set() and not calls_done.done():
+                    calls_done.cancel()
+                    raise Interrupted
+            return calls_done.result()
 
     async def _call(
         self,
@@ -189,8 +223,6 @@ class JudgeStage(ReadingStage):
         at = self.clock.now()
         results: list[dict[str, Any]] = list(similar)
         calls: list[dict[str, Any]] = []
-        for j in work.sampled_out:
-            self.metrics.sampled_out.labels(j.pack.name, j.rule.id).inc()
         made = zip(work.calls, outcomes, strict=True)
         settled = [*work.settled, *((c, c.judge, c.t, o, None) for c, o in made)]
         for call, j, t, outcome, finding in settled:
@@ -225,6 +257,24 @@ class JudgeStage(ReadingStage):
 
 def judge_rules(text: PackText) -> list[JudgeRule]:
     return [r for r in compiled(text).rules if isinstance(r, JudgeRule)]
+
+
+def wanted(packs: list[RulePack], row: tuple[Any, ...], metrics: JudgeMetrics) -> bool:
+    """Whether some judge or similarity rule may take the run (its pack's selector by target,
+    its sample); the rules that sample it out count it."""
+    trace_id, _, service, agent, version = row
+    found = False
+    for pack in packs:
+        if not pack.selector.matches_target(service, agent, version):
+            continue
+        for rule in pack.rules:
+            if not isinstance(rule, JudgeRule | SimilarityRule):
+                continue
+            if sampled(trace_id, rule.sample):
+                found = True
+            elif isinstance(rule, JudgeRule):
+                metrics.sampled_out.labels(pack.name, rule.id).inc()
+    return found
 
 
 def layer_three(text: PackText) -> bool:

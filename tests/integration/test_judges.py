@@ -307,3 +307,26 @@ def test_similarity_compares_answers_with_the_packaged_model_offline(
         assert code == 0 and "1 of 1 cases as expected" in printed, printed
     finally:
         server.stop()
+
+
+def test_runs_beyond_one_look_are_each_judged_once(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-test-judge")
+    pack = judge_pack(judge_server.base_url)
+    # Two runs per look: runs closed in one assembly round share their close time, so the
+    # looks page through them by (close time, trace id).
+    server = serve(
+        tmp_path, {"judges": pack}, assembler=FAST, judges={"tick_seconds": 0.05, "batch": 2}
+    )
+    try:
+        runs = [run(server, f"GOOD {i}") for i in range(7)]
+        judged(server, runs)
+        per_run = server.query(
+            "SELECT trace_id, count(*) FROM results WHERE rule_type = 'judge' GROUP BY 1"
+        )
+        assert sorted(per_run) == sorted((t, 1) for t in runs)
+        assert server.query("SELECT count(*) FROM judge_calls") == [(7,)]
+        assert server.metric("sextant_judge_lag_seconds") == 0
+    finally:
+        server.stop()
