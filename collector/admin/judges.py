@@ -65,7 +65,7 @@ class JudgeRoutes:
         await asyncio.to_thread(future.result, STORE_TIMEOUT_SECONDS)
         assert pack.judges is not None
         doc = {
-            **card.row(),
+            **jsonable(card.row()),
             "certified": certifies(card, pack),
             "min_tpr": pack.judges.min_tpr,
             "min_tnr": pack.judges.min_tnr,

@@ -55,12 +55,18 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "/api/v1/judges/calibrate", {"pack": pack, "rule": rule, "cases": cases}
     )
     verdict = "certified" if card["certified"] else "NOT certified"
+    shown = rounded(card)
     notes = [
-        f"{verdict}: lower bounds TPR {card['tpr_lower']} / TNR {card['tnr_lower']} against"
+        f"{verdict}: lower bounds TPR {shown['tpr_lower']} / TNR {shown['tnr_lower']} against"
         f" min_tpr {card['min_tpr']} / min_tnr {card['min_tnr']}"
     ]
-    emit(Table([card], CARD_COLUMNS, notes=notes), args.format, doc=card)
+    emit(Table([shown], CARD_COLUMNS, notes=notes), args.format, doc=card)
     return 0 if card["certified"] else 1
+
+
+def rounded(card: dict[str, Any]) -> dict[str, Any]:
+    """The rates to four places, for people (JSON keeps them whole)."""
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in card.items()}
 
 
 def run_cards(args: argparse.Namespace) -> int:
@@ -68,5 +74,5 @@ def run_cards(args: argparse.Namespace) -> int:
     from collector.cli._output import Table, emit
 
     found = AdminClient(args.url, args.token).get_json("/api/v1/judges/cards")
-    emit(Table(found["cards"], CARD_COLUMNS), args.format, doc=found)
+    emit(Table([rounded(c) for c in found["cards"]], CARD_COLUMNS), args.format, doc=found)
     return 0
