@@ -5,6 +5,7 @@ second real OTLP receiver (another Sextant) as evaluation events parented to the
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -168,3 +169,53 @@ def test_evaluation_events_round_trip(tmp_path: Path) -> None:
         assert again.query(rule_results) == [(1,)]
     finally:
         again.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_events_out_are_retried_until_the_receiver_is_up(tmp_path: Path) -> None:
+    """Nothing listens at first (connection refused is retryable): the results are sent once
+    the receiver starts, within the timeout, over OTLP/HTTP."""
+    port = free_port()
+    sender = serve(
+        tmp_path / "sender",
+        {"evals": PACK},
+        assembler=FAST,
+        evaluation_events={
+            "endpoint": f"http://127.0.0.1:{port}",
+            "protocol": "http/protobuf",
+            "timeout_seconds": 30,
+        },
+    )
+    receiver = None
+    try:
+        provider = provider_for(
+            OTLPSpanExporter(endpoint=sender.grpc_endpoint, insecure=True), service="support-desk"
+        )
+        script = AgentScript(provider.get_tracer("support"))
+        with script.agent("support-agent", "Where is my parcel?", "Arriving today.") as root:
+            script.tool("lookup_customer", {"customer": "C-1"}, "parcel P-7 left the depot")
+        provider.shutdown()
+        trace_id = trace_id_of(root)
+        wait_for(lambda: sender.query("SELECT 1 FROM results WHERE trace_id = ?", [trace_id]))
+        time.sleep(1)  # a retry or two against nothing
+        assert sender.metric("sextant_evaluation_events_sent_total") == 0
+        receiver = serve(tmp_path / "receiver", http={"addr": f"127.0.0.1:{port}"})
+        rows = wait_for(
+            lambda: receiver.query("SELECT attributes FROM logs WHERE trace_id = ?", [trace_id]),
+            timeout=20,
+        )
+        names = {json.loads(r[0])["gen_ai.evaluation.name"] for r in rows}
+        assert names == {"support-evals/looks-the-customer-up"}
+        assert (
+            sender.metric("sextant_evaluation_events_dropped_total", {"reason": "export_failed"})
+            == 0
+        )
+    finally:
+        sender.stop()
+        if receiver is not None:
+            receiver.stop()
