@@ -12,6 +12,7 @@ from evaluators.base import Finding
 from evaluators.budget import BudgetRule, evaluate_budget
 from evaluators.consistency import ConsistencyRule, evaluate_consistency
 from evaluators.external import EvaluationRule
+from evaluators.flow import FlowRule, evaluate_flow
 from evaluators.judge import JudgeRule
 from evaluators.model import Trajectory
 from evaluators.precedes import PrecedesRule, evaluate_precedes
@@ -49,6 +50,7 @@ RULE_TYPES: dict[str, RuleType] = {
     "pii": RuleType(SecretsRule, evaluate_secrets, False),
     "drift": RuleType(DriftRule, None, False, window=True),
     "reliability": RuleType(ReliabilityRule, None, False, window=True),
+    "flow": RuleType(FlowRule, evaluate_flow, False),
     "judge": RuleType(JudgeRule, None, True),
     "evaluation": RuleType(EvaluationRule, None, False),
     "similarity": RuleType(SimilarityRule, None, True),
@@ -66,6 +68,7 @@ Rule = Annotated[
     | SecretsRule
     | DriftRule
     | ReliabilityRule
+    | FlowRule
     | JudgeRule
     | EvaluationRule
     | SimilarityRule,

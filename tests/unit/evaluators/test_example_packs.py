@@ -19,4 +19,4 @@ def test_an_example_pack_loads(path: Path) -> None:
 
 def test_there_are_examples_of_every_layer_three_rule() -> None:
     types = {r.type for p in EXAMPLES for r in load_pack(p).pack.rules}
-    assert {"judge", "similarity", "evaluation"} <= types
+    assert {"judge", "similarity", "evaluation", "flow"} <= types
