@@ -140,6 +140,12 @@ class EvaluationExport:
         if self._thread is not None:
             self._thread.join(remaining(deadline))
         self.reader.stop(deadline)
+        with self._cond:  # not sent before the deadline
+            if self._rows:
+                log.warning("evaluation events: %d results not sent before the stop", self._rows)
+                self.dropped.labels("export_failed").inc(self._rows)
+            self._queue.clear()
+            self._rows = 0
 
     def threads(self) -> list[threading.Thread]:
         return [self._thread] if self._thread is not None else []
