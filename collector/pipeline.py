@@ -17,6 +17,7 @@ from collector.admin.http import RouteGroup
 from collector.admin.judges import JudgeRoutes
 from collector.admin.replay import ReplayRoutes
 from collector.admin.server import AdminServer
+from collector.admin.sessions import SessionRoutes
 from collector.admin.sql import SqlRoutes
 from collector.admin.trajectories import TrajectoryRoutes
 from collector.alerts.notifier import Notifier
@@ -49,6 +50,8 @@ from collector.normalize.wire import decode_request
 from collector.receivers.ingest import Ingest
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
+from collector.sessions.metrics import SessionMetrics
+from collector.sessions.stage import SessionStage
 from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.export import ParquetExporter
@@ -118,6 +121,7 @@ class Pipeline:
             self.evaluation,
         )
         self.drift, self.judges, self.evaluations, self.events_out = self._beside(config)
+        self.sessions = self._sessions(rules_metrics)
         receiver_metrics = ReceiverMetrics(self.registry)
         self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
@@ -202,6 +206,17 @@ class Pipeline:
         out = EvaluationExport(config.evaluation_events, self.database, event_metrics)
         return drift, judges, events, out
 
+    def _sessions(self, rules_metrics: RulesMetrics) -> SessionStage:
+        return SessionStage(
+            self.config.sessions,
+            self.database,
+            self.writer,
+            self.packs,
+            SessionMetrics(self.registry),
+            rules_metrics,
+            self.clock,
+        )
+
     def _decisions(
         self, config: SextantConfig, receiver_metrics: ReceiverMetrics
     ) -> tuple[Notifier, DecisionEngine]:
@@ -230,6 +245,7 @@ class Pipeline:
         return [
             HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
             TrajectoryRoutes(self.database, self.clock.now),
+            SessionRoutes(self.database, self.clock.now),
             DecisionRoutes(self.decisions, self.notifier, self.database),
             sql,
             ReplayRoutes(self.writer),
@@ -279,6 +295,7 @@ class Pipeline:
             self.assembler,
             self.drift,
             self.judges,
+            self.sessions,
             self.evaluations,
             self.events_out,
             self.notifier,

@@ -63,6 +63,7 @@ class Finding:
     evidence: tuple[str, ...] = ()
     score: float | None = None
     reason: str | None = None  # overrides the rule's reason code (e.g. trace_incomplete)
+    traces: tuple[str, ...] = ()  # a session rule's evidence runs (turns)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class Result:
     evidence: tuple[str, ...] = field(default=())
     score: float | None = None
     requested_decision: Decision | None = None
+    traces: tuple[str, ...] = ()  # a session result's evidence runs
 
 
 def overall_verdict(results: list[Result]) -> Verdict:

@@ -16,6 +16,10 @@ from evaluators.rules import RuleBase
 
 class BudgetRule(RuleBase):
     type: Literal["budget"]
+    scope: Literal["trajectory", "session"] = Field(
+        "trajectory", description="trajectory: each run; session: summed over its turns."
+    )
+    max_turns: int | None = Field(None, ge=1, description="Turns of a session (session scope).")
     max_steps: int | None = Field(None, ge=0)
     max_tool_calls: int | None = Field(None, ge=0)
     max_llm_calls: int | None = Field(None, ge=0)
@@ -40,6 +44,10 @@ class BudgetRule(RuleBase):
         )
         if all(v is None for v in limits.values()):
             raise ValueError("set at least one max_* limit")
+        if self.max_turns is not None and self.scope != "session":
+            raise ValueError("max_turns counts a session's runs: it needs `scope: session`")
+        if self.scope == "session" and self.when is not None:
+            raise ValueError("`when` filters single runs; a session budget sees all its turns")
         return self
 
 

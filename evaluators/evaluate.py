@@ -8,6 +8,7 @@ from evaluators.matchers import MISSING
 from evaluators.model import Trajectory
 from evaluators.registry import RULE_TYPES, Rule
 from evaluators.rulepack import RulePack
+from evaluators.sessions import Session, is_session_rule
 
 BUILD_ERROR = "build_error"  # the incomplete reason of a trace whose spans could not be built
 
@@ -81,8 +82,8 @@ def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None
         selector_error = exc
     t = with_approvals(t, pack.approvals or DEFAULT_APPROVALS)
     for rule in pack.rules:
-        if RULE_TYPES[rule.type].evaluate is None:
-            continue  # evaluated by the collector apart from the run's round (windows, judges)
+        if RULE_TYPES[rule.type].evaluate is None or is_session_rule(rule):
+            continue  # evaluated apart from the run's round (windows, judges, sessions)
         if selector_error is not None:
             findings.append((rule, review_for(selector_error)))
             continue
@@ -122,4 +123,62 @@ def result_of(pack: RulePack, version: str | None, rule: Rule, finding: Finding)
         evidence=finding.evidence,
         score=finding.score,
         requested_decision=requested,
+        traces=finding.traces,
+    )
+
+
+def evaluate_session_pack(
+    session: Session, pack: RulePack, pack_version: str | None = None
+) -> list[Result]:
+    """Results of the pack's session rules over the turns so far; nothing when the pack does
+    not select the session's latest turn (whose target the session's results are about)."""
+    rules = [r for r in pack.rules if is_session_rule(r)]
+    last = session.turns[-1] if session.turns else None
+    if not rules or last is None or not last.agent_run:
+        return []
+    try:
+        if last.root is None and pack.selector.attributes:
+            raise LookupError("the selector needs the root span, which never arrived")
+        if not pack.selector.matches(last):
+            return []
+        failure = None
+    except Exception as exc:
+        failure = review_for(exc)
+    approvals = pack.approvals or DEFAULT_APPROVALS
+    read = Session(session.session_id, [with_approvals(t, approvals) for t in session.turns])
+    return [
+        result_of(pack, pack_version, rule, failure or session_finding(read, rule))
+        for rule in rules
+    ]
+
+
+def session_finding(session: Session, rule: Rule) -> Finding:
+    """One session rule; like a run's rule, an error is a review and a verdict that missing
+    steps could change is a review while a turn is incomplete."""
+    kind = RULE_TYPES[rule.type]
+    assert kind.session is not None  # is_session_rule holds only for such types
+    broken = [t.trace_id for t in session.turns if BUILD_ERROR in (t.incomplete_reasons or ())]
+    if broken:
+        return Finding(
+            Verdict.REVIEW,
+            f"turn(s) could not be built into steps: {', '.join(broken)}",
+            reason=BUILD_ERROR,
+            traces=tuple(broken),
+        )
+    try:
+        finding = kind.session(session, rule)
+    except Exception as exc:
+        return error_finding(exc)
+    incomplete = [t for t in session.turns if t.status == "incomplete"]
+    if not incomplete or finding.verdict == Verdict.REVIEW:
+        return finding
+    if finding.verdict == Verdict.FAIL and finding.evidence and not kind.needs_all_steps:
+        return finding
+    return Finding(
+        Verdict.REVIEW,
+        f"{len(incomplete)} turn(s) incomplete; would be {finding.verdict}: {finding.message}",
+        finding.evidence,
+        finding.score,
+        reason="trace_incomplete",
+        traces=tuple(t.trace_id for t in incomplete),
     )

@@ -19,6 +19,14 @@ from evaluators.precedes import PrecedesRule, evaluate_precedes
 from evaluators.presence import AbsenceRule, PresenceRule, evaluate_absence, evaluate_presence
 from evaluators.recovery import RecoveryRule, evaluate_recovery
 from evaluators.secrets import SecretsRule, evaluate_secrets
+from evaluators.sessions import (
+    ApprovalLifetimeRule,
+    RepeatedFailuresRule,
+    Session,
+    evaluate_approval_lifetime,
+    evaluate_repeated_failures,
+    evaluate_session_budget,
+)
 from evaluators.similarity import SimilarityRule
 from evaluators.tool_args import ToolArgsRule, evaluate_tool_args
 from evaluators.trajectory import TrajectoryRule, evaluate_trajectory
@@ -35,6 +43,8 @@ class RuleType:
     # gives `review` (trace_incomplete) instead of a verdict it cannot stand behind.
     needs_all_steps: bool
     window: bool = False
+    # Over a session's turns, for rules with `scope: session` (evaluated by the session stage).
+    session: Callable[[Session, Any], Finding] | None = None
 
 
 RULE_TYPES: dict[str, RuleType] = {
@@ -44,7 +54,7 @@ RULE_TYPES: dict[str, RuleType] = {
     "tool_args": RuleType(ToolArgsRule, evaluate_tool_args, False),
     "precedes": RuleType(PrecedesRule, evaluate_precedes, True),
     "consistency": RuleType(ConsistencyRule, evaluate_consistency, False),
-    "budget": RuleType(BudgetRule, evaluate_budget, True),
+    "budget": RuleType(BudgetRule, evaluate_budget, True, session=evaluate_session_budget),
     "recovery": RuleType(RecoveryRule, evaluate_recovery, True),
     "secrets": RuleType(SecretsRule, evaluate_secrets, False),
     "pii": RuleType(SecretsRule, evaluate_secrets, False),
@@ -54,6 +64,12 @@ RULE_TYPES: dict[str, RuleType] = {
     "judge": RuleType(JudgeRule, None, True),
     "evaluation": RuleType(EvaluationRule, None, False),
     "similarity": RuleType(SimilarityRule, None, True),
+    "approval_lifetime": RuleType(
+        ApprovalLifetimeRule, None, False, session=evaluate_approval_lifetime
+    ),
+    "repeated_failures": RuleType(
+        RepeatedFailuresRule, None, False, session=evaluate_repeated_failures
+    ),
 }
 
 Rule = Annotated[
@@ -71,6 +87,8 @@ Rule = Annotated[
     | FlowRule
     | JudgeRule
     | EvaluationRule
-    | SimilarityRule,
+    | SimilarityRule
+    | ApprovalLifetimeRule
+    | RepeatedFailuresRule,
     Field(discriminator="type"),
 ]

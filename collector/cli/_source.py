@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import duckdb
 import pyarrow as pa
@@ -48,6 +49,12 @@ class LiveSource:
         query = f"?revision={revision}" if revision else ""
         try:
             return self.client.get_json(f"/api/v1/trajectories/{trace_id}{query}")
+        except NotFound:
+            return None
+
+    def session(self, session_id: str) -> dict[str, Any] | None:
+        try:
+            return self.client.get_json(f"/api/v1/sessions/{quote(session_id, safe='')}")
         except NotFound:
             return None
 

@@ -17,11 +17,12 @@ def register(sub: Any) -> None:
     show = add_command(
         sub,
         "show",
-        "print a trajectory as a tree of numbered steps",
+        "print a trajectory as a tree of numbered steps, or a session as its turns",
         "sextant show --latest --url http://localhost:9464",
     )
     show.add_argument("trace_id", nargs="?", help="32 hex digits")
     show.add_argument("--latest", action="store_true", help="the most recently closed trajectory")
+    show.add_argument("--session", metavar="ID", help="a session: its turns and session results")
     show.add_argument("--revision", type=positive_int, help="a past revision (default: current)")
     add_source(show)
     add_format(show, json_alias=True)
@@ -33,8 +34,12 @@ def run(args: argparse.Namespace) -> int:
     from collector.cli._output import Table, emit
     from collector.cli._source import SourceSpec
 
-    if (args.trace_id is None) == (not args.latest):
-        raise UsageError("give a TRACE_ID or --latest (one of them)")
+    if sum((args.trace_id is not None, args.latest, args.session is not None)) != 1:
+        raise UsageError("give a TRACE_ID, --latest or --session ID (one of them)")
+    if args.session is not None:
+        from collector.cli.show_session import show_session
+
+        return show_session(SourceSpec.of(args), args.session, args.format)
     source = SourceSpec.of(args).open()
     try:
         trajectory = fetch(source, args.trace_id, args.revision)

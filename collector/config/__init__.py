@@ -26,6 +26,7 @@ from collector.config.sections import (
     LimitsConfig,
     PricingConfig,
     RulesConfig,
+    SessionsConfig,
     SqlConfig,
     StorageConfig,
     WorkersConfig,
@@ -67,6 +68,9 @@ class SextantConfig(BaseSettings):
     )
     judges: JudgesConfig = Field(
         default_factory=JudgesConfig, description="LLM judges (`judge` rules) beside the pipeline."
+    )
+    sessions: SessionsConfig = Field(
+        default_factory=SessionsConfig, description="Sessions (conversations of many runs)."
     )
     evaluation_events: EvaluationEventsConfig = Field(
         default_factory=EvaluationEventsConfig,

@@ -315,6 +315,25 @@ class JudgesConfig(Strict):
     )
 
 
+class SessionsConfig(Strict):
+    enabled: bool = Field(True, description="Group runs into sessions and run session rules.")
+    attribute: str | None = Field(
+        None,
+        description="Span attribute holding the session id, before the conventions'"
+        " (gen_ai.conversation.id, session.id, traceloop.association.properties.*).",
+    )
+    idle_seconds: Seconds = Field(
+        1800.0, gt=0, description="A session with no new turn for this long is closed."
+    )
+    max_turns: int = Field(
+        500, ge=1, description="Turns a session rule reads; a longer session is reviewed."
+    )
+    tick_seconds: Seconds = Field(1.0, gt=0, description="How often new runs are looked for.")
+    lookback_seconds: Seconds = Field(
+        86400.0, gt=0, description="At start, runs closed this recently are grouped again."
+    )
+
+
 SentVerdict = Literal["pass", "fail", "review"]
 
 

@@ -79,6 +79,12 @@ def target_of(row: dict[str, Any]) -> Target:
     return Target(row["service"], row["agent"], row["version"])
 
 
+def evidence_traces(traces: list[str] | None, named: list[str] | None) -> tuple[str, ...]:
+    """The results' own traces, then the runs they name as evidence (a window result's, or a
+    session result's other turns), each once."""
+    return tuple(dict.fromkeys([*(traces or ()), *(named or ())]))[:MAX_EVIDENCE]
+
+
 def result_groups(cursor: duckdb.DuckDBPyConnection, since: datetime) -> list[Group]:
     return [
         Group(
@@ -92,7 +98,7 @@ def result_groups(cursor: duckdb.DuckDBPyConnection, since: datetime) -> list[Gr
             target=target_of(r),
             runs=r["runs"],
             latest=r["latest"],
-            traces=tuple(r["traces"] or ()) or tuple(r["window_traces"] or ()),
+            traces=evidence_traces(r["traces"], r["window_traces"]),
         )
         for r in rows(cursor, FINDINGS, since)
     ]

@@ -26,6 +26,10 @@ class Source(Protocol):
         """The document `GET /api/v1/trajectories/{id}` returns; None when there is none."""
         ...
 
+    def session(self, session_id: str) -> dict[str, Any] | None:
+        """The document `GET /api/v1/sessions/{id}` returns; None when there is none."""
+        ...
+
     def rules_status(self) -> dict[str, Any] | None:
         """A running collector's `GET /api/v1/rules`; None for a stored copy."""
         ...
@@ -60,6 +64,11 @@ class DuckDBSource:
         from collector.store.queries import load_trajectory
 
         return load_trajectory(self.con.cursor(), trace_id, revision)
+
+    def session(self, session_id: str) -> dict[str, Any] | None:
+        from collector.store.sessions import load_session
+
+        return load_session(self.con.cursor(), session_id)
 
     def rules_status(self) -> dict[str, Any] | None:
         return None  # a file has no packs in force, only the ones it recorded

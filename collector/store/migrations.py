@@ -13,6 +13,7 @@ from collector.store.schema import (
     RESULTS_V3,
     RESULTS_V4,
     RULE_PACKS,
+    SESSIONS,
     SPANS_V1,
     STEPS,
     TRAJECTORIES_V2,
@@ -20,7 +21,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -79,5 +80,11 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE results ADD COLUMN label VARCHAR",
         create_table("judge_calls", JUDGE_CALLS),
         create_table("evaluator_cards", EVALUATOR_CARDS),
+    ],
+    10: [
+        "ALTER TABLE results ADD COLUMN session_id VARCHAR",
+        # No key: a session's row is replaced (deleted, then inserted) in one transaction.
+        create_table("sessions", SESSIONS),
+        "CREATE INDEX sessions_session_id ON sessions (session_id)",
     ],
 }

@@ -69,7 +69,9 @@ def load_trajectory(
         "SELECT * EXCLUDE (trace_id, revision, service_name, agent_name, service_version)"
         " FROM results WHERE trace_id = ? AND revision = ? AND (evaluated_at = ? OR"
         # what layer 3 said later: judges, similarity, evaluation events and their rules
-        f" (origin IN ('live', 'external') AND rule_type IN {LATER_RULE_TYPES}))"
+        f" (origin IN ('live', 'external') AND rule_type IN {LATER_RULE_TYPES})"
+        # and the session rules' results that name this run
+        " OR (origin = 'live' AND scope = 'session'))"
         " ORDER BY pack, rule_id",
         [trajectory["trace_id"], trajectory["revision"], found[0]["closed_at"]],
     )

@@ -203,7 +203,36 @@ RESULTS_V4 = (
     *RESULTS_V4_EXTRA,
 )
 # Version 9: a judgement's or an external evaluation's label (score alone is not the verdict).
-RESULTS = (*RESULTS_V4, ("label", "VARCHAR", pa.string()))
+RESULTS_V9 = (*RESULTS_V4, ("label", "VARCHAR", pa.string()))
+# Version 10: the session a `scope: session` result is about (its trace is the turn it names).
+RESULTS = (*RESULTS_V9, ("session_id", "VARCHAR", pa.string()))
+
+# One row per session (conversation of many runs), replaced whenever a turn arrives or it
+# closes: what `GET /api/v1/sessions` lists. The turns are its traces, in the order they began.
+SESSIONS = (
+    ("session_id", "VARCHAR NOT NULL", pa.string()),
+    ("status", "VARCHAR NOT NULL", pa.string()),  # open | closed
+    ("service_name", "VARCHAR", pa.string()),  # of the latest turn
+    ("agent_name", "VARCHAR", pa.string()),
+    ("service_version", "VARCHAR", pa.string()),
+    ("user_id", "VARCHAR", pa.string()),
+    ("turns", "INTEGER NOT NULL", pa.int32()),
+    ("trace_ids", "VARCHAR[]", pa.list_(pa.string())),
+    ("started_at", "TIMESTAMP", pa.timestamp("us")),
+    ("ended_at", "TIMESTAMP", pa.timestamp("us")),
+    ("steps", "INTEGER", pa.int32()),
+    ("tool_calls", "INTEGER", pa.int32()),
+    ("llm_calls", "INTEGER", pa.int32()),
+    ("input_tokens", "BIGINT", pa.int64()),
+    ("output_tokens", "BIGINT", pa.int64()),
+    ("cost_usd", "DOUBLE", pa.float64()),
+    ("error_count", "INTEGER", pa.int32()),
+    ("verdict", "VARCHAR", pa.string()),  # of its session rules: pass | fail | review | none
+    ("verdict_rules", "VARCHAR[]", pa.list_(pa.string())),  # pack/rule failing or reviewing
+    ("reopened", "INTEGER NOT NULL", pa.int32()),  # times a late turn reopened it
+    ("last_turn_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),  # when its last turn closed
+    ("closed_at", "TIMESTAMP", pa.timestamp("us")),
+)
 
 # One row per transition of a decision (a history, never updated): pending, firing, resolved,
 # and the people who acknowledged or resolved it.

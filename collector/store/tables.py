@@ -18,6 +18,7 @@ from collector.store.schema import (
     LOGS,
     RESULTS,
     RULE_PACKS,
+    SESSIONS,
     SPANS,
     STEPS,
     TRAJECTORIES,
@@ -38,6 +39,7 @@ TABLES = {
     "baseline_members": BASELINE_MEMBERS,
     "judge_calls": JUDGE_CALLS,
     "evaluator_cards": EVALUATOR_CARDS,
+    "sessions": SESSIONS,
 }
 # The table each OTLP signal is stored in.
 SIGNAL_TABLES = {"traces": "spans", "logs": "logs"}
@@ -55,9 +57,15 @@ def retire_revisions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
         )
 
 
+def replace_sessions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
+    """A session's new row replaces its old one."""
+    con.execute("DELETE FROM sessions WHERE session_id IN ?", [batch["session_id"].to_pylist()])
+
+
 # Run before a table's INSERT, in the same transaction.
 BEFORE_INSERT: dict[str, Callable[[duckdb.DuckDBPyConnection, pa.Table], None]] = {
     "trajectories": retire_revisions,
+    "sessions": replace_sessions,
 }
 # INSERT OR IGNORE costs twice a plain INSERT in DuckDB, so the writer uses it only to redo a
 # commit whose plain INSERT hit a duplicate key (a client retry, or a round stored twice).

@@ -1,0 +1,1 @@
+"""Sessions: runs of one conversation grouped, and the rules over them."""

@@ -1,0 +1,240 @@
+"""The session stage: runs closed since the last look are grouped into their sessions, each
+touched session's row is replaced, its session rules run over all its turns, and sessions
+with no new turn for `idle_seconds` close.
+
+Like the judge stage it runs beside the pipeline in its own thread with a cursor over the
+runs in the order they closed, so a backlog costs no memory and a restart goes back
+`lookback_seconds`. A late turn reopens a closed session and its rules run again. A result is
+stored only when it differs from the rule's last one for the session (a budget gone over stays
+one failure, not one per later turn), so decisions count each violation once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from collector.clock import Clock, SystemClock
+from collector.config.sections import SessionsConfig
+from collector.evaluation.metrics import RulesMetrics
+from collector.evaluation.packs import PackText, compiled
+from collector.judges.stage import PackSource
+from collector.replay.load import load_trajectories
+from collector.replay.sources import DuckDBSource
+from collector.sessions.metrics import SessionMetrics
+from collector.sessions.rows import session_result_rows, session_row
+from collector.store.database import Database
+from collector.store.reader import Interrupted, Reader, ReadingStage
+from collector.store.tables import rows_table
+from collector.store.writer import Writer
+from collector.ticker import Ticker
+from evaluators.base import Decision, Result, Verdict
+from evaluators.evaluate import evaluate_session_pack
+from evaluators.sessions import Session, is_session_rule
+
+log = logging.getLogger(__name__)
+STORE_TIMEOUT_SECONDS = 30.0
+SCAN_ROWS = 5_000
+CONVENTIONS = "t.conversation_id"
+# A configured attribute is looked for on every span of the run (OpenLLMetry's association
+# properties are on all of them), before the conventions' id the run was built with.
+CONFIGURED = (
+    "coalesce((SELECT min(json_extract_string(s.attributes, $path)) FROM spans s"
+    " WHERE s.trace_id = t.trace_id), t.conversation_id)"
+)
+NEW_TURNS = """
+SELECT t.trace_id, t.closed_at, {session} AS session_id FROM trajectories t
+WHERE t.is_current AND t.agent_run IS NOT false
+  AND (t.closed_at > $at OR (t.closed_at = $at AND t.trace_id > $trace))
+ORDER BY t.closed_at, t.trace_id LIMIT $limit
+"""
+LAST_RESULTS = """
+SELECT session_id, pack, rule_id, pack_version, verdict, reason, evidence_span_ids
+FROM results WHERE scope = 'session' AND origin = 'live' AND session_id IN ?
+QUALIFY row_number() OVER (PARTITION BY session_id, pack, rule_id ORDER BY evaluated_at DESC) = 1
+"""
+
+
+class SessionStage(ReadingStage):
+    def __init__(
+        self,
+        config: SessionsConfig,
+        database: Database,
+        writer: Writer,
+        packs: PackSource,
+        metrics: SessionMetrics,
+        rules_metrics: RulesMetrics,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.writer = writer
+        self.packs = packs
+        self.metrics = metrics
+        self.rules_metrics = rules_metrics
+        self.clock = clock or SystemClock()
+        self.reader = Reader(database)
+        self.enabled = config.enabled
+        self.ticker = Ticker("sextant-sessions", self._pause, self.tick)
+        self._behind = False
+        self._cursor: tuple[datetime, str] | None = None  # (closed_at, trace_id) last looked at
+        self._sql = NEW_TURNS.format(session=CONFIGURED if config.attribute else CONVENTIONS)
+
+    def _pause(self) -> float:
+        return 0.0 if self._behind else self.config.tick_seconds
+
+    def tick(self) -> int:
+        """Group the next runs into sessions and close the idle ones; sessions written."""
+        now = self.clock.now()
+        oldest = now - timedelta(seconds=self.config.lookback_seconds)
+        if self._cursor is None or self._cursor[0] < oldest:
+            self._cursor = (oldest, "")
+        texts = [t for t in self.packs.snapshot() if has_session_rules(t)]
+        try:
+            with self.reader.cursor() as cursor:
+                rows = cursor.execute(self._sql, self._scan()).fetchall()
+                turns: dict[str, list[tuple[str, datetime]]] = {}
+                for trace_id, closed_at, session_id in rows:
+                    if session_id:
+                        turns.setdefault(session_id, []).append((trace_id, closed_at))
+                sessions, results = self._grouped(cursor, turns, texts, now)
+                sessions.extend(self._idle(cursor, now, set(turns)))
+            self._store(sessions, results)
+        except Interrupted:
+            return 0  # shutting down: these runs are grouped again after the next start
+        if rows:
+            self._cursor = (rows[-1][1], rows[-1][0])
+        self._behind = len(rows) == SCAN_ROWS
+        self.metrics.lag.set((now - self._cursor[0]).total_seconds() if self._behind else 0.0)
+        return len(sessions)
+
+    def _scan(self) -> dict[str, Any]:
+        assert self._cursor is not None
+        scan: dict[str, Any] = {"at": self._cursor[0], "trace": self._cursor[1], "limit": SCAN_ROWS}
+        if self.config.attribute:
+            scan["path"] = '$."' + self.config.attribute.replace('"', '\\"') + '"'
+        return scan
+
+    def _grouped(
+        self,
+        cursor: Any,
+        turns: dict[str, list[tuple[str, datetime]]],
+        texts: list[PackText],
+        now: datetime,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The touched sessions' new rows, and their session rules' changed results."""
+        if not turns:
+            return [], []
+        ids = list(turns)
+        before = {r["session_id"]: r for r in dict_rows(cursor, SESSIONS_OF, [ids])}
+        last = {(r[0], r[1], r[2]): r[3:] for r in cursor.execute(LAST_RESULTS, [ids]).fetchall()}
+        wanted = {
+            sid: list(
+                dict.fromkeys(
+                    [*(before.get(sid, {}).get("trace_ids") or []), *(trace for trace, _ in new)]
+                )
+            )
+            for sid, new in turns.items()
+        }
+        loaded = load_trajectories(
+            DuckDBSource(cursor, "store"),
+            [t for traces in wanted.values() for t in traces[-self.config.max_turns :]],
+        )
+        by_trace = {t.trace_id: t for t in loaded}
+        sessions, results = [], []
+        for sid, traces in wanted.items():
+            runs = sorted(
+                (by_trace[t] for t in traces if t in by_trace),
+                key=lambda t: (t.start_time_unix_nano, t.trace_id),
+            )
+            if not runs:
+                continue
+            session = Session(sid, runs)
+            ordered = [t.trace_id for t in runs] + [t for t in traces if t not in by_trace]
+            found = self._evaluate(session, texts, truncated=len(traces) > len(runs))
+            changed = [r for r in found if last.get((sid, r.pack, r.rule_id)) != key_of(r)]
+            shas = {t.name: t.sha256 for t in texts}
+            results.extend(session_result_rows(session, changed, shas, now))
+            closed_at = max(at for _, at in turns[sid])
+            sessions.append(session_row(session, ordered, before.get(sid), closed_at, found))
+            self._count(before.get(sid), len(turns[sid]), changed)
+        return sessions, results
+
+    def _evaluate(self, session: Session, texts: list[PackText], truncated: bool) -> list[Result]:
+        out: list[Result] = []
+        for text in texts:
+            pack = compiled(text)
+            try:
+                found = evaluate_session_pack(session, pack)
+            except Exception as exc:  # evaluate_session_pack reviews its own errors
+                log.warning("session %s: pack %s failed: %r", session.session_id, pack.name, exc)
+                continue
+            if truncated:  # rules that read fewer turns than there are cannot pass
+                found = [truncate(r, self.config.max_turns) for r in found]
+            out.extend(found)
+        return out
+
+    def _idle(self, cursor: Any, now: datetime, touched: set[str]) -> list[dict[str, Any]]:
+        """Open sessions whose last turn closed over `idle_seconds` ago, closed now."""
+        cutoff = now - timedelta(seconds=self.config.idle_seconds)
+        rows = dict_rows(cursor, IDLE, {"cutoff": cutoff})
+        closed = [
+            {**r, "status": "closed", "closed_at": now}
+            for r in rows
+            if r["session_id"] not in touched
+        ]
+        self.metrics.events.labels("closed").inc(len(closed))
+        return closed
+
+    def _store(self, sessions: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
+        tables = {}
+        if sessions:
+            tables["sessions"] = rows_table("sessions", sessions)
+        if results:
+            tables["results"] = rows_table("results", results)
+        if tables:
+            self.writer.submit_tables(tables).result(STORE_TIMEOUT_SECONDS)
+        with self.reader.cursor() as cursor:
+            row = cursor.execute("SELECT count(*) FROM sessions WHERE status = 'open'").fetchone()
+        self.metrics.open.set(row[0] if row else 0)
+
+    def _count(self, before: dict[str, Any] | None, turns: int, changed: list[Result]) -> None:
+        if before is None:
+            self.metrics.events.labels("opened").inc()
+        elif before["status"] == "closed":
+            self.metrics.events.labels("reopened").inc()
+        self.metrics.turns.inc(turns)
+        for r in changed:
+            self.rules_metrics.results.labels(r.pack, r.rule_id, r.verdict.value, r.reason).inc()
+
+
+SESSIONS_OF = "SELECT * FROM sessions WHERE session_id IN ?"
+IDLE = "SELECT * FROM sessions WHERE status = 'open' AND last_turn_at < $cutoff"
+
+
+def dict_rows(cursor: Any, sql: str, params: Any) -> list[dict[str, Any]]:
+    cursor.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def key_of(r: Result) -> tuple[Any, ...]:
+    """What makes a result new for its session: its pack version, verdict, reason, evidence."""
+    return (r.pack_version, r.verdict.value, r.reason or None, list(r.evidence) or None)
+
+
+def truncate(r: Result, max_turns: int) -> Result:
+    if r.verdict == Verdict.FAIL:
+        return r  # proven by the turns it read
+    return replace(
+        r,
+        verdict=Verdict.REVIEW,
+        reason="session_truncated",
+        requested_decision=Decision.REVIEW,
+        message=f"only the last {max_turns} turns were read; would be {r.verdict}: {r.message}",
+    )
+
+
+def has_session_rules(text: PackText) -> bool:
+    return any(is_session_rule(r) for r in compiled(text).rules)

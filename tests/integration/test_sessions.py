@@ -1,0 +1,159 @@
+"""Sessions sent by the real OTel SDK: turns grouped by `gen_ai.conversation.id`, an approval
+whose lifetime ended before a later turn's write QUARANTINES the target with both turns as
+evidence, idle sessions close and a late turn reopens them."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+from tests.support.admin import decisions, firing, trajectory
+from tests.support.agents import AgentScript, provider_for, trace_id_of
+from tests.support.cli import sextant
+from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve
+from tests.support.wait import wait_for
+
+PACK = """
+name: support-sessions
+version: "1"
+owner: support-oncall
+selector: {service: support-desk}
+approvals: {tools: [request_approval]}
+rules:
+  - id: fresh-approval
+    type: approval_lifetime
+    description: An approval covers account writes for 2 seconds, for that customer only.
+    writes: {kind: tool, name: "update_*"}
+    max_age: 2s
+    same_resource: ["$.customer"]
+    reason: stale_approval
+    on_fail: QUARANTINE
+  - id: session-turns
+    type: budget
+    scope: session
+    max_turns: 6
+    reason: session_too_long
+"""
+IDLE_SECONDS = 2.0
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    running = serve(
+        tmp_path,
+        {"sessions": PACK},
+        assembler=FAST,
+        decisions=DECIDE_FAST,
+        sessions={"tick_seconds": 0.1, "idle_seconds": IDLE_SECONDS},
+    )
+    yield running
+    running.stop()
+
+
+class Conversation:
+    """Turns of one conversation, each its own trace, from one SDK provider."""
+
+    def __init__(self, server: RunningServer, conversation: str, version: str) -> None:
+        exporter = OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True)
+        self.provider = provider_for(exporter, service="support-desk", version=version)
+        self.conversation = conversation
+
+    def turn(self, question: str, write: bool = False, approve: bool = False) -> str:
+        script = AgentScript(self.provider.get_tracer("support"))
+        attrs = {"gen_ai.conversation.id": self.conversation}
+        with script.agent("support-agent", question, "Done.", **attrs) as root:
+            script.chat([("lookup_customer", {"customer": "C-1"})])
+            script.tool("lookup_customer", {"customer": "C-1"}, '{"tier": "gold"}', **attrs)
+            if approve:
+                script.chat([("request_approval", {"customer": "C-1"})])
+                script.tool(
+                    "request_approval", {"customer": "C-1"}, json.dumps({"approved": True}), **attrs
+                )
+            if write:
+                script.chat([("update_account", {"customer": "C-1", "email": "m@example.org"})])
+                script.tool(
+                    "update_account", {"customer": "C-1", "email": "m@example.org"}, **attrs
+                )
+            script.chat()
+        self.provider.force_flush()
+        return trace_id_of(root)
+
+
+def session(server: RunningServer, session_id: str, **expect: object) -> dict:
+    def fetch() -> dict | None:
+        reply = requests.get(f"{server.admin_url}/api/v1/sessions/{session_id}", timeout=5)
+        if reply.status_code != 200:
+            return None
+        found = reply.json()
+        return found if all(found[k] == v for k, v in expect.items()) else None
+
+    return wait_for(fetch, timeout=15)
+
+
+def test_a_write_after_the_approvals_lifetime_is_quarantined_with_both_turns(
+    server: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = Conversation(server, "conv-stale", "2.0.0")
+    renewed = Conversation(server, "conv-renewed", "2.0.1")
+    approved = stale.turn("Change my e-mail.", write=True, approve=True)
+    renewed_first = renewed.turn("Change my e-mail.", write=True, approve=True)
+    asked = stale.turn("What is the refund policy?")
+    renewed.turn("What is the refund policy?")
+    time.sleep(2.5)  # past the approvals' lifetime
+    written = stale.turn("Set it again.", write=True)
+    renewed_last = renewed.turn("Set it again.", write=True, approve=True)
+
+    d = firing(server, "QUARANTINE", service_version="2.0.0")
+    assert d["reasons"] == ["stale_approval"]
+    assert set(d["evidence_trace_ids"]) == {approved, written}
+    assert d["owner"] == "support-oncall"
+
+    found = session(server, "conv-stale", turns=3)
+    assert found["trace_ids"] == [approved, asked, written]
+    assert (found["status"], found["verdict"]) == ("open", "fail")
+    assert found["verdict_rules"] == ["support-sessions/fresh-approval"]
+    fail = next(r for r in found["results"] if r["verdict"] == "fail")
+    assert fail["evidence_trace_ids"] == [approved, written]
+    assert fail["trace_id"] == written and fail["scope"] == "session"
+    assert "not covered by an approval" in fail["message"] and "s old" in fail["message"]
+    # The failing turn shows the session result that names it, with the write as evidence.
+    t = trajectory(server, written)
+    write = next(s for s in t["steps_detail"] if s["name"] == "update_account")
+    shown = next(r for r in t["results"] if r["rule_id"] == "fresh-approval")
+    assert write["span_id"] in shown["evidence_span_ids"]
+
+    # The renewed approval covers its write: the session passes, no decision for its target.
+    other = session(server, "conv-renewed", turns=3)
+    assert other["verdict"] == "pass", other["results"]
+    assert other["trace_ids"][0] == renewed_first and other["trace_ids"][-1] == renewed_last
+    assert [x for x in decisions(server) if x["service_version"] == "2.0.1"] == []
+
+    code, out = sextant(capsys, "show", "--session", "conv-stale", "--url", server.admin_url)
+    assert code == 0
+    assert "3 turns" in out and approved in out and written in out
+    assert "fail   support-sessions/fresh-approval stale_approval" in out
+
+
+def test_idle_sessions_close_and_a_late_turn_reopens_them(server: RunningServer) -> None:
+    talk = Conversation(server, "conv-late", "2.1.0")
+    first = talk.turn("Hello.")
+    closed = session(server, "conv-late", status="closed")
+    assert closed["turns"] == 1 and closed["closed_at"] is not None
+    listed = requests.get(
+        f"{server.admin_url}/api/v1/sessions", params={"status": "closed"}, timeout=5
+    ).json()["sessions"]
+    assert [s["session_id"] for s in listed] == ["conv-late"]
+
+    second = talk.turn("One more thing.")
+    reopened = session(server, "conv-late", status="open", turns=2)
+    assert reopened["trace_ids"] == [first, second]
+    assert reopened["reopened"] == 1 and reopened["closed_at"] is None
+    bad = requests.get(f"{server.admin_url}/api/v1/sessions", params={"state": "x"}, timeout=5)
+    assert bad.status_code == 400 and "unknown parameter 'state'" in bad.json()["error"]
+    missing = requests.get(f"{server.admin_url}/api/v1/sessions/nope", timeout=5)
+    assert missing.status_code == 404
