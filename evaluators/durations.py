@@ -33,6 +33,15 @@ def parse_duration(value: object) -> float:
     return float(match.group(1)) * UNIT_SECONDS[match.group(2) or "s"]
 
 
+def duration_text(seconds: float) -> str:
+    """Seconds in the grammar's largest whole unit: 2592000 is `30d`, 90 is `90s`."""
+    for unit in ("w", "d", "h", "m", "s"):
+        count = seconds / UNIT_SECONDS[unit]
+        if count >= 1 and count == int(count):
+            return f"{int(count)}{unit}"
+    return f"{seconds:g}s"
+
+
 def parse_time(text: str, now: datetime) -> datetime:
     """A moment as naive UTC (how the store keeps times): an ISO 8601 time, UTC when it names no
     offset, or a duration back from `now` (`6h` is six hours ago)."""

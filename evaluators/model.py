@@ -62,6 +62,9 @@ class Step:
     policy_name: str | None = None
     policy_decision: str | None = None
     state_target: str | None = None
+    # An MCP call's or request's facts: method, server, session_id, protocol_version,
+    # request_id, and for `tools/list` the tools listed (collector/assembler/mcp.py).
+    mcp: dict[str, Any] | None = None
     attributes_json: str | None = field(default=None, repr=False)
     _attributes: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _result_value: Any = field(default=UNPARSED, repr=False, compare=False)

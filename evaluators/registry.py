@@ -14,10 +14,12 @@ from evaluators.consistency import ConsistencyRule, evaluate_consistency
 from evaluators.external import EvaluationRule
 from evaluators.flow import FlowRule, evaluate_flow
 from evaluators.judge import JudgeRule
+from evaluators.mcp import McpRule, evaluate_mcp
 from evaluators.model import Trajectory
 from evaluators.precedes import PrecedesRule, evaluate_precedes
 from evaluators.presence import AbsenceRule, PresenceRule, evaluate_absence, evaluate_presence
 from evaluators.recovery import RecoveryRule, evaluate_recovery
+from evaluators.retrieval import RetrievalRule, evaluate_retrieval
 from evaluators.secrets import SecretsRule, evaluate_secrets
 from evaluators.sessions import (
     ApprovalLifetimeRule,
@@ -61,6 +63,8 @@ RULE_TYPES: dict[str, RuleType] = {
     "drift": RuleType(DriftRule, None, False, window=True),
     "reliability": RuleType(ReliabilityRule, None, False, window=True),
     "flow": RuleType(FlowRule, evaluate_flow, False),
+    "retrieval": RuleType(RetrievalRule, evaluate_retrieval, True),
+    "mcp": RuleType(McpRule, evaluate_mcp, False),
     "judge": RuleType(JudgeRule, None, True),
     "evaluation": RuleType(EvaluationRule, None, False),
     "similarity": RuleType(SimilarityRule, None, True),
@@ -85,6 +89,8 @@ Rule = Annotated[
     | DriftRule
     | ReliabilityRule
     | FlowRule
+    | RetrievalRule
+    | McpRule
     | JudgeRule
     | EvaluationRule
     | SimilarityRule

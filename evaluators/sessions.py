@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 
 from evaluators.base import Finding, Verdict
 from evaluators.budget import BudgetRule, evaluate_budget
+from evaluators.durations import duration_text
 from evaluators.matchers import MISSING, StepMatcher, at_path
 from evaluators.model import Step, Trajectory
 from evaluators.rules import RuleBase
@@ -153,7 +154,8 @@ def uncovered_reason(
             continue
         age = (write.start_time_unix_nano - a.end_time_unix_nano) / 1e9
         if rule.max_age is not None and age > rule.max_age:
-            why.append(f"approval in turn {i + 1} is {age:.0f}s old (> {rule.max_age:g}s)")
+            limit = duration_text(rule.max_age)
+            why.append(f"approval in turn {i + 1} is {age:.0f}s old (> {limit})")
             continue
         if rule.same_resource and (wanted is None or resource(a, rule.same_resource) != wanted):
             why.append(f"approval in turn {i + 1} is for another resource")

@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 
 from collector.assembler import messages
+from collector.assembler.mcp import merge_mcp_calls
 from collector.assembler.prices import PriceTable
 from collector.assembler.spans import SpanView, causal_order, remote_parent
 from collector.normalize.values import text as text_or_none
@@ -121,6 +122,7 @@ def build_trajectory(
         if span.mentions("sextant.") or (step.kind == "tool" and "approv" in step.name.lower()):
             refine_kind(span, step)
         steps.append(step)
+    merge_mcp_calls(steps, by_id)  # before the join: a folded MCP layer takes no call
     join_tool_calls(steps, by_id, llm_order)
     return summarize(
         trace_id,

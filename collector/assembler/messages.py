@@ -40,8 +40,8 @@ def parts_text(message: dict[str, Any]) -> str | None:
     return content if isinstance(content, str) and content else None
 
 
-def genai_text(value: Any, role: str, last: bool) -> str | None:
-    """First (or last) text of `role` in gen_ai.input.messages / gen_ai.output.messages."""
+def genai_text(value: Any, role: str) -> str | None:
+    """The last text of `role` in gen_ai.input.messages / gen_ai.output.messages."""
     messages = loads(value)
     if not isinstance(messages, list):
         return None
@@ -50,12 +50,11 @@ def genai_text(value: Any, role: str, last: bool) -> str | None:
         for m in messages
         if isinstance(m, dict) and m.get("role", role) == role and (text := parts_text(m))
     ]
-    if not found:
-        return None
-    return found[-1] if last else found[0]
+    return found[-1] if found else None
 
 
-def openinference_text(attrs: dict[str, Any], direction: str, role: str, last: bool) -> str | None:
+def openinference_text(attrs: dict[str, Any], direction: str, role: str) -> str | None:
+    """The last text of `role` in OpenInference's flattened `llm.{direction}_messages`."""
     by_index: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
         match = OI_MESSAGE.match(key)
@@ -66,22 +65,21 @@ def openinference_text(attrs: dict[str, Any], direction: str, role: str, last: b
         for _, m in sorted(by_index.items())
         if m.get("role") == role and isinstance(m.get("content"), str) and m["content"]
     ]
-    if not texts:
-        return None
-    return texts[-1] if last else texts[0]
+    return texts[-1] if texts else None
 
 
 def output_text(attrs: dict[str, Any]) -> str | None:
     """What a model call (or an agent span) answered."""
-    return genai_text(attrs.get("gen_ai.output.messages"), "assistant", True) or (
-        openinference_text(attrs, "output", "assistant", True)
+    return genai_text(attrs.get("gen_ai.output.messages"), "assistant") or (
+        openinference_text(attrs, "output", "assistant")
     )
 
 
 def input_text(attrs: dict[str, Any]) -> str | None:
-    """The user's request as a model call (or an agent span) received it."""
-    return genai_text(attrs.get("gen_ai.input.messages"), "user", False) or (
-        openinference_text(attrs, "input", "user", False)
+    """The user's request as a model call (or an agent span) received it: the last user
+    message, since a later turn of a conversation carries the earlier turns before it."""
+    return genai_text(attrs.get("gen_ai.input.messages"), "user") or (
+        openinference_text(attrs, "input", "user")
     )
 
 

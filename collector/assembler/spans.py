@@ -13,6 +13,8 @@ SPAN_FIELDS = (
     "parent_span_id",
     "flags",
     "name",
+    "kind",
+    "scope_name",
     "start_time_unix_nano",
     "end_time_unix_nano",
     "status_code",

@@ -79,7 +79,8 @@ fn operation_kind(label: &str) -> Option<&'static str> {
     Some(match label {
         "chat" | "generate_content" | "text_completion" => "llm",
         "embeddings" => "embedding",
-        "retrieval" => "retrieval",
+        // OpenLLMetry's LangChain retrievers (`vector_db_retrieve {name}`)
+        "retrieval" | "vector_db_retrieve" => "retrieval",
         "execute_tool" => "tool",
         "invoke_agent" | "create_agent" => "agent",
         "invoke_workflow" => "other",
@@ -383,7 +384,8 @@ fn tool_name(probe: &Probe<'_>, name: &str) -> Option<String> {
     }
     let rest = name
         .strip_prefix("execute_tool ")
-        .or_else(|| name.strip_prefix("tools/call "))
+        // MCP: `tools/call {tool}`, and the Python SDK's client `MCP send tools/call {tool}`
+        .or_else(|| name.split_once("tools/call ").map(|(_, tool)| tool))
         .or_else(|| name.strip_suffix(".tool"));
     match rest {
         Some(rest) => Some(rest.to_owned()),
@@ -1440,6 +1442,9 @@ mod tests {
             norm(json!({"mcp.method.name": "tools/list"}), "").step_kind,
             "other"
         );
+        let retriever = json!({"gen_ai.operation.name": "vector_db_retrieve",
+                               "traceloop.span.kind": "task"});
+        assert_eq!(norm(retriever, "").step_kind, "retrieval");
     }
 
     #[test]
@@ -1481,6 +1486,7 @@ mod tests {
             ("execute_tool search", Some("search")),
             ("execute_tool ", Some("")),
             ("tools/call fetch", Some("fetch")),
+            ("MCP send tools/call fetch", Some("fetch")),
             ("get.tool", Some("get")),
             ("", None),
         ] {

@@ -44,8 +44,9 @@ def load_trajectories(source: Source, trace_ids: list[str]) -> list[Trajectory]:
     for values in zip(*columns(steps, names), strict=True):
         fields = dict(zip(names, values, strict=True))
         trace_id = fields.pop("trace_id")
-        if fields["arguments"] is not None:
-            fields["arguments"] = orjson.loads(fields["arguments"])
+        for key in ("arguments", "mcp"):
+            if fields[key] is not None:
+                fields[key] = orjson.loads(fields[key])
         by_trace.setdefault(trace_id, []).append(Step(**fields))
     out = []
     for values in zip(*columns(head, TRAJECTORY_COLUMNS), strict=True):

@@ -15,7 +15,7 @@ from collector.store.schema import (
     RULE_PACKS,
     SESSIONS,
     SPANS_V1,
-    STEPS,
+    STEPS_V2,
     TRAJECTORIES_V2,
     create_table,
     with_key,
@@ -33,7 +33,7 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     2: [
         with_key("trajectories", TRAJECTORIES_V2, "trace_id, revision"),
-        with_key("steps", STEPS, "trace_id, revision, seq"),
+        with_key("steps", STEPS_V2, "trace_id, revision, seq"),
         # Lookups by trace (`trace_id IN ?`) use this index instead of scanning the table.
         "CREATE INDEX trajectories_trace_id ON trajectories (trace_id)",
     ],
@@ -83,6 +83,7 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     10: [
         "ALTER TABLE results ADD COLUMN session_id VARCHAR",
+        "ALTER TABLE steps ADD COLUMN mcp JSON",
         # No key: a session's row is replaced (deleted, then inserted) in one transaction.
         create_table("sessions", SESSIONS),
         "CREATE INDEX sessions_session_id ON sessions (session_id)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -9,6 +10,7 @@ import duckdb
 import orjson
 
 from collector.store.listing import Cursor, page_query, split_page
+from evaluators.documents import documents_of
 
 # Rule types whose results come after the run's round (beside the pipeline), so their
 # evaluated_at is not the trajectory's closed_at.
@@ -55,9 +57,12 @@ def load_trajectory(
     )
     attributes = dict(cursor.fetchall())
     for step in steps:
-        if step["arguments"] is not None:
-            step["arguments"] = orjson.loads(step["arguments"])
+        for key in ("arguments", "mcp"):
+            if step[key] is not None:
+                step[key] = orjson.loads(step[key])
         step["attributes"] = orjson.loads(attributes.get(step["span_id"]) or "{}")
+        if step["kind"] == "retrieval":  # what it returned, whatever wrote it (ids, scores...)
+            step["documents"] = [asdict(d) for d in documents_of(step["attributes"])]
     steps = [jsonable(step) for step in steps]
     trajectory["steps_detail"] = steps
     cursor.execute(

@@ -132,7 +132,7 @@ TRAJECTORIES = (
     ("verdict_rules", "VARCHAR[]", pa.list_(pa.string())),
 )
 
-STEPS = (
+STEPS_V2 = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),
     ("revision", "INTEGER NOT NULL", pa.int32()),
     ("seq", "INTEGER NOT NULL", pa.int32()),
@@ -159,6 +159,8 @@ STEPS = (
     ("state_target", "VARCHAR", pa.string()),
     *TIMES,
 )
+# Version 10: MCP facts of a step (collector/assembler/mcp.py), NULL for a step that is not MCP.
+STEPS = (*STEPS_V2, ("mcp", "JSON", pa.string()))
 
 RESULTS_V3 = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),

@@ -1,0 +1,86 @@
+"""mcp: which MCP servers and tools a run may call (collector/assembler/mcp.py puts each
+call's server on its step).
+
+`servers` lists the servers allowed (globs); `tools` the tools allowed, as a list (on any
+server) or per server glob. A call whose server the trace does not name cannot be checked
+against `servers` (or per-server `tools`): `unknown_server` says whether that is a review (the
+default), a violation, or allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from evaluators.base import Finding, Verdict
+from evaluators.matchers import Globs, text_matches
+from evaluators.model import Step, Trajectory
+from evaluators.rules import RuleBase
+
+
+class McpRule(RuleBase):
+    type: Literal["mcp"]
+    servers: Globs = Field(None, description="Servers the run may call (globs).")
+    tools: list[str] | dict[str, list[str]] | None = Field(
+        None, description="Tools it may call (globs): a list, or server glob -> tool globs."
+    )
+    unknown_server: Literal["review", "fail", "allow"] = Field(
+        "review", description="A call whose server the trace does not name."
+    )
+
+
+def mcp_calls(t: Trajectory) -> list[Step]:
+    return [s for s in t.steps if s.is_tool_call and s.mcp is not None]
+
+
+def needs_server(rule: McpRule) -> bool:
+    return rule.servers is not None or isinstance(rule.tools, dict)
+
+
+def refusal(rule: McpRule, step: Step) -> str | None:
+    """Why the rule refuses this call (None when it may be made); `?` when it cannot tell."""
+    server = (step.mcp or {}).get("server")
+    tool = step.tool_name or step.name
+    if server is None and needs_server(rule):
+        return "?"
+    if rule.servers is not None and not text_matches(rule.servers, server):
+        return f"{tool} on server {server}, which is not allowed"
+    if isinstance(rule.tools, list) and not text_matches(rule.tools, tool):
+        return f"tool {tool} is not allowed"
+    if isinstance(rule.tools, dict):
+        allowed = [
+            g for glob, tools in rule.tools.items() if text_matches(glob, server) for g in tools
+        ]
+        if not text_matches(allowed, tool):
+            return f"tool {tool} is not allowed on server {server}"
+    return None
+
+
+def evaluate_mcp(t: Trajectory, rule: McpRule) -> Finding:
+    calls = mcp_calls(t)
+    if not calls:
+        return Finding(Verdict.NOT_APPLICABLE, "no MCP tool call")
+    refused: list[tuple[Step, str]] = []
+    unknown: list[Step] = []
+    for step in calls:
+        why = refusal(rule, step)
+        if why == "?" and rule.unknown_server != "fail":
+            unknown.append(step)
+        elif why == "?":
+            refused.append((step, f"{step.tool_name} on a server the trace does not name"))
+        elif why is not None:
+            refused.append((step, why))
+    if refused:
+        return Finding(
+            Verdict.FAIL, "; ".join(why for _, why in refused), tuple(s.span_id for s, _ in refused)
+        )
+    if unknown and rule.unknown_server == "review":
+        return Finding(
+            Verdict.REVIEW,
+            f"{len(unknown)} MCP call(s) to a server the trace does not name",
+            tuple(s.span_id for s in unknown),
+            reason="mcp_server_unknown",
+        )
+    servers = sorted({str((s.mcp or {}).get("server") or "unnamed") for s in calls})
+    return Finding(Verdict.PASS, f"{len(calls)} MCP call(s) allowed ({', '.join(servers)})")

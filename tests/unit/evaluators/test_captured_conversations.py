@@ -1,0 +1,234 @@
+"""Session, retrieval and MCP rules on captures recorded for them (tests/testdata/otlp-multi):
+LangGraph conversations of three turns on one thread under OpenInference and OpenLLMetry, and
+MCP tool calls traced by the Python MCP SDK itself and by OpenLLMetry. Each rule type passes
+and fails on what the instrumentation really wrote, with its evidence."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from collector.assembler.build import build_trajectory
+from collector.assembler.prices import PriceTable
+from collector.normalize.wire import decode_request
+from evaluators.base import Verdict
+from evaluators.documents import documents
+from evaluators.evaluate import evaluate_pack, evaluate_session_pack
+from evaluators.model import Trajectory
+from evaluators.rulepack import RulePack
+from evaluators.sessions import Session
+from tests.support.paths import TESTDATA
+
+MULTI = TESTDATA / "otlp-multi"
+SESSIONS = sorted(MULTI.glob("langgraph-*-session_*.otlp.json"))
+STALE = [p for p in SESSIONS if "stale" in p.name]
+RENEWED = [p for p in SESSIONS if "renewed" in p.name]
+PRICES = PriceTable.load()
+
+
+def runs(path: Path) -> list[Trajectory]:
+    """Every agent run in the file, in the order they started."""
+    rows = decode_request("traces", "json", path.read_bytes(), 1 << 22).table.to_pylist()
+    by_trace: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_trace[row["trace_id"]].append(row)
+    built = [build_trajectory(t, spans, PRICES) for t, spans in by_trace.items()]
+    return sorted((t for t in built if t.agent_run), key=lambda t: t.start_time_unix_nano)
+
+
+def conversation(path: Path) -> Session:
+    turns = [t for t in runs(path) if t.conversation_id]
+    (thread,) = {t.conversation_id for t in turns}
+    return Session(thread, turns)
+
+
+def pack(*rules: dict[str, object]) -> RulePack:
+    return RulePack.model_validate(
+        {
+            "name": "captured",
+            "version": "1",
+            "owner": "support-oncall",
+            "approvals": {"tools": ["request_approval"]},
+            "rules": [{"reason": "violation", **r} for r in rules],
+        }
+    )
+
+
+def names(t: Trajectory | Session, evidence: tuple[str, ...]) -> list[str]:
+    steps = [s for run in getattr(t, "turns", [t]) for s in run.steps]
+    by_span = {s.span_id: s.name for s in steps}
+    return [by_span[e] for e in evidence]
+
+
+@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.stem.removesuffix(".otlp"))
+def test_each_turn_is_one_run_of_the_thread_with_its_own_request(path: Path) -> None:
+    session = conversation(path)
+    assert session.session_id in ("thread-7f3a", "thread-9c21")
+    assert [t.input for t in session.turns] == [
+        "Change the e-mail of customer C-1042 to mira@example.org.",
+        "What is the refund policy for gold customers?",
+        "Also set it to mira.k@example.org.",
+    ]
+    writes = [[s.name for s in t.steps if s.name == "update_account"] for t in session.turns]
+    assert writes == [["update_account"], [], ["update_account"]]
+
+
+LIFETIME = {
+    "id": "fresh-approval",
+    "type": "approval_lifetime",
+    "writes": {"kind": "tool", "name": "update_*"},
+    "same_resource": ["$.customer_id"],
+}
+
+
+@pytest.mark.parametrize("path", STALE, ids=lambda p: p.stem.removesuffix(".otlp"))
+def test_a_third_turn_write_on_a_first_turn_approval_fails(path: Path) -> None:
+    session = conversation(path)
+    first, _, third = session.turns
+    for limit in ({"max_turns": 1}, {"max_age": "1s"}):
+        (result,) = evaluate_session_pack(session, pack({**LIFETIME, **limit}))
+        assert result.verdict == Verdict.FAIL, result.message
+        assert names(session, result.evidence) == ["request_approval", "update_account"]
+        assert result.traces == (first.trace_id, third.trace_id)
+    # Within a lifetime long enough, the first approval covers the same customer's write.
+    (result,) = evaluate_session_pack(session, pack({**LIFETIME, "max_turns": 3}))
+    assert result.verdict == Verdict.PASS, result.message
+
+
+@pytest.mark.parametrize("path", RENEWED, ids=lambda p: p.stem.removesuffix(".otlp"))
+def test_a_renewed_approval_passes(path: Path) -> None:
+    session = conversation(path)
+    for limit in ({"max_turns": 1}, {"max_age": "1s"}):
+        (result,) = evaluate_session_pack(session, pack({**LIFETIME, **limit}))
+        assert result.verdict == Verdict.PASS, result.message
+
+
+@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.stem.removesuffix(".otlp"))
+def test_session_budgets_over_the_captured_turns(path: Path) -> None:
+    session = conversation(path)
+    budget = {"id": "b", "type": "budget", "scope": "session"}
+    (result,) = evaluate_session_pack(session, pack({**budget, "max_turns": 2}))
+    assert (result.verdict, result.message) == (Verdict.FAIL, "over budget: turns 3 > 2")
+    assert result.traces == (session.turns[-1].trace_id,)
+    tokens = sum(t.input_tokens + t.output_tokens for t in session.turns)
+    (result,) = evaluate_session_pack(session, pack({**budget, "max_tokens": tokens}))
+    assert result.verdict == Verdict.PASS
+    (result,) = evaluate_session_pack(session, pack({**budget, "max_tokens": tokens - 1}))
+    assert result.verdict == Verdict.FAIL and f"tokens {tokens:g}" in result.message
+
+
+def retrieval_turn(path: Path) -> Trajectory:
+    return conversation(path).turns[1]
+
+
+@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.stem.removesuffix(".otlp"))
+def test_the_retrieval_carries_its_documents(path: Path) -> None:
+    (step,) = [s for s in retrieval_turn(path).steps if s.kind == "retrieval"]
+    docs = documents(step)
+    assert [d.score for d in docs] == [0.82, 0.64]
+    assert [d.metadata["access"] for d in docs] == ["internal", "internal"]
+    assert all(d.content_length and d.content_length > 50 for d in docs)
+    # OpenInference has the ids (in the retriever's output); OpenLLMetry records none.
+    expected = [None, None] if "openllmetry" in path.name else ["kb-101", "kb-207"]
+    assert [d.id for d in docs] == expected
+
+
+@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.stem.removesuffix(".otlp"))
+def test_retrieval_rules_on_the_captured_documents(path: Path) -> None:
+    t = retrieval_turn(path)
+    rule = {"id": "grounded", "type": "retrieval"}
+
+    def verdict(**fields: object) -> tuple[Verdict, str, list[str]]:
+        (result,) = evaluate_pack(t, pack({**rule, **fields}))
+        return result.verdict, result.message, names(t, result.evidence)
+
+    assert verdict(min_documents=2, min_score=0.6)[0] == Verdict.PASS
+    found, message, shown = verdict(min_documents=2, min_score=0.7)
+    assert found == Verdict.FAIL and "1 document(s) scoring 0.7 or more, fewer than 2" in message
+    assert len(shown) == 1  # the retrieval step
+    # Updated 2026-10-01, retrieved 2026-12-02: 62 days old.
+    assert verdict(max_age="90d")[0] == Verdict.PASS
+    found, message, _ = verdict(max_age="30d")
+    assert found == Verdict.FAIL and "2 document(s) older than 30d: " in message
+    assert verdict(access={"allowed": ["public", "internal"]})[0] == Verdict.PASS
+    found, message, _ = verdict(access={"allowed": ["public"]})
+    assert found == Verdict.FAIL and "beyond their access" in message
+    found, _, _ = verdict(access={"allowed": ["public"], "users": {"*": ["internal"]}})
+    assert found == Verdict.FAIL  # the run names no user: no user's extra labels apply
+    assert verdict(access={"label": "$.clearance", "allowed": ["public"]})[0] == Verdict.REVIEW
+    # The turn that answered without retrieving anything.
+    first = conversation(path).turns[0]
+    (result,) = evaluate_pack(first, pack({**rule, "min_documents": 1}))
+    assert result.verdict == Verdict.FAIL and "before the answer" in result.message
+
+
+def mcp_run(name: str) -> Trajectory:
+    (run,) = [t for t in runs(MULTI / name) if t.agent_name == "support-agent" and t.steps[1:]]
+    return run
+
+
+@pytest.mark.parametrize(
+    ("name", "server"),
+    [
+        ("mcp-mcp_sdk-crm_tools.otlp.json", "support-desk"),
+        ("mcp-openllmetry-crm_tools.otlp.json", None),
+    ],
+)
+def test_each_mcp_call_is_one_tool_step_with_its_server(name: str, server: str | None) -> None:
+    t = mcp_run(name)
+    calls = [s for s in t.steps if s.is_tool_call]
+    assert [s.tool_name for s in calls] == ["lookup_customer", "update_account"]
+    assert calls[0].arguments == {"customer_id": "C-1042"}
+    assert all(s.mcp is not None and s.mcp["method"] == "tools/call" for s in calls)
+    assert [s.mcp.get("server") for s in calls if s.mcp] == [server, server]
+    if server is not None:  # the SDK's server spans say which protocol version was agreed
+        assert {s.mcp["protocol_version"] for s in calls if s.mcp} == {"2025-11-25"}
+
+
+def test_mcp_allow_lists_on_the_sdk_capture() -> None:
+    t = mcp_run("mcp-mcp_sdk-crm_tools.otlp.json")
+    rule = {"id": "mcp", "type": "mcp"}
+
+    def verdict(**fields: object) -> tuple[Verdict, str, list[str]]:
+        (result,) = evaluate_pack(t, pack({**rule, **fields}))
+        return result.verdict, result.message, names(t, result.evidence)
+
+    assert verdict(servers=["support-*"], tools=["lookup_*", "update_*"])[0] == Verdict.PASS
+    found, message, shown = verdict(servers=["crm-*"])
+    assert found == Verdict.FAIL and "on server support-desk, which is not allowed" in message
+    assert len(shown) == 2
+    found, message, shown = verdict(tools={"support-desk": ["lookup_customer"]})
+    assert (
+        found == Verdict.FAIL
+        and message == "tool update_account is not allowed on server support-desk"
+    )
+    assert shown == ["update_account"]
+
+
+def test_mcp_calls_to_an_unnamed_server_are_reviewed_not_passed() -> None:
+    t = mcp_run("mcp-openllmetry-crm_tools.otlp.json")
+    rule = {"id": "mcp", "type": "mcp"}
+    (result,) = evaluate_pack(t, pack({**rule, "servers": ["crm-server"]}))
+    assert (result.verdict, result.reason) == (Verdict.REVIEW, "mcp_server_unknown")
+    (result,) = evaluate_pack(
+        t, pack({**rule, "servers": ["crm-server"], "unknown_server": "fail"})
+    )
+    assert result.verdict == Verdict.FAIL
+    (result,) = evaluate_pack(t, pack({**rule, "tools": ["lookup_customer", "update_account"]}))
+    assert result.verdict == Verdict.PASS  # tools alone need no server
+    (result,) = evaluate_pack(t, pack({**rule, "tools": ["lookup_customer"]}))
+    assert result.verdict == Verdict.FAIL and names(t, result.evidence) == ["update_account"]
+
+
+def test_the_listed_tools_are_kept() -> None:
+    listing = [
+        s.mcp
+        for t in runs(MULTI / "mcp-openllmetry-crm_tools.otlp.json")
+        for s in t.steps
+        if s.mcp and s.mcp["method"] == "tools/list"
+    ]
+    assert listing == [
+        {"method": "tools/list", "tools": ["export_contacts", "lookup_customer", "update_account"]}
+    ]
