@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from collector.evaluation.mcp import Sightings
 from collector.evaluation.packs import PackText, compiled
 from collector.evaluation.results import trajectory_result_rows
 from collector.evaluation.runs import Runs
@@ -33,8 +34,10 @@ class Tally:
     # (service, agent, version) -> its runs; a run counts once, not again when late spans
     # rebuild it as a new revision (its tokens and time would count twice).
     targets: dict[tuple[str, str, str], Runs] = field(default_factory=dict)
+    mcp: Sightings = field(default_factory=Sightings)  # MCP servers' tools, for the inventory
 
     def count(self, t: Trajectory, results: list[Result]) -> None:
+        self.mcp.count(t)
         for r in results:
             outcome = (r.pack, r.rule_id, r.verdict.value, r.reason)
             self.outcomes[outcome] += 1

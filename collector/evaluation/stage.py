@@ -50,6 +50,7 @@ class Evaluation:
         for pack, rule, score in tally.scores:
             self.metrics.match_ratio.labels(pack, rule).observe(score)
         self.metrics.duration.observe(tally.seconds)
+        self.metrics.mcp.record(tally.mcp)
         self.targets.record(tally.targets)
 
     def status(self) -> dict[str, Any]:

@@ -12,9 +12,11 @@ import pytest
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
+from tests.integration.test_captures import send
 from tests.support.admin import decisions, firing, trajectory
 from tests.support.agents import AgentScript, provider_for, trace_id_of
 from tests.support.cli import sextant
+from tests.support.paths import TESTDATA
 from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve
 from tests.support.wait import wait_for
 
@@ -157,3 +159,52 @@ def test_idle_sessions_close_and_a_late_turn_reopens_them(server: RunningServer)
     assert bad.status_code == 400 and "unknown parameter 'state'" in bad.json()["error"]
     missing = requests.get(f"{server.admin_url}/api/v1/sessions/nope", timeout=5)
     assert missing.status_code == 404
+
+
+CAPTURED_PACK = """
+name: support-sessions
+version: "1"
+owner: support-oncall
+selector: {service: support-desk}
+approvals: {tools: [request_approval]}
+rules:
+  - id: fresh-approval
+    type: approval_lifetime
+    writes: {kind: tool, name: "update_*"}
+    max_turns: 1
+    same_resource: ["$.customer_id"]
+    reason: stale_approval
+    on_fail: QUARANTINE
+"""
+CAPTURED = sorted((TESTDATA / "otlp-multi").glob("langgraph-*-session_*.otlp.json"))
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=lambda p: p.name.split(".")[0])
+def test_captured_langgraph_threads_are_sessions(tmp_path: Path, path: Path) -> None:
+    """LangGraph threads as OpenInference and OpenLLMetry export them (`session.id`;
+    `gen_ai.conversation.id` on the root, association properties on the rest)."""
+    running = serve(
+        tmp_path,
+        {"sessions": CAPTURED_PACK},
+        assembler=FAST,
+        decisions=DECIDE_FAST,
+        sessions={"tick_seconds": 0.1},
+    )
+    try:
+        send(running, path, "grpc" if "openinference" in path.name else "http/json")
+        thread = "thread-7f3a" if "stale" in path.name else "thread-9c21"
+        found = session(running, thread, turns=3)
+        first, asked, written = found["trace_ids"]
+        retrieval = trajectory(running, asked)
+        (step,) = [s for s in retrieval["steps_detail"] if s["kind"] == "retrieval"]
+        assert [d["score"] for d in step["documents"]] == [0.82, 0.64]
+        if "renewed" in path.name:
+            assert found["verdict"] == "pass", found["results"]
+            assert decisions(running) == []
+            return
+        assert found["verdict"] == "fail"
+        d = firing(running, "QUARANTINE", service_name="support-desk")
+        assert d["reasons"] == ["stale_approval"]
+        assert set(d["evidence_trace_ids"]) == {first, written}
+    finally:
+        running.stop()
