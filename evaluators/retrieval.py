@@ -2,6 +2,7 @@
 returned (evaluators/documents.py).
 
 Each check the rule sets must hold: a retrieval before the answer (the run's last model call);
+a run without a retrieval fails only a rule that asks for one (`before_answer`, `min_documents`);
 at least `min_documents` documents (scoring at least `min_score` when given); none older than
 `max_age` by the date at `age_field` in its metadata, at the retrieval's time; none whose access
 label (`access.label` in its metadata) the run's user may not see. A check the documents cannot
@@ -85,6 +86,8 @@ def evaluate_retrieval(t: Trajectory, rule: RetrievalRule) -> Finding:
     if rule.before_answer and answer is not None:
         start = answer.start_time_unix_nano + CLOCK_SLACK_NS
         retrievals = [s for s in retrievals if s.end_time_unix_nano <= start]
+    if not retrievals and not (rule.before_answer or rule.min_documents):
+        return Finding(Verdict.NOT_APPLICABLE, f"no {rule.steps.describe()} step")
     if not retrievals:
         where = " before the answer" if rule.before_answer and answer is not None else ""
         shown = (answer.span_id,) if answer is not None and where else ()

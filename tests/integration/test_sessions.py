@@ -161,6 +161,27 @@ def test_idle_sessions_close_and_a_late_turn_reopens_them(server: RunningServer)
     assert missing.status_code == 404
 
 
+def test_a_configured_attribute_names_the_session(tmp_path: Path) -> None:
+    """`sessions.attribute` is looked for on every span, before the conventions' ids."""
+    running = serve(
+        tmp_path, assembler=FAST, sessions={"tick_seconds": 0.1, "attribute": "app.thread"}
+    )
+    try:
+        exporter = OTLPSpanExporter(endpoint=running.grpc_endpoint, insecure=True)
+        provider = provider_for(exporter, service="support-desk")
+        traces = []
+        for question in ("Hello.", "Again."):
+            script = AgentScript(provider.get_tracer("support"))
+            root_attrs = {"gen_ai.conversation.id": "per-run-id-" + question}
+            with script.agent("support-agent", question, "Done.", **root_attrs) as root:
+                script.tool("lookup_customer", {"customer": "C-1"}, **{"app.thread": "t-1"})
+            traces.append(trace_id_of(root))
+        provider.force_flush()
+        assert session(running, "t-1", turns=2)["trace_ids"] == traces
+    finally:
+        running.stop()
+
+
 CAPTURED_PACK = """
 name: support-sessions
 version: "1"

@@ -162,6 +162,10 @@ def test_retrieval_rules_on_the_captured_documents(path: Path) -> None:
     first = conversation(path).turns[0]
     (result,) = evaluate_pack(first, pack({**rule, "min_documents": 1}))
     assert result.verdict == Verdict.FAIL and "before the answer" in result.message
+    # ...which rules about documents alone do not judge.
+    only_access = {**rule, "before_answer": False, "access": {"allowed": ["public"]}}
+    (result,) = evaluate_pack(first, pack(only_access))
+    assert result.verdict == Verdict.NOT_APPLICABLE
 
 
 def mcp_run(name: str) -> Trajectory:

@@ -17,6 +17,7 @@ def test_an_example_pack_loads(path: Path) -> None:
     assert pack.rules and pack.owner
 
 
-def test_there_are_examples_of_every_layer_three_rule() -> None:
+def test_there_are_examples_of_every_layer_three_and_session_rule() -> None:
     types = {r.type for p in EXAMPLES for r in load_pack(p).pack.rules}
-    assert {"judge", "similarity", "evaluation", "flow"} <= types
+    expected = {"judge", "similarity", "evaluation", "flow", "retrieval", "mcp"}
+    assert expected | {"approval_lifetime", "repeated_failures"} <= types
