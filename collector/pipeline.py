@@ -189,6 +189,7 @@ class Pipeline:
             self.packs,
             DriftMetrics(self.registry, self.target_cap),
             self.clock,
+            config.cluster.replica,
         )
         judges = JudgeStage(
             config.judges,

@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from evaluators.base import Finding, Verdict
 from evaluators.model import Step, Trajectory
-from evaluators.rules import RuleBase
+from evaluators.rules import RuleBase, no_when
 
 
 class BudgetRule(RuleBase):
@@ -46,8 +46,8 @@ class BudgetRule(RuleBase):
             raise ValueError("set at least one max_* limit")
         if self.max_turns is not None and self.scope != "session":
             raise ValueError("max_turns counts a session's runs: it needs `scope: session`")
-        if self.scope == "session" and self.when is not None:
-            raise ValueError("`when` filters single runs; a session budget sees all its turns")
+        if self.scope == "session":
+            no_when(self)
         return self
 
 

@@ -42,12 +42,12 @@ def refusal(rule: McpRule, step: Step) -> str | None:
     """Why the rule refuses this call (None when it may be made); `?` when it cannot tell."""
     server = (step.mcp or {}).get("server")
     tool = step.tool_name or step.name
+    if isinstance(rule.tools, list) and not text_matches(rule.tools, tool):
+        return f"tool {tool} is not allowed"  # on any server: the server need not be known
     if server is None and needs_server(rule):
         return "?"
     if rule.servers is not None and not text_matches(rule.servers, server):
         return f"{tool} on server {server}, which is not allowed"
-    if isinstance(rule.tools, list) and not text_matches(rule.tools, tool):
-        return f"tool {tool} is not allowed"
     if isinstance(rule.tools, dict):
         allowed = [
             g for glob, tools in rule.tools.items() if text_matches(glob, server) for g in tools

@@ -18,6 +18,9 @@ class Unparsed(Enum):
 
 
 UNPARSED: Any = Unparsed.TOKEN
+# How far a step may seem to start before another ended and still count as after it: spans of
+# one run come from clocks that disagree by a little.
+CLOCK_SLACK_NS = 1_000_000
 
 STEP_KINDS = (
     "agent",

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from evaluators.base import Finding, Verdict
 from evaluators.matchers import StepMatcher
-from evaluators.model import Step, Trajectory
+from evaluators.model import CLOCK_SLACK_NS, Step, Trajectory
 from evaluators.rules import RuleBase
 
 
@@ -47,7 +47,7 @@ def evaluate_precedes(t: Trajectory, rule: PrecedesRule) -> Finding:
         ok = any(
             a is not b
             # by time, not tree order: an approval in an earlier sibling subtree counts
-            and a.end_time_unix_nano <= b.start_time_unix_nano + 1_000_000  # 1 ms clock slack
+            and a.end_time_unix_nano <= b.start_time_unix_nano + CLOCK_SLACK_NS
             and rule.before.matches(a)
             and grants(rule, a)
             and (not rule.same_agent or a.agent_name == b.agent_name)

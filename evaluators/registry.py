@@ -69,7 +69,7 @@ RULE_TYPES: dict[str, RuleType] = {
     "evaluation": RuleType(EvaluationRule, None, False),
     "similarity": RuleType(SimilarityRule, None, True),
     "approval_lifetime": RuleType(
-        ApprovalLifetimeRule, None, False, session=evaluate_approval_lifetime
+        ApprovalLifetimeRule, None, True, session=evaluate_approval_lifetime
     ),
     "repeated_failures": RuleType(
         RepeatedFailuresRule, None, False, session=evaluate_repeated_failures

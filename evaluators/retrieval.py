@@ -20,11 +20,9 @@ from evaluators.base import Finding, Verdict
 from evaluators.documents import Document, documents
 from evaluators.durations import duration_text
 from evaluators.matchers import MISSING, StepMatcher, Strict, at_path, checked_path, text_matches
-from evaluators.model import Step, Trajectory
+from evaluators.model import CLOCK_SLACK_NS, Step, Trajectory
 from evaluators.rules import RuleBase
 from evaluators.window import Seconds
-
-CLOCK_SLACK_NS = 1_000_000
 
 
 class Access(Strict):
@@ -93,6 +91,11 @@ def evaluate_retrieval(t: Trajectory, rule: RetrievalRule) -> Finding:
         shown = (answer.span_id,) if answer is not None and where else ()
         return Finding(Verdict.FAIL, f"no {rule.steps.describe()} step{where}", shown)
     docs = [(s, d) for s in retrievals for d in documents(s)]
+    checks = rule.min_documents or rule.min_score is not None or rule.max_age or rule.access
+    if not docs and checks:  # no instrumentation records an empty answer the same way
+        asked = tuple(s.span_id for s in retrievals)
+        message = "the retrieval recorded no documents"
+        return Finding(Verdict.REVIEW, message, asked, reason="document_unknown")
     failed: list[str] = []
     unknown: list[str] = []
     evidence: dict[str, None] = {}
@@ -116,8 +119,6 @@ Check = tuple[bool, str | None, list[str]]  # (a violation, what was found, evid
 def count_check(t: Trajectory, rule: RetrievalRule, docs: list[tuple[Step, Document]]) -> Check:
     if rule.min_documents is None and rule.min_score is None:
         return False, None, []
-    if not docs:  # no instrumentation records an empty answer the same way: unknown
-        return False, "the retrieval recorded no documents", []
     wanted = rule.min_documents or 1
     counted = docs
     if rule.min_score is not None:
@@ -125,6 +126,10 @@ def count_check(t: Trajectory, rule: RetrievalRule, docs: list[tuple[Step, Docum
         if not scored:
             return False, f"{len(docs)} document(s) without a score", [s.span_id for s, _ in docs]
         counted = [(s, d) for s, d in scored if d.score is not None and d.score >= rule.min_score]
+        unscored = len(docs) - len(scored)
+        if len(counted) < wanted <= len(counted) + unscored:  # the unscored ones would decide
+            spans = [s.span_id for s, d in docs if d.score is None]
+            return False, f"{unscored} document(s) without a score", spans
     if len(counted) >= wanted:
         return False, None, []
     spans = list(dict.fromkeys(s.span_id for s, _ in docs))
@@ -136,20 +141,20 @@ def age_check(t: Trajectory, rule: RetrievalRule, docs: list[tuple[Step, Documen
     if rule.max_age is None:
         return False, None, []
     old, undated = [], []
-    for s, d in docs:
+    for i, (s, d) in enumerate(docs):
         date = date_of(d, rule.age_field)
         if date is None:
             undated.append((s, d))
             continue
         at = datetime.fromtimestamp(s.start_time_unix_nano / 1e9, UTC)
         if (at - date).total_seconds() > rule.max_age:
-            old.append((s, d))
+            old.append((s, d, i))
     if old:
-        ids = ", ".join(d.id or f"#{i}" for i, (_, d) in enumerate(old))
+        ids = ", ".join(d.id or f"#{i}" for _, d, i in old)  # unnamed: its place in the answer
         return (
             True,
             f"{len(old)} document(s) older than {duration_text(rule.max_age)}: {ids}",
-            span_ids(old),
+            list(dict.fromkeys(s.span_id for s, _, _ in old)),
         )
     if undated:
         return False, f"{len(undated)} document(s) without a date at {rule.age_field}", []

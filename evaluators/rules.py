@@ -34,3 +34,9 @@ class RuleBase(Strict):
         return value
 
     when: When | None = Field(None, description="Only runs matching this are evaluated.")
+
+
+def no_when(rule: RuleBase) -> None:
+    """Session rules read every turn: `when` (a filter of single runs) has no meaning there."""
+    if rule.when is not None:
+        raise ValueError("`when` filters single runs; a session rule sees all its turns")

@@ -21,11 +21,9 @@ from evaluators.base import Finding, Verdict
 from evaluators.budget import BudgetRule, evaluate_budget
 from evaluators.durations import duration_text
 from evaluators.matchers import MISSING, StepMatcher, at_path
-from evaluators.model import Step, Trajectory
-from evaluators.rules import RuleBase
+from evaluators.model import CLOCK_SLACK_NS, Step, Trajectory
+from evaluators.rules import RuleBase, no_when
 from evaluators.window import Seconds
-
-CLOCK_SLACK_NS = 1_000_000  # an approval ending within 1 ms after the write began still counts
 
 
 @dataclass
@@ -60,8 +58,7 @@ class SessionRule(RuleBase):
 
     @model_validator(mode="after")
     def _no_when(self) -> SessionRule:
-        if self.when is not None:
-            raise ValueError("`when` filters single runs; a session rule sees all its turns")
+        no_when(self)
         return self
 
 
@@ -135,15 +132,16 @@ def resource(step: Step, paths: list[str]) -> tuple[Any, ...] | None:
     return None if any(v is MISSING for v in values) else values
 
 
+def before(approvals: list[tuple[int, Step]], write: Step) -> list[tuple[int, Step]]:
+    """The approvals that ended before the write began (within the clocks' slack)."""
+    start = write.start_time_unix_nano + CLOCK_SLACK_NS
+    return [(i, a) for i, a in approvals if a.end_time_unix_nano <= start]
+
+
 def uncovered_reason(
-    rule: ApprovalLifetimeRule, approvals: list[tuple[int, Step]], turn: int, write: Step
+    rule: ApprovalLifetimeRule, earlier: list[tuple[int, Step]], turn: int, write: Step
 ) -> str | None:
-    """Why no approval so far covers the write (None when one does)."""
-    earlier = [
-        (i, a)
-        for i, a in approvals
-        if a.end_time_unix_nano <= write.start_time_unix_nano + CLOCK_SLACK_NS
-    ]
+    """Why none of the approvals before it covers the write (None when one does)."""
     if not earlier:
         return "no approval before it"
     wanted = resource(write, rule.same_resource)
@@ -176,11 +174,11 @@ def evaluate_approval_lifetime(session: Session, rule: ApprovalLifetimeRule) -> 
     if not writes:
         return Finding(Verdict.NOT_APPLICABLE, f"no {rule.writes.describe()} step")
     for turn, write in writes:
-        why = uncovered_reason(rule, approvals, turn, write)
+        earlier = before(approvals, write)
+        why = uncovered_reason(rule, earlier, turn, write)
         if why is None:
             continue
-        before = [a for i, a in approvals if a.end_time_unix_nano <= write.start_time_unix_nano]
-        last = before[-1] if before else None
+        last = earlier[-1][1] if earlier else None
         spans = session.trace_of()
         evidence = (write.span_id,) if last is None else (last.span_id, write.span_id)
         traces = tuple(dict.fromkeys(spans[s] for s in evidence))

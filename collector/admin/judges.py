@@ -7,14 +7,14 @@ import asyncio
 import hashlib
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from collector.admin.http import STORE_TIMEOUT_SECONDS, json_error, reply
 from collector.errors import SextantError
-from collector.evaluation.packs import PackText, compiled
+from collector.evaluation.packs import PackSource, compiled
 from collector.judges.calibrate import card_of, certifies, judge_cases, labelled_cases
 from collector.store.database import Database
 from collector.store.queries import jsonable, rows_as_dicts
@@ -22,10 +22,6 @@ from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from evaluators.judge import JudgeRule
 from evaluators.rulepack import RulePack
-
-
-class PackSource(Protocol):
-    def snapshot(self) -> tuple[PackText, ...]: ...
 
 
 class JudgeRoutes:

@@ -6,6 +6,7 @@ import argparse
 import urllib.parse
 from typing import Any
 
+from collector.cli._cluster import add_cluster
 from collector.cli._flags import add_command, add_format, add_url_token
 from collector.decisions.state import ACTIVE_FILTER, Event
 from evaluators.base import precedence_text
@@ -24,6 +25,7 @@ def register(sub: Any) -> None:
         "sextant decisions --decision QUARANTINE --url http://localhost:9464",
     )
     add_url_token(decisions)
+    add_cluster(decisions)
     decisions.add_argument("--all", action="store_true", help="include resolved decisions")
     add_format(decisions, json_alias=True)
     for name in ("service", "agent", "version", "decision"):
@@ -62,6 +64,23 @@ def listed(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def cluster_list(args: argparse.Namespace, path: str) -> int:
+    """Every replica's decisions, strongest first, each with its replica."""
+    from collector.cli._cluster import ask_all
+    from collector.cli._output import Table, emit
+    from evaluators.base import DECISION_STRENGTH, Decision
+
+    answers, whole = ask_all(args, lambda c: c.get_json(path)["decisions"])
+    found = [{**d, "replica": replica} for replica, doc in answers for d in doc]
+    found.sort(key=lambda d: (DECISION_STRENGTH[Decision(d["decision"])], d["replica"]))
+    rows = [listed(d) for d in found]
+    columns = ["replica", *LIST_COLUMNS]
+    headers = [c.upper() if c != "decision_id" else "ID" for c in columns]
+    table = Table(rows, columns, headers, empty="no decisions")
+    emit(table, args.format, doc={"decisions": found})
+    return 0 if whole else 1
+
+
 def run(args: argparse.Namespace) -> int:
     from collector.cli._output import Table, emit
 
@@ -71,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
         for name in ("service", "agent", "version", "decision"):
             if getattr(args, name):
                 query[name] = getattr(args, name)
-        doc = client(args).get_json(f"/api/v1/decisions?{urllib.parse.urlencode(query)}")
+        path = f"/api/v1/decisions?{urllib.parse.urlencode(query)}"
+        if args.cluster is not None:
+            return cluster_list(args, path)
+        doc = client(args).get_json(path)
         rows = [listed(d) for d in doc["decisions"]]
         headers = [c.upper() if c != "decision_id" else "ID" for c in LIST_COLUMNS]
         emit(Table(rows, LIST_COLUMNS, headers, empty="no decisions"), args.format, doc=doc)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from collector.cli._cluster import add_cluster
 from collector.cli._flags import add_command, add_format, add_source, positive_int
 
 ARGUMENT_WIDTH = 60
@@ -25,6 +26,7 @@ def register(sub: Any) -> None:
     show.add_argument("--session", metavar="ID", help="a session: its turns and session results")
     show.add_argument("--revision", type=positive_int, help="a past revision (default: current)")
     add_source(show)
+    add_cluster(show)
     add_format(show, json_alias=True)
     show.set_defaults(func=run)
 
@@ -40,11 +42,14 @@ def run(args: argparse.Namespace) -> int:
         from collector.cli.show_session import show_session
 
         return show_session(SourceSpec.of(args), args.session, args.format)
-    source = SourceSpec.of(args).open()
-    try:
-        trajectory = fetch(source, args.trace_id, args.revision)
-    finally:
-        source.close()
+    if args.cluster is not None:
+        trajectory = fetch_in_cluster(args)
+    else:
+        source = SourceSpec.of(args).open()
+        try:
+            trajectory = fetch(source, args.trace_id, args.revision)
+        finally:
+            source.close()
     if trajectory is None:
         print(f"sextant: no trajectory for trace {args.trace_id or '(latest)'}", file=sys.stderr)
         return 1
@@ -66,6 +71,22 @@ def fetch(source: Any, trace_id: str | None, revision: int | None) -> dict[str, 
             return None
         trace_id = latest[0]["trace_id"]
     return source.trajectory(trace_id, revision)
+
+
+def fetch_in_cluster(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The trajectory from whichever replica has it (a trace lands whole on one)."""
+    from collector.cli._cluster import ask_all
+    from collector.cli._errors import UsageError
+    from collector.cli._source import LiveSource
+
+    if args.trace_id is None:
+        raise UsageError("--cluster needs a TRACE_ID (--latest is per replica)")
+    answers, _ = ask_all(args, lambda c: LiveSource(c).trajectory(args.trace_id, args.revision))
+    found = [(replica, t) for replica, t in answers if t is not None]
+    if not found:
+        return None
+    replica, trajectory = found[0]
+    return {**trajectory, "replica": replica}
 
 
 def abbreviate(value: Any, width: int = ARGUMENT_WIDTH) -> str:

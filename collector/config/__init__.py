@@ -16,6 +16,7 @@ from collector.config.sections import (
     AdminConfig,
     AssemblerConfig,
     AuthConfig,
+    ClusterConfig,
     DriftConfig,
     EvaluationEventsConfig,
     ExportConfig,
@@ -68,6 +69,9 @@ class SextantConfig(BaseSettings):
     )
     judges: JudgesConfig = Field(
         default_factory=JudgesConfig, description="LLM judges (`judge` rules) beside the pipeline."
+    )
+    cluster: ClusterConfig = Field(
+        default_factory=ClusterConfig, description="Scale-out: this replica among several."
     )
     sessions: SessionsConfig = Field(
         default_factory=SessionsConfig, description="Sessions (conversations of many runs)."

@@ -315,6 +315,14 @@ class JudgesConfig(Strict):
     )
 
 
+class ClusterConfig(Strict):
+    replica: str | None = Field(
+        None,
+        description="This process's name among the replicas behind a gateway (e.g. the pod"
+        " name); set, a window that a service entered mid-way (resharding) is reviewed.",
+    )
+
+
 class SessionsConfig(Strict):
     enabled: bool = Field(True, description="Group runs into sessions and run session rules.")
     attribute: str | None = Field(

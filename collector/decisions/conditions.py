@@ -12,7 +12,6 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Protocol
 
 import duckdb
 
@@ -27,16 +26,12 @@ from collector.decisions.state import (
     merge,
     service_scope,
 )
-from collector.evaluation.packs import PackText, compiled
+from collector.evaluation.packs import PackSource, compiled
 from collector.store.database import Database
 from collector.store.reader import Reader
 from evaluators.base import Decision, Verdict
 from evaluators.policies import DecisionPolicy
 from evaluators.rulepack import RulePack
-
-
-class PackSource(Protocol):
-    def snapshot(self) -> tuple[PackText, ...]: ...
 
 
 @dataclass

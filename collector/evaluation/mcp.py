@@ -3,8 +3,10 @@ on a server (called or listed for the first time) or disappearing from it (a `to
 answer no longer naming a tool an earlier one named).
 
 A changed tool set is how a compromised or upgraded MCP server shows itself to the agents that
-use it. The inventory lives in memory: after a restart, the first sighting of each server is
-its new baseline and counts no change.
+use it. Only named servers are kept: calls whose trace does not name their server would pool
+every such server's tools into one set that "changes" whenever two of them are listed. The
+inventory lives in memory: after a restart, the first sighting of each server is its new
+baseline and counts no change.
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from evaluators.model import Trajectory
 
-UNNAMED = "unnamed"  # calls whose trace does not name their server
-MAX_SERVERS = 200  # past it, new servers count under "other" (a label per server is bounded)
+MAX_SERVERS = 200  # past it, new servers are not kept (a label per server is bounded)
 
 
 @dataclass
@@ -31,7 +32,10 @@ class Sightings:
         for s in t.steps:
             if s.mcp is None:
                 continue
-            server = str(s.mcp.get("server") or UNNAMED)
+            server = s.mcp.get("server")
+            if not server:
+                continue
+            server = str(server)
             if s.is_tool_call and s.tool_name:
                 self.tools.setdefault(server, set()).add(s.tool_name)
             listed = s.mcp.get("tools")
@@ -60,7 +64,8 @@ class McpInventory:
     def record(self, seen: Sightings) -> None:
         with self._lock:
             for server, tools in seen.tools.items():
-                server = self._label(server)
+                if server not in self._tools and len(self._tools) >= MAX_SERVERS:
+                    continue
                 known = self._tools.get(server)
                 if known is None:
                     self._tools[server] = set(tools)
@@ -71,14 +76,10 @@ class McpInventory:
                     known |= tools
                 self.known.labels(server).set(len(self._tools[server]))
             for server, listed in seen.listings.items():
-                server = self._label(server)
+                if server not in self._tools:
+                    continue
                 gone = self._tools[server] - listed
                 if gone:
                     self.changes.labels(server, "disappeared").inc(len(gone))
                     self._tools[server] = set(listed)
                     self.known.labels(server).set(len(listed))
-
-    def _label(self, server: str) -> str:
-        if server in self._tools or len(self._tools) < MAX_SERVERS:
-            return server
-        return "other"

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from collector.clock import Clock, SystemClock
 from collector.config.sections import RulesConfig
@@ -34,6 +34,12 @@ class PackText:
     sha256: str
     text: str
     disabled_rules: frozenset[str] = frozenset()
+
+
+class PackSource(Protocol):
+    """Where a stage beside the pipeline gets the packs in force (the registry)."""
+
+    def snapshot(self) -> tuple[PackText, ...]: ...
 
 
 _compiled: OrderedDict[tuple[str, frozenset[str]], RulePack] = OrderedDict()

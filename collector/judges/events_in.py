@@ -17,11 +17,10 @@ import orjson
 
 from collector.clock import Clock, SystemClock
 from collector.config.sections import JudgesConfig
-from collector.evaluation.packs import compiled
+from collector.evaluation.packs import PackSource, compiled
 from collector.evaluation.results import trajectory_result_rows
 from collector.judges.metrics import EventMetrics
 from collector.judges.plan import applies
-from collector.judges.stage import PackSource
 from collector.replay.load import load_trajectories
 from collector.replay.sources import DuckDBSource
 from collector.store.database import Database

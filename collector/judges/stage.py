@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 
 from collector.assembler.prices import PriceTable
 from collector.clock import Clock, SystemClock
 from collector.config.sections import JudgesConfig
-from collector.evaluation.packs import PackText, compiled
+from collector.evaluation.packs import PackSource, PackText, compiled
 from collector.judges.budget import Budget, JudgementCache
 from collector.judges.cards import trust
 from collector.judges.client import Unavailable, judge
@@ -63,10 +63,6 @@ JUDGED = """
 SELECT DISTINCT trace_id, revision, pack, rule_id FROM results
 WHERE rule_type IN ('judge', 'similarity') AND origin = 'live' AND trace_id IN ?
 """
-
-
-class PackSource(Protocol):
-    def snapshot(self) -> tuple[PackText, ...]: ...
 
 
 class JudgeStage(ReadingStage):

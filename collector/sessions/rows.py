@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from collector.clock import naive_utc
 from collector.evaluation.results import trajectory_result_rows
 from evaluators.base import Result, Verdict, overall_verdict
 from evaluators.sessions import Session
 
 
 def stamp(nanos: int) -> datetime | None:
-    return datetime.fromtimestamp(nanos / 1e9, UTC).replace(tzinfo=None) if nanos else None
+    return naive_utc(nanos / 1e9) if nanos else None
 
 
 def session_row(

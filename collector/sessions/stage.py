@@ -19,19 +19,20 @@ from typing import Any
 from collector.clock import Clock, SystemClock
 from collector.config.sections import SessionsConfig
 from collector.evaluation.metrics import RulesMetrics
-from collector.evaluation.packs import PackText, compiled
-from collector.judges.stage import PackSource
+from collector.evaluation.packs import PackSource, PackText, compiled
 from collector.replay.load import load_trajectories
 from collector.replay.sources import DuckDBSource
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.rows import session_result_rows, session_row
 from collector.store.database import Database
+from collector.store.queries import rows_as_dicts
 from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker
 from evaluators.base import Decision, Result, Verdict
 from evaluators.evaluate import evaluate_session_pack
+from evaluators.registry import RULE_TYPES
 from evaluators.sessions import Session, is_session_rule
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ WHERE t.is_current AND t.agent_run IS NOT false
 ORDER BY t.closed_at, t.trace_id LIMIT $limit
 """
 LAST_RESULTS = """
-SELECT session_id, pack, rule_id, pack_version, verdict, reason, evidence_span_ids
+SELECT session_id, pack, rule_id, pack_version, verdict, reason, evidence_span_ids, trace_id,
+       revision
 FROM results WHERE scope = 'session' AND origin = 'live' AND session_id IN ?
 QUALIFY row_number() OVER (PARTITION BY session_id, pack, rule_id ORDER BY evaluated_at DESC) = 1
 """
@@ -79,6 +81,7 @@ class SessionStage(ReadingStage):
         self.ticker = Ticker("sextant-sessions", self._pause, self.tick)
         self._behind = False
         self._cursor: tuple[datetime, str] | None = None  # (closed_at, trace_id) last looked at
+        self._failures: list[str] = []  # a tick's packs that raised past evaluate_session_pack
         self._sql = NEW_TURNS.format(session=CONFIGURED if config.attribute else CONVENTIONS)
 
     def _pause(self) -> float:
@@ -99,15 +102,24 @@ class SessionStage(ReadingStage):
                     if session_id:
                         turns.setdefault(session_id, []).append((trace_id, closed_at))
                 sessions, results = self._grouped(cursor, turns, texts, now)
-                sessions.extend(self._idle(cursor, now, set(turns)))
-            self._store(sessions, results)
+                idle = self._idle(cursor, now, set(turns))
+            self._store([*sessions, *idle], results)
         except Interrupted:
             return 0  # shutting down: these runs are grouped again after the next start
+        finally:
+            if self._failures:  # one line a tick, however many sessions
+                log.warning(
+                    "%d session pack evaluations failed (their results are missing), first: %s",
+                    len(self._failures),
+                    self._failures[0],
+                )
+                self._failures = []
+        self.metrics.events.labels("closed").inc(len(idle))
         if rows:
             self._cursor = (rows[-1][1], rows[-1][0])
         self._behind = len(rows) == SCAN_ROWS
         self.metrics.lag.set((now - self._cursor[0]).total_seconds() if self._behind else 0.0)
-        return len(sessions)
+        return len(sessions) + len(idle)
 
     def _scan(self) -> dict[str, Any]:
         assert self._cursor is not None
@@ -124,42 +136,53 @@ class SessionStage(ReadingStage):
         now: datetime,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The touched sessions' new rows, and their session rules' changed results."""
-        if not turns:
+        before = {r["session_id"]: r for r in rows_of(cursor, SESSIONS_OF, [list(turns)])}
+        # Runs a session holds already (read again after a restart) change nothing.
+        fresh = {sid: new for sid, new in turns.items() if is_news(before.get(sid), new)}
+        if not fresh:
             return [], []
-        ids = list(turns)
-        before = {r["session_id"]: r for r in dict_rows(cursor, SESSIONS_OF, [ids])}
-        last = {(r[0], r[1], r[2]): r[3:] for r in cursor.execute(LAST_RESULTS, [ids]).fetchall()}
-        wanted = {
-            sid: list(
-                dict.fromkeys(
-                    [*(before.get(sid, {}).get("trace_ids") or []), *(trace for trace, _ in new)]
-                )
-            )
-            for sid, new in turns.items()
-        }
+        ordered = self._ordered(cursor, fresh, before)
+        window = self.config.max_turns
         loaded = load_trajectories(
-            DuckDBSource(cursor, "store"),
-            [t for traces in wanted.values() for t in traces[-self.config.max_turns :]],
+            DuckDBSource(cursor, "store"), [t for ts in ordered.values() for t in ts[-window:]]
         )
         by_trace = {t.trace_id: t for t in loaded}
+        stored = cursor.execute(LAST_RESULTS, [list(fresh)]).fetchall()
+        last = {tuple(r[:3]): tuple(v or None for v in r[3:]) for r in stored}
+        shas = {t.name: t.sha256 for t in texts}
         sessions, results = [], []
-        for sid, traces in wanted.items():
-            runs = sorted(
-                (by_trace[t] for t in traces if t in by_trace),
-                key=lambda t: (t.start_time_unix_nano, t.trace_id),
-            )
+        for sid, traces in ordered.items():
+            runs = [by_trace[t] for t in traces[-window:] if t in by_trace]
             if not runs:
                 continue
             session = Session(sid, runs)
-            ordered = [t.trace_id for t in runs] + [t for t in traces if t not in by_trace]
             found = self._evaluate(session, texts, truncated=len(traces) > len(runs))
-            changed = [r for r in found if last.get((sid, r.pack, r.rule_id)) != key_of(r)]
-            shas = {t.name: t.sha256 for t in texts}
-            results.extend(session_result_rows(session, changed, shas, now))
-            closed_at = max(at for _, at in turns[sid])
-            sessions.append(session_row(session, ordered, before.get(sid), closed_at, found))
-            self._count(before.get(sid), len(turns[sid]), changed)
+            rows = session_result_rows(session, found, shas, now)
+            changed = [r for r in rows if last.get((sid, r["pack"], r["rule_id"])) != key_of(r)]
+            results.extend(changed)
+            closed_at = max(at for _, at in fresh[sid])
+            sessions.append(session_row(session, traces, before.get(sid), closed_at, found))
+            self._count(before.get(sid), fresh[sid], changed)
         return sessions, results
+
+    def _ordered(
+        self,
+        cursor: Any,
+        fresh: dict[str, list[tuple[str, datetime]]],
+        before: dict[str, dict[str, Any]],
+    ) -> dict[str, list[str]]:
+        """Each session's turns still stored, in the order they began (a turn retention
+        deleted drops out)."""
+        wanted = {
+            sid: {*(before.get(sid, {}).get("trace_ids") or []), *(t for t, _ in new)}
+            for sid, new in fresh.items()
+        }
+        every = [t for traces in wanted.values() for t in traces]
+        starts = dict(cursor.execute(TURN_STARTS, [every]).fetchall())
+        return {
+            sid: sorted(traces & starts.keys(), key=lambda t: (starts[t], t))
+            for sid, traces in wanted.items()
+        }
 
     def _evaluate(self, session: Session, texts: list[PackText], truncated: bool) -> list[Result]:
         out: list[Result] = []
@@ -168,9 +191,9 @@ class SessionStage(ReadingStage):
             try:
                 found = evaluate_session_pack(session, pack)
             except Exception as exc:  # evaluate_session_pack reviews its own errors
-                log.warning("session %s: pack %s failed: %r", session.session_id, pack.name, exc)
+                self._failures.append(f"session {session.session_id}: pack {pack.name}: {exc!r}")
                 continue
-            if truncated:  # rules that read fewer turns than there are cannot pass
+            if truncated:  # rules that read fewer turns than there are
                 found = [truncate(r, self.config.max_turns) for r in found]
             out.extend(found)
         return out
@@ -178,14 +201,12 @@ class SessionStage(ReadingStage):
     def _idle(self, cursor: Any, now: datetime, touched: set[str]) -> list[dict[str, Any]]:
         """Open sessions whose last turn closed over `idle_seconds` ago, closed now."""
         cutoff = now - timedelta(seconds=self.config.idle_seconds)
-        rows = dict_rows(cursor, IDLE, {"cutoff": cutoff})
-        closed = [
+        rows = rows_of(cursor, IDLE, {"cutoff": cutoff})
+        return [
             {**r, "status": "closed", "closed_at": now}
             for r in rows
             if r["session_id"] not in touched
         ]
-        self.metrics.events.labels("closed").inc(len(closed))
-        return closed
 
     def _store(self, sessions: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
         tables = {}
@@ -199,34 +220,57 @@ class SessionStage(ReadingStage):
             row = cursor.execute("SELECT count(*) FROM sessions WHERE status = 'open'").fetchone()
         self.metrics.open.set(row[0] if row else 0)
 
-    def _count(self, before: dict[str, Any] | None, turns: int, changed: list[Result]) -> None:
+    def _count(
+        self,
+        before: dict[str, Any] | None,
+        new: list[tuple[str, datetime]],
+        changed: list[dict[str, Any]],
+    ) -> None:
         if before is None:
             self.metrics.events.labels("opened").inc()
         elif before["status"] == "closed":
             self.metrics.events.labels("reopened").inc()
-        self.metrics.turns.inc(turns)
+        known = set((before or {}).get("trace_ids") or ())
+        self.metrics.turns.inc(len({t for t, _ in new} - known))
         for r in changed:
-            self.rules_metrics.results.labels(r.pack, r.rule_id, r.verdict.value, r.reason).inc()
+            labels = (r["pack"], r["rule_id"], r["verdict"], r["reason"] or "")
+            self.rules_metrics.results.labels(*labels).inc()
 
 
 SESSIONS_OF = "SELECT * FROM sessions WHERE session_id IN ?"
 IDLE = "SELECT * FROM sessions WHERE status = 'open' AND last_turn_at < $cutoff"
+TURN_STARTS = (
+    "SELECT trace_id, start_time_unix_nano FROM trajectories WHERE is_current AND trace_id IN ?"
+)
+KEY = ("pack_version", "verdict", "reason", "evidence_span_ids", "trace_id", "revision")
 
 
-def dict_rows(cursor: Any, sql: str, params: Any) -> list[dict[str, Any]]:
+def rows_of(cursor: Any, sql: str, params: Any) -> list[dict[str, Any]]:
     cursor.execute(sql, params)
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    return rows_as_dicts(cursor)
 
 
-def key_of(r: Result) -> tuple[Any, ...]:
-    """What makes a result new for its session: its pack version, verdict, reason, evidence."""
-    return (r.pack_version, r.verdict.value, r.reason or None, list(r.evidence) or None)
+def is_news(before: dict[str, Any] | None, new: list[tuple[str, datetime]]) -> bool:
+    """Whether these runs change the session: a turn it lacks, or a turn closed again since
+    (a late revision); not the runs it holds, read again after a restart."""
+    if before is None:
+        return True
+    known = set(before["trace_ids"] or ())
+    return any(t not in known or at > before["last_turn_at"] for t, at in new)
+
+
+def key_of(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes a result new for its session: its pack version, verdict, reason, evidence,
+    and the turn (and revision) it names: a rebuilt turn's result is stored again, since
+    decisions count only results of a turn's current revision."""
+    return tuple(row[k] or None for k in KEY)
 
 
 def truncate(r: Result, max_turns: int) -> Result:
-    if r.verdict == Verdict.FAIL:
-        return r  # proven by the turns it read
+    """A result over the latest `max_turns` turns of a longer session: only a failure shown
+    by steps that are there, and that the missing turns could not undo, stands."""
+    if r.verdict == Verdict.FAIL and r.evidence and not RULE_TYPES[r.rule_type].needs_all_steps:
+        return r
     return replace(
         r,
         verdict=Verdict.REVIEW,

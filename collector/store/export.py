@@ -32,6 +32,7 @@ DATE_COLUMNS = {
     "rule_packs": "loaded_at",
     "decisions": "changed_at",
     "alerts": "sent_at",
+    "sessions": "last_turn_at",
 }
 READ_BATCH_ROWS = 100_000
 

@@ -1,5 +1,6 @@
-"""Retention: whole days of spans, logs, trajectories and steps older than N days are deleted
-(exported to Parquet first when asked), then the store is checkpointed to give the space back."""
+"""Retention: whole days of spans, logs, trajectories, steps and sessions (by their last turn)
+older than N days are deleted (exported to Parquet first when asked), then the store is
+checkpointed to give the space back."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from collector.ticker import Ticker, TickingStage
 log = logging.getLogger(__name__)
 
 # Results, decisions, alerts and rule pack versions are the audit trail: they are kept.
-EXPIRING = ("spans", "logs", "trajectories", "steps")
+EXPIRING = ("spans", "logs", "trajectories", "steps", "sessions")
 
 
 class RetentionMetrics:

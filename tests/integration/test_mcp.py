@@ -47,33 +47,44 @@ def test_sdk_mcp_calls_are_tool_steps_with_their_server(server: RunningServer) -
     assert tools == 2
 
 
-def test_a_tool_gone_from_a_listing_is_counted(server: RunningServer) -> None:
-    path = MULTI / "mcp-openllmetry-crm_tools.otlp.json"
-    send(server, path, "http/json")
-    assert wait_for(lambda: scraped(server, "sextant_mcp_server_tools", mcp_server="unnamed")) == 3
-    # The same listing a moment later without export_contacts (a new trace of the same shape).
-    doc = json.loads(path.read_text())
+def listing(tools_left: list[str] | None = None, trace: str = "5" * 32) -> dict:
+    """OpenLLMetry's captured `tools/list.mcp` span, as its own trace, naming its server (which
+    the capture does not: over stdio nothing does), optionally listing fewer tools."""
+    doc = json.loads((MULTI / "mcp-openllmetry-crm_tools.otlp.json").read_text())
     spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
-    listing = next(s for s in spans if s["name"] == "tools/list.mcp")
-    for attr in listing["attributes"]:
-        if attr["key"] == "traceloop.entity.output":
+    span = next(s for s in spans if s["name"] == "tools/list.mcp")
+    for attr in span["attributes"]:
+        if attr["key"] == "traceloop.entity.output" and tools_left is not None:
             answer = json.loads(attr["value"]["stringValue"])
-            answer["tools"] = [t for t in answer["tools"] if t["name"] != "export_contacts"]
+            answer["tools"] = [t for t in answer["tools"] if t["name"] in tools_left]
             attr["value"]["stringValue"] = json.dumps(answer)
-    listing["traceId"] = "5" * 32
+    span["attributes"].append({"key": "mcp.server.name", "value": {"stringValue": "crm-server"}})
+    span["traceId"] = trace
     scope = {"name": "opentelemetry.instrumentation.mcp.instrumentation"}
     resource = doc["resourceSpans"][0]["resource"]
-    body = {
-        "resourceSpans": [
-            {"resource": resource, "scopeSpans": [{"scope": scope, "spans": [listing]}]}
-        ]
-    }
+    spans = [{"scope": scope, "spans": [span]}]
+    return {"resourceSpans": [{"resource": resource, "scopeSpans": spans}]}
+
+
+def post(server: RunningServer, body: dict) -> None:
     reply = requests.post(f"{server.http_url}/v1/traces", json=body, timeout=10)
     assert reply.status_code == 200, reply.text
+
+
+def test_a_tool_gone_from_a_listing_is_counted(server: RunningServer) -> None:
+    # The captured run names no server: its calls are in no server's inventory.
+    send(server, MULTI / "mcp-openllmetry-crm_tools.otlp.json", "http/json")
+    agent_run(server)
+    assert scraped(server, "sextant_mcp_server_tools", mcp_server="unnamed") is None
+    post(server, listing(trace="4" * 32))
+    tools = wait_for(lambda: scraped(server, "sextant_mcp_server_tools", mcp_server="crm-server"))
+    assert tools == 3
+    # The same listing a moment later without export_contacts.
+    post(server, listing(["lookup_customer", "update_account"]))
     gone = wait_for(
         lambda: scraped(
-            server, "sextant_mcp_tool_changes_total", mcp_server="unnamed", change="disappeared"
+            server, "sextant_mcp_tool_changes_total", mcp_server="crm-server", change="disappeared"
         )
     )
     assert gone == 1
-    assert scraped(server, "sextant_mcp_server_tools", mcp_server="unnamed") == 2
+    assert scraped(server, "sextant_mcp_server_tools", mcp_server="crm-server") == 2

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import requests
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
 from tests.integration.test_captures import send
-from tests.support.admin import decisions, firing, trajectory
+from tests.support.admin import decisions, firing, scraped, trajectory
 from tests.support.agents import AgentScript, provider_for, trace_id_of
 from tests.support.cli import sextant
 from tests.support.paths import TESTDATA
@@ -29,9 +30,9 @@ approvals: {tools: [request_approval]}
 rules:
   - id: fresh-approval
     type: approval_lifetime
-    description: An approval covers account writes for 2 seconds, for that customer only.
+    description: An approval covers account writes for 10 minutes, for that customer only.
     writes: {kind: tool, name: "update_*"}
-    max_age: 2s
+    max_age: 10m
     same_resource: ["$.customer"]
     reason: stale_approval
     on_fail: QUARANTINE
@@ -58,32 +59,57 @@ def server(tmp_path: Path):
 
 
 class Conversation:
-    """Turns of one conversation, each its own trace, from one SDK provider."""
+    """Turns of one conversation, each its own trace, from one SDK provider; a turn's spans may
+    be stamped in the past (`ago` seconds), as an agent's clock would have stamped an old turn."""
 
     def __init__(self, server: RunningServer, conversation: str, version: str) -> None:
         exporter = OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True)
         self.provider = provider_for(exporter, service="support-desk", version=version)
         self.conversation = conversation
 
-    def turn(self, question: str, write: bool = False, approve: bool = False) -> str:
-        script = AgentScript(self.provider.get_tracer("support"))
+    def turn(
+        self, question: str, write: bool = False, approve: bool = False, ago: float = 0.0
+    ) -> str:
+        tracer = self.provider.get_tracer("support")
+        clock = time.time_ns() - int(ago * 1e9)
         attrs = {"gen_ai.conversation.id": self.conversation}
-        with script.agent("support-agent", question, "Done.", **attrs) as root:
-            script.chat([("lookup_customer", {"customer": "C-1"})])
-            script.tool("lookup_customer", {"customer": "C-1"}, '{"tier": "gold"}', **attrs)
-            if approve:
-                script.chat([("request_approval", {"customer": "C-1"})])
-                script.tool(
-                    "request_approval", {"customer": "C-1"}, json.dumps({"approved": True}), **attrs
-                )
-            if write:
-                script.chat([("update_account", {"customer": "C-1", "email": "m@example.org"})])
-                script.tool(
-                    "update_account", {"customer": "C-1", "email": "m@example.org"}, **attrs
-                )
-            script.chat()
+        root = tracer.start_span(
+            "invoke_agent support-agent",
+            start_time=clock,
+            attributes={
+                **attrs,
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "support-agent",
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": question}]}]
+                ),
+            },
+        )
+        calls = [("lookup_customer", {"customer": "C-1"}, '{"tier": "gold"}')]
+        if approve:
+            calls.append(("request_approval", {"customer": "C-1"}, '{"approved": true}'))
+        if write:
+            calls.append(("update_account", {"customer": "C-1", "email": "m@x.org"}, "ok"))
+        inside = trace.set_span_in_context(root)
+        for name, arguments, result in calls:
+            clock += 2_000_000
+            tool = tracer.start_span(
+                f"execute_tool {name}",
+                context=inside,
+                start_time=clock,
+                attributes={
+                    **attrs,
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.arguments": json.dumps(arguments),
+                    "gen_ai.tool.call.result": result,
+                },
+            )
+            clock += 2_000_000
+            tool.end(end_time=clock)
+        root.end(end_time=clock + 1_000_000)
         self.provider.force_flush()
-        return trace_id_of(root)
+        return format(root.get_span_context().trace_id, "032x")
 
 
 def session(server: RunningServer, session_id: str, **expect: object) -> dict:
@@ -102,11 +128,11 @@ def test_a_write_after_the_approvals_lifetime_is_quarantined_with_both_turns(
 ) -> None:
     stale = Conversation(server, "conv-stale", "2.0.0")
     renewed = Conversation(server, "conv-renewed", "2.0.1")
-    approved = stale.turn("Change my e-mail.", write=True, approve=True)
-    renewed_first = renewed.turn("Change my e-mail.", write=True, approve=True)
-    asked = stale.turn("What is the refund policy?")
-    renewed.turn("What is the refund policy?")
-    time.sleep(2.5)  # past the approvals' lifetime
+    # The first turns 20 and 15 minutes ago; the approvals' lifetime is 10 minutes.
+    approved = stale.turn("Change my e-mail.", write=True, approve=True, ago=1200)
+    renewed_first = renewed.turn("Change my e-mail.", write=True, approve=True, ago=1200)
+    asked = stale.turn("What is the refund policy?", ago=900)
+    renewed.turn("What is the refund policy?", ago=900)
     written = stale.turn("Set it again.", write=True)
     renewed_last = renewed.turn("Set it again.", write=True, approve=True)
 
@@ -133,6 +159,8 @@ def test_a_write_after_the_approvals_lifetime_is_quarantined_with_both_turns(
     other = session(server, "conv-renewed", turns=3)
     assert other["verdict"] == "pass", other["results"]
     assert other["trace_ids"][0] == renewed_first and other["trace_ids"][-1] == renewed_last
+    rounds = scraped(server, "sextant_decision_evaluations_total") or 0
+    wait_for(lambda: (scraped(server, "sextant_decision_evaluations_total") or 0) >= rounds + 2)
     assert [x for x in decisions(server) if x["service_version"] == "2.0.1"] == []
 
     code, out = sextant(capsys, "show", "--session", "conv-stale", "--url", server.admin_url)
@@ -178,6 +206,50 @@ def test_a_configured_attribute_names_the_session(tmp_path: Path) -> None:
             traces.append(trace_id_of(root))
         provider.force_flush()
         assert session(running, "t-1", turns=2)["trace_ids"] == traces
+    finally:
+        running.stop()
+
+
+def test_a_restart_neither_reopens_nor_recounts_its_sessions(tmp_path: Path) -> None:
+    sections = {"assembler": FAST, "sessions": {"tick_seconds": 0.1, "idle_seconds": 3600}}
+    running = serve(tmp_path, {"sessions": PACK}, **sections)
+    talk = Conversation(running, "conv-restart", "2.2.0")
+    first = talk.turn("Hello.")
+    second = talk.turn("Again.")
+    before = session(running, "conv-restart", turns=2)
+    running.stop()
+    again = serve(tmp_path, {"sessions": PACK}, **sections)
+    try:
+        # The stage's first tick looks back over the stored runs (and counts the open ones).
+        wait_for(lambda: scraped(again, "sextant_sessions_open") == 1)
+        after = session(again, "conv-restart")
+        assert after["trace_ids"] == [first, second]
+        assert (after["reopened"], after["last_turn_at"]) == (0, before["last_turn_at"])
+        assert scraped(again, "sextant_session_turns_total") == 0  # none counted twice
+        third = Conversation(again, "conv-restart", "2.2.0").turn("Once more.")
+        assert session(again, "conv-restart", turns=3)["trace_ids"] == [first, second, third]
+    finally:
+        again.stop()
+
+
+def test_a_long_session_is_read_from_its_latest_turns_in_order(tmp_path: Path) -> None:
+    running = serve(
+        tmp_path,
+        {"sessions": PACK},
+        assembler=FAST,
+        sessions={"tick_seconds": 0.1, "max_turns": 2},
+    )
+    try:
+        talk = Conversation(running, "conv-long", "2.3.0")
+        # One approval, then writes: over two turns it would be covered, but the approval's
+        # turn is outside the two read, so the rule cannot say: a review, not a failure.
+        traces = [talk.turn("Change it.", approve=True, write=True, ago=60)]
+        for n in range(3):
+            traces.append(talk.turn(f"Again {n}.", write=True, ago=50 - 10 * n))
+            found = session(running, "conv-long", turns=len(traces))
+            assert found["trace_ids"] == traces  # in the order they began, every tick
+        rule = next(r for r in reversed(found["results"]) if r["rule_id"] == "fresh-approval")
+        assert (rule["verdict"], rule["reason"]) == ("review", "session_truncated")
     finally:
         running.stop()
 

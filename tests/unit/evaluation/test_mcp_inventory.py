@@ -6,6 +6,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from collector.evaluation.mcp import McpInventory, Sightings
+from tests.support.trajectories import run, tool
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -37,3 +38,24 @@ def test_tools_appearing_and_disappearing_after_the_first_sighting() -> None:
         value(registry, "sextant_mcp_tool_changes_total", mcp_server="billing", change="appeared")
         == 0
     )
+
+
+def test_calls_to_servers_the_trace_does_not_name_are_not_pooled() -> None:
+    registry = CollectorRegistry()
+    inventory = McpInventory(registry)
+    sightings = Sightings()
+    t = run(
+        tool(1, "a1", mcp={"method": "tools/call"}),
+        tool(2, "b1", mcp={"method": "tools/call"}),
+        tool(3, "c1", mcp={"method": "tools/call", "server": "crm"}),
+    )
+    sightings.count(t)
+    inventory.record(sightings)
+    assert value(registry, "sextant_mcp_server_tools", mcp_server="crm") == 1
+    shown = {
+        s.labels["mcp_server"]
+        for m in registry.collect()
+        for s in m.samples
+        if "mcp_server" in s.labels
+    }
+    assert shown == {"crm"}

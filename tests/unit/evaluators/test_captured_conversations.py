@@ -5,9 +5,12 @@ and fails on what the instrumentation really wrote, with its evidence."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
+import orjson
 import pytest
 
 from collector.assembler.build import build_trajectory
@@ -168,6 +171,32 @@ def test_retrieval_rules_on_the_captured_documents(path: Path) -> None:
     assert result.verdict == Verdict.NOT_APPLICABLE
 
 
+@pytest.mark.parametrize("path", SESSIONS[:1], ids=lambda p: p.stem.removesuffix(".otlp"))
+def test_documents_the_retrieval_does_not_show_are_reviewed(path: Path) -> None:
+    t = retrieval_turn(path)
+    (step,) = [s for s in t.steps if s.kind == "retrieval"]
+    keys = [k for k in step.attributes if k.startswith("retrieval.documents.")]
+    bare = replace(step, attributes_json=orjson.dumps({}).decode(), _attributes=None)
+    empty = replace(t, steps=[bare if s is step else s for s in t.steps])
+    assert keys  # the capture has them; the copy has none
+    for fields in ({"max_age": "90d"}, {"access": {"allowed": ["internal"]}}):
+        (result,) = evaluate_pack(empty, pack({"id": "r", "type": "retrieval", **fields}))
+        assert (result.verdict, result.reason) == (Verdict.REVIEW, "document_unknown")
+    # One document scored 0.82 and one without a score, two needed at 0.6: it could go either way.
+    first, second = documents(step)
+    assert (first.score, second.score) == (0.82, 0.64)
+    metadata = json.loads(step.attributes["retrieval.documents.1.document.metadata"])
+    del metadata["score"]
+    attrs = {**step.attributes, "retrieval.documents.1.document.metadata": json.dumps(metadata)}
+    half = replace(step, attributes_json=orjson.dumps(attrs).decode(), _attributes=None)
+    mixed = replace(t, steps=[half if s is step else s for s in t.steps])
+    rule = {"id": "r", "type": "retrieval", "min_documents": 2, "min_score": 0.6}
+    (result,) = evaluate_pack(mixed, pack(rule))
+    assert (result.verdict, result.reason) == (Verdict.REVIEW, "document_unknown")
+    (result,) = evaluate_pack(mixed, pack({**rule, "min_score": 0.9}))
+    assert result.verdict == Verdict.FAIL  # even scored, the second could not make two
+
+
 def mcp_run(name: str) -> Trajectory:
     (run,) = [t for t in runs(MULTI / name) if t.agent_name == "support-agent" and t.steps[1:]]
     return run
@@ -223,6 +252,10 @@ def test_mcp_calls_to_an_unnamed_server_are_reviewed_not_passed() -> None:
     (result,) = evaluate_pack(t, pack({**rule, "tools": ["lookup_customer", "update_account"]}))
     assert result.verdict == Verdict.PASS  # tools alone need no server
     (result,) = evaluate_pack(t, pack({**rule, "tools": ["lookup_customer"]}))
+    assert result.verdict == Verdict.FAIL and names(t, result.evidence) == ["update_account"]
+    # A tool outside the list fails on any server, named or not, whatever `unknown_server` says.
+    listed = {**rule, "servers": ["crm-server"], "tools": ["lookup_customer"]}
+    (result,) = evaluate_pack(t, pack({**listed, "unknown_server": "allow"}))
     assert result.verdict == Verdict.FAIL and names(t, result.evidence) == ["update_account"]
 
 

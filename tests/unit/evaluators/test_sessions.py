@@ -211,3 +211,13 @@ def test_an_incomplete_turn_makes_a_pass_a_review() -> None:
 def test_broken_session_rules_are_refused(fields: dict[str, object], error: str) -> None:
     with pytest.raises(ValueError, match=error):
         pack({"id": "r", "reason": "x", **fields})
+
+
+def test_an_incomplete_turn_makes_a_missing_approval_a_review_not_a_failure() -> None:
+    instrumentation = INSTRUMENTATIONS[0]
+    first = turn(instrumentation, "approved_write", 1)
+    # The approval's span never arrived: the write looks uncovered, but cannot be proven so.
+    lost = [s for s in first.steps if s.name != "request_approval"]
+    first = replace(first, steps=lost, status="incomplete", incomplete_reasons=["missing_spans"])
+    (result,) = evaluate_session_pack(Session("s", [first]), pack({**LIFETIME, "max_turns": 1}))
+    assert (result.verdict, result.reason) == (Verdict.REVIEW, "trace_incomplete")

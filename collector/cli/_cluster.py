@@ -1,0 +1,69 @@
+"""`--cluster`: one read-only question asked of every replica's admin API at once, the answers
+joined with the replica each came from.
+
+A replica that does not answer is named on stderr and makes the command exit 1: a cluster
+view missing a replica says so, it never passes for the whole cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from collector.cli._client import AdminClient
+
+T = TypeVar("T")
+ENV = "SEXTANT_CLUSTER"
+
+
+def add_cluster(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cluster",
+        metavar="URLS",
+        nargs="?",
+        const=os.environ.get(ENV, ""),
+        default=None,
+        help=f"ask every replica: admin URLs, comma-separated (alone: ${ENV})",
+    )
+
+
+def replicas(args: argparse.Namespace) -> list[str]:
+    from collector.cli._errors import UsageError
+
+    urls = [u.strip().rstrip("/") for u in (args.cluster or "").split(",") if u.strip()]
+    if not urls:
+        raise UsageError(f"--cluster needs the replicas' admin URLs (or ${ENV})")
+    return list(dict.fromkeys(urls))
+
+
+def replica_name(url: str) -> str:
+    """How a row names its replica: host:port of its admin URL."""
+    return urlsplit(url).netloc or url
+
+
+def ask_all(
+    args: argparse.Namespace, ask: Callable[[AdminClient], T], timeout: float = 30.0
+) -> tuple[list[tuple[str, T]], bool]:
+    """Each replica's answer (in the order given) and whether every replica answered."""
+    urls = replicas(args)
+
+    def one(url: str) -> tuple[str, T | Exception]:
+        try:
+            return url, ask(AdminClient(url, args.token, timeout=timeout))
+        except Exception as exc:  # reported below, per replica
+            return url, exc
+
+    with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
+        answers = list(pool.map(one, urls))
+    good: list[tuple[str, Any]] = []
+    for url, answer in answers:
+        if isinstance(answer, Exception):
+            print(f"sextant: replica {replica_name(url)} did not answer: {answer}", file=sys.stderr)
+        else:
+            good.append((replica_name(url), answer))
+    return good, len(good) == len(answers)
