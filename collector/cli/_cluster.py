@@ -12,10 +12,11 @@ import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from collector.cli._client import AdminClient
+if TYPE_CHECKING:  # the client (and gRPC's status codes under it) loads when a command runs
+    from collector.cli._client import AdminClient
 
 T = TypeVar("T")
 ENV = "SEXTANT_CLUSTER"
@@ -50,6 +51,8 @@ def ask_all(
     args: argparse.Namespace, ask: Callable[[AdminClient], T], timeout: float = 30.0
 ) -> tuple[list[tuple[str, T]], bool]:
     """Each replica's answer (in the order given) and whether every replica answered."""
+    from collector.cli._client import AdminClient
+
     urls = replicas(args)
 
     def one(url: str) -> tuple[str, T | Exception]:

@@ -170,7 +170,7 @@ def test_exit_codes(tmp_path: Path, capsys) -> None:
     code, out = sextant(capsys, "rules", "test", str(V2), "--cases", str(bad_cases))
     assert code == 2 and f"{bad_cases}:2: not a JSON object" in out
     code, out = sextant(capsys, "show")
-    assert code == 2 and "give a TRACE_ID or --latest" in out
+    assert code == 2 and "give a TRACE_ID, --latest or --session ID" in out
     code, out = sextant(capsys, "trajectories", "--since", "yesterday")
     assert code == 2 and "expected an ISO 8601 time" in out
 

@@ -1,0 +1,216 @@
+"""Scale-out on the real OpenTelemetry Collector: the gateway (loadbalancing by service)
+in front of three `sextant serve` replicas, real OTel SDK traffic from 20 services and a
+support agent that writes without approval, a real Alertmanager.
+
+Checked: every trace is stored whole on exactly one replica; each target's runs and decisions
+are on one replica; `sextant sql --cluster` returns the union with each row's replica; the
+QUARANTINE reaches Alertmanager once. A replica is killed (SIGKILL) mid-load and restarted on
+its ports: every span the SDK saw acknowledged is stored (the gateway's queue and retry carry
+what was routed to it meanwhile), and its QUARANTINE is restored, still one alert."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import requests
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from tests.support.agents import AgentScript, booking_run
+from tests.support.cli import sextant
+from tests.support.cluster import Gateway, Replica, gateway_binary, replica_config
+from tests.support.prometheus import alertmanager
+from tests.support.wait import wait_for
+
+SERVICES = [f"shop-{i:02d}" for i in range(20)]
+VIOLATOR = "support-desk"
+ALERTMANAGER = """
+route: {receiver: sink, group_by: [service, agent, version, decision], group_wait: 1s}
+receivers: [{name: sink}]
+"""
+
+
+class Acknowledged(SpanExporter):
+    """The OTLP exporter, counting the spans of every export the gateway acknowledged."""
+
+    def __init__(self, inner: SpanExporter, seen: Counter[str], lock: threading.Lock) -> None:
+        self.inner, self.seen, self.lock = inner, seen, lock
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        if result == SpanExportResult.SUCCESS:
+            with self.lock:
+                for s in spans:
+                    self.seen[format(s.context.trace_id, "032x")] += 1
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class Agents:
+    """One SDK provider per service, all exporting to the gateway."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.acked: Counter[str] = Counter()
+        lock = threading.Lock()
+        self.providers = {}
+        for service in [*SERVICES, VIOLATOR]:
+            provider = TracerProvider(
+                resource=Resource.create({"service.name": service, "service.version": "1.0.0"})
+            )
+            exporter = Acknowledged(
+                OTLPSpanExporter(endpoint=endpoint, insecure=True), self.acked, lock
+            )
+            provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=100))
+            self.providers[service] = provider
+
+    def round(self) -> None:
+        for service in SERVICES:
+            booking_run(self.providers[service])
+        unapproved_write(self.providers[VIOLATOR])
+
+    def flush(self) -> None:
+        for provider in self.providers.values():
+            provider.force_flush()
+
+    def shutdown(self) -> None:
+        for provider in self.providers.values():
+            provider.shutdown()
+
+
+def unapproved_write(provider: TracerProvider) -> None:
+    script = AgentScript(provider.get_tracer("support"))
+    with script.agent("support-agent", "Change my e-mail", "Done."):
+        script.chat([("lookup_customer", {"email": "mira@example.com"})])
+        script.tool("lookup_customer", {"email": "mira@example.com"}, '{"customer": "C-1"}')
+        script.chat([("update_account", {"customer": "C-1", "email": "new@example.com"})])
+        script.tool("update_account", {"customer": "C-1", "email": "new@example.com"}, "ok")
+        script.chat()
+
+
+def stored(replicas: list[Replica]) -> dict[str, dict[str, int]]:
+    """trace id -> {replica: spans stored there}."""
+    found: dict[str, dict[str, int]] = {}
+    for r in replicas:
+        for row in r.sql("SELECT trace_id, count(*) AS n FROM spans GROUP BY ALL"):
+            found.setdefault(row["trace_id"], {})[r.name] = row["n"]
+    return found
+
+
+def quarantines(replica: Replica) -> list[dict]:
+    reply = requests.get(
+        f"{replica.url}/api/v1/decisions",
+        params={"state": "firing", "decision": "QUARANTINE"},
+        timeout=5,
+    )
+    reply.raise_for_status()
+    return reply.json()["decisions"]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    binary = gateway_binary()
+    (tmp_path / "am.yml").write_text(ALERTMANAGER)
+    with alertmanager(tmp_path / "am.yml", tmp_path) as am:
+        replicas = [
+            Replica(name, tmp_path / name, replica_config(tmp_path, name, am))
+            for name in ("sextant-0", "sextant-1", "sextant-2")
+        ]
+        for r in replicas:
+            r.start(tmp_path)
+        gateway = Gateway(binary, tmp_path, replicas)
+        try:
+            yield gateway, replicas, am
+        finally:
+            gateway.stop()
+            for r in replicas:
+                if r.process is not None and r.process.proc.poll() is None:
+                    r.process.stop()
+
+
+def test_the_gateway_keeps_traces_and_targets_whole_through_a_replica_crash(
+    cluster: tuple[Gateway, list[Replica], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gateway, replicas, am = cluster
+    agents = Agents(gateway.endpoint)
+    agents.round()
+    agents.flush()
+    # The violating target is on one replica, where its QUARANTINE fires.
+    owner = wait_for(lambda: next((r for r in replicas if quarantines(r)), None), timeout=30)
+    (before,) = quarantines(owner)
+    assert before["service_name"] == VIOLATOR
+
+    # Load goes on while the owner is killed and started again on the same ports.
+    load = threading.Thread(target=lambda: [agents.round() for _ in range(6)])
+    load.start()
+    assert owner.process is not None
+    owner.process.stop(signal.SIGKILL)
+    owner.start(tmp_path)
+    load.join(120)
+    agents.flush()
+
+    def all_stored() -> dict[str, dict[str, int]] | None:
+        found = stored(replicas)
+        missing = [t for t, n in agents.acked.items() if sum(found.get(t, {}).values()) < n]
+        return found if not missing else None
+
+    found = wait_for(all_stored, timeout=90, interval=0.5)
+    assert len(agents.acked) == 7 * (len(SERVICES) + 1)
+    for trace_id, spans in agents.acked.items():
+        (where,) = found[trace_id].items()  # exactly one replica holds it ...
+        assert where[1] == spans  # ... whole
+    homes: dict[str, set[str]] = {}
+    for r in replicas:
+        for row in r.sql("SELECT DISTINCT service_name FROM trajectories"):
+            homes.setdefault(row["service_name"], set()).add(r.name)
+    assert set(homes) == {*SERVICES, VIOLATOR}
+    assert all(len(names) == 1 for names in homes.values()), homes
+    assert len({name for names in homes.values() for name in names}) > 1  # spread out
+
+    # The owner's decision came back from its store: the same decision, firing.
+    (after,) = wait_for(lambda: quarantines(owner), timeout=30)
+    assert after["decision_id"] == before["decision_id"]
+    assert all(not quarantines(r) for r in replicas if r is not owner)
+
+    urls = ",".join(r.url for r in replicas)
+    code, out = sextant(
+        capsys, "sql", "--cluster", urls, "--format", "json",
+        "SELECT service_name, count(*) AS runs FROM trajectories GROUP BY ALL",
+    )  # fmt: skip
+    assert code == 0, out
+    rows = json.loads(out)
+    assert {(row["service_name"], row["replica"]) for row in rows} == {
+        (service, f"127.0.0.1:{next(r.admin for r in replicas if r.name in names)}")
+        for service, names in homes.items()
+    }
+    assert sum(row["runs"] for row in rows) == sum(
+        r.sql("SELECT count(*) AS n FROM trajectories")[0]["n"] for r in replicas
+    )
+    code, out = sextant(
+        capsys, "decisions", "--cluster", urls, "--decision", "QUARANTINE", "--format", "json"
+    )
+    assert code == 0, out
+    (listed,) = json.loads(out)["decisions"]
+    assert listed["replica"] == f"127.0.0.1:{owner.admin}"
+
+    def alerts() -> list[dict]:
+        reply = requests.get(
+            f"{am}/api/v2/alerts", params={"filter": 'decision="QUARANTINE"'}, timeout=5
+        )
+        return reply.json()
+
+    (alert,) = wait_for(alerts)  # once, although the owner sent it before and after its crash
+    assert alert["labels"]["service"] == VIOLATOR
+    agents.shutdown()
