@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import subprocess
@@ -9,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
 import requests
 import yaml
 
@@ -104,7 +106,15 @@ def webhook_urls(config: dict) -> list[str]:
 def test_the_compose_stack_wires_every_service_and_mounts_files_that_exist():
     compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"sextant", "prometheus", "alertmanager", "grafana", "alert-sink"}
+    assert set(services) == {
+        *("gateway", "sextant-a", "sextant-b"),
+        *("prometheus", "alertmanager", "grafana", "alert-sink"),
+    }
+    # the gateway routes to the compose replicas, on their OTLP port
+    gateway = yaml.safe_load((DEPLOY / "gateway/gateway.yaml").read_text())
+    hostnames = gateway["exporters"]["load_balancing"]["resolver"]["static"]["hostnames"]
+    assert hostnames == ["sextant-a:4317", "sextant-b:4317"]
+    assert all(f"{h.split(':')[0]}" in services for h in hostnames)
     # Alertmanager's receivers are the compose sink, on the port it listens on
     sink = services["alert-sink"]["command"]
     assert sink[:2] == ["alerts", "sink"]
@@ -119,6 +129,53 @@ def test_the_compose_stack_wires_every_service_and_mounts_files_that_exist():
                 assert (DEPLOY / source).exists(), source
     sextant = yaml.safe_load((DEPLOY / "sextant.yaml").read_text())
     load_config(None, environ={}, overrides=sextant)  # the compose config is a valid config
+
+
+KUBERNETES_VERSION = "1.33"
+
+
+def manifests() -> dict[tuple[str, str], dict]:
+    """(kind, name) -> each document of deploy/kubernetes/*.yaml."""
+    docs = {}
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            docs[(doc["kind"], doc["metadata"]["name"])] = doc
+    return docs
+
+
+def test_the_kubernetes_manifests_are_valid_and_wired_to_each_other():
+    import kubernetes_validate
+
+    docs = manifests()
+    for doc in docs.values():
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    replicas = docs[("StatefulSet", "sextant")]
+    broken = copy.deepcopy(replicas)
+    broken["spec"]["template"]["spec"]["containers"][0]["readinessprobe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):  # a typo does not pass
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+    # The gateway resolves the headless Service that the StatefulSet names.
+    headless = docs[("Service", replicas["spec"]["serviceName"])]
+    assert headless["spec"]["clusterIP"] == "None"
+    config = docs[("ConfigMap", "sextant-gateway")]
+    gateway = yaml.safe_load(config["data"]["gateway.yaml"])
+    dns = gateway["exporters"]["load_balancing"]["resolver"]["dns"]
+    assert dns["hostname"].startswith(f"{headless['metadata']['name']}.sextant.svc")
+    # ... with the same routing, queue and retry as the compose gateway
+    shipped = yaml.safe_load((DEPLOY / "gateway/gateway.yaml").read_text())
+    for side in (gateway, shipped):
+        del side["exporters"]["load_balancing"]["resolver"]
+    assert gateway == shipped
+    pod = replicas["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert [t["metadata"]["name"] for t in replicas["spec"]["volumeClaimTemplates"]] == ["data"]
+    replica = next(e for e in container["env"] if e["name"] == "SEXTANT_CLUSTER__REPLICA")
+    assert replica["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    # Sextant's config in the ConfigMap is a valid config.
+    sextant = yaml.safe_load(docs[("ConfigMap", "sextant-config")]["data"]["sextant.yaml"])
+    load_config(None, environ={}, overrides=sextant)
 
 
 def test_the_deploy_alertmanager_routes_each_severity_to_a_receiver_that_gets_it(tmp_path):
@@ -201,7 +258,7 @@ def test_exemplar_links_open_the_consoles_trajectory_page():
     (destination,) = provisioned["datasources"][0]["jsonData"]["exemplarTraceIdDestinations"]
     assert destination["url"] == "http://localhost:9464/trajectories/${__value.raw}"
     # the browser on the host reaches the console there (published on the host's loopback)
-    assert "127.0.0.1:9464:9464" in compose["services"]["sextant"]["ports"]
+    assert "127.0.0.1:9464:9464" in compose["services"]["sextant-a"]["ports"]
     dashboard = json.loads((DEPLOY / "grafana/dashboards/sextant.json").read_text())
     assert [link["url"] for link in dashboard["links"]] == ["${admin_url}/"]
     described = [p.get("description", "") for p in dashboard["panels"]]
