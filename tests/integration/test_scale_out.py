@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+import duckdb
 import pytest
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -31,6 +32,12 @@ from tests.support.prometheus import alertmanager
 from tests.support.wait import wait_for
 
 SERVICES = [f"shop-{i:02d}" for i in range(20)]
+PARQUET_UNION = """
+SELECT regexp_extract(filename, 'exports/([^/]+)/table=', 1) AS replica, service_name,
+       count(*) AS runs
+FROM read_parquet('exports/*/table=trajectories/date=*/*.parquet', filename = true)
+WHERE is_current GROUP BY ALL
+"""
 VIOLATOR = "support-desk"
 ALERTMANAGER = """
 route: {receiver: sink, group_by: [service, agent, version, decision], group_wait: 1s}
@@ -171,6 +178,11 @@ def test_the_gateway_keeps_traces_and_targets_whole_through_a_replica_crash(
     for trace_id, spans in agents.acked.items():
         (where,) = found[trace_id].items()  # exactly one replica holds it ...
         assert where[1] == spans  # ... whole
+
+    def runs() -> int:
+        return sum(r.sql("SELECT count(*) AS n FROM trajectories")[0]["n"] for r in replicas)
+
+    wait_for(lambda: runs() == len(agents.acked), timeout=60, interval=0.5)  # all assembled
     homes: dict[str, set[str]] = {}
     for r in replicas:
         for row in r.sql("SELECT DISTINCT service_name FROM trajectories"):
@@ -195,9 +207,7 @@ def test_the_gateway_keeps_traces_and_targets_whole_through_a_replica_crash(
         (service, f"127.0.0.1:{next(r.admin for r in replicas if r.name in names)}")
         for service, names in homes.items()
     }
-    assert sum(row["runs"] for row in rows) == sum(
-        r.sql("SELECT count(*) AS n FROM trajectories")[0]["n"] for r in replicas
-    )
+    assert sum(row["runs"] for row in rows) == runs()
     code, out = sextant(
         capsys, "decisions", "--cluster", urls, "--decision", "QUARANTINE", "--format", "json"
     )
@@ -214,3 +224,19 @@ def test_the_gateway_keeps_traces_and_targets_whole_through_a_replica_crash(
     (alert,) = wait_for(alerts)  # once, although the owner sent it before and after its crash
     assert alert["labels"]["service"] == VIOLATOR
     agents.shutdown()
+
+    # Every replica's Parquet export, queried together by DuckDB (the README's query).
+    exports = tmp_path / "exports"
+    for r in replicas:
+        code, out = sextant(
+            capsys, "export", "parquet", "--out", str(exports / r.name), "--url", r.url
+        )
+        assert code == 0, out
+    union = duckdb.sql(PARQUET_UNION.replace("exports/", f"{exports}/")).fetchall()
+    assert sorted(union) == sorted(
+        (r.name, row["service_name"], row["runs"])
+        for r in replicas
+        for row in r.sql(
+            "SELECT service_name, count(*) AS runs FROM trajectories WHERE is_current GROUP BY ALL"
+        )
+    )
