@@ -8,7 +8,6 @@ view missing a replica says so, it never passes for the whole cluster.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,17 +18,14 @@ if TYPE_CHECKING:  # the client (and gRPC's status codes under it) loads when a 
     from collector.cli._client import AdminClient
 
 T = TypeVar("T")
-ENV = "SEXTANT_CLUSTER"
 
 
 def add_cluster(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cluster",
         metavar="URLS",
-        nargs="?",
-        const=os.environ.get(ENV, ""),
         default=None,
-        help=f"ask every replica: admin URLs, comma-separated (alone: ${ENV})",
+        help="ask every replica: their admin URLs, comma-separated",
     )
 
 
@@ -38,7 +34,7 @@ def replicas(args: argparse.Namespace) -> list[str]:
 
     urls = [u.strip().rstrip("/") for u in (args.cluster or "").split(",") if u.strip()]
     if not urls:
-        raise UsageError(f"--cluster needs the replicas' admin URLs (or ${ENV})")
+        raise UsageError("--cluster needs the replicas' admin URLs, comma-separated")
     return list(dict.fromkeys(urls))
 
 

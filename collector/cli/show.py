@@ -118,6 +118,8 @@ def header(t: dict[str, Any]) -> list[str]:
         f" {t['input_tokens']}→{t['output_tokens']} tokens, {cost},"
         f" {t['error_count']} errors, {t['duration_ms']:.0f} ms",
     ]
+    if t.get("replica"):  # --cluster: where it was found
+        lines.insert(1, f"replica {t['replica']}")
     if t.get("verdict"):
         why = ", ".join(t.get("verdict_reasons") or [])
         lines.append(f"verdict {t['verdict']}" + (f" ({why})" if why else ""))

@@ -214,6 +214,9 @@ def test_the_gateway_keeps_traces_and_targets_whole_through_a_replica_crash(
     assert code == 0, out
     (listed,) = json.loads(out)["decisions"]
     assert listed["replica"] == f"127.0.0.1:{owner.admin}"
+    violation = before["evidence_trace_ids"][0]
+    code, out = sextant(capsys, "show", "--cluster", urls, violation)
+    assert code == 0 and f"replica 127.0.0.1:{owner.admin}" in out and "update_account" in out
 
     def alerts() -> list[dict]:
         reply = requests.get(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,3 +226,18 @@ def test_sextant_sql_on_a_stopped_collectors_file(
         exit_code, printed = sextant(capsys, "sql", query, "--db", db, "--format", "csv")
         assert exit_code == code
         assert expected in printed
+
+
+def test_a_cluster_query_missing_a_replica_says_so(
+    live: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows from the replicas that answered, the one that did not named, exit 1."""
+    dead = "http://127.0.0.1:1"
+    code, out, err = sextant_streams(
+        capsys, "sql", "--cluster", f"{live.admin_url},{dead}", "--token", TOKEN,
+        "--format", "json", "SELECT 1 AS one",
+    )  # fmt: skip
+    assert code == 1
+    assert "replica 127.0.0.1:1 did not answer" in err
+    (row,) = json.loads(out)
+    assert row == {"replica": live.admin_url.removeprefix("http://"), "one": 1}
