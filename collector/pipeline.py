@@ -257,7 +257,7 @@ class Pipeline:
             DecisionPages(self.decisions, self.database, self.clock.now),
             TrajectoryPages(self.database, self.clock.now),
             PacksPage(self.evaluation.status),
-            SqlPage(sql),
+            SqlPage(sql, self.config.cluster, self.peer_token()),
         ]
 
     def _store_upkeep(
@@ -303,6 +303,11 @@ class Pipeline:
             self.decisions,
             *upkeep,
         ]
+
+    def peer_token(self) -> str | None:
+        """The token the console presents to the other replicas' admin APIs."""
+        token = self.config.cluster.peer_token or next(iter(self.config.auth.tokens), None)
+        return token.get_secret_value() if token else None
 
     def admin_url(self) -> str:
         host = self.config.admin.host_port[0]

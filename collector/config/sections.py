@@ -321,6 +321,13 @@ class ClusterConfig(Strict):
         description="This process's name among the replicas behind a gateway (e.g. the pod"
         " name); set, a window that a service entered mid-way (resharding) is reviewed.",
     )
+    peers: list[str] = Field(
+        default_factory=list,
+        description="The other replicas' admin URLs: the console's SQL page can ask them all.",
+    )
+    peer_token: SecretStr | None = Field(
+        None, description="Bearer token for the peers' admin APIs (default: auth.tokens' first)."
+    )
 
 
 class SessionsConfig(Strict):

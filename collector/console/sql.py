@@ -12,7 +12,9 @@ from aiohttp import web
 
 from collector.admin.answers import CsvAnswer, dumps
 from collector.admin.sql import SqlRoutes, limits_of
+from collector.config.sections import ClusterConfig
 from collector.console.access import CSRF, CSRF_FIELD
+from collector.console.cluster import ask_peers
 from collector.console.render import page
 from collector.errors import SextantError
 from collector.store.readonly import TableAnswer, truncation_note
@@ -38,6 +40,7 @@ class Result:
     note: str | None = None
     elapsed_ms: float = 0.0
     refused: str | None = None
+    missing: list[str] = field(default_factory=list)  # replicas that did not answer, and why
 
 
 def cell(value: Any) -> str | None:
@@ -65,9 +68,13 @@ class SqlPage:
     """GET /sql (the form, the views) and POST /sql (run: the page with the answer; csv: the
     answer as a file). Every query goes through the endpoint's `SqlRoutes.query`."""
 
-    def __init__(self, endpoint: SqlRoutes) -> None:
+    def __init__(
+        self, endpoint: SqlRoutes, cluster: ClusterConfig | None = None, token: str | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.config = endpoint.config
+        self.cluster = cluster or ClusterConfig()
+        self.token = token  # for the peers' admin APIs
 
     def register(self, app: web.Application) -> None:
         app.router.add_get("/sql", self._form)
@@ -85,9 +92,17 @@ class SqlPage:
             if not self.config.enabled:
                 raise SextantError("SQL is turned off on this collector (sql.enabled: false)")
             max_rows = self._max_rows(str(form.get("max_rows", "")))
+            everywhere = bool(form.get("cluster")) and bool(self.cluster.peers)
             if form.get("output") == "csv":
+                if everywhere:
+                    raise SextantError(
+                        "CSV is one replica's answer: untick every replica, or run"
+                        " `sextant sql --cluster URLS --format csv`"
+                    )
                 return await self._csv(sql, max_rows)
             result = await self.endpoint.run(lambda: self._table(sql, max_rows))
+            if everywhere:
+                result = await self._everywhere(result, max_rows)
         except SextantError as exc:
             result = Result(sql, self.config.default_rows, refused=str(exc))
         return await self._page(request, result, ran=True)
@@ -117,6 +132,31 @@ class SqlPage:
             elapsed_ms=round(outcome.elapsed_seconds * 1000, 1),
         )
 
+    async def _everywhere(self, here: Result, max_rows: int) -> Result:
+        """This replica's answer joined with its peers', each row led by its replica."""
+        peers = await ask_peers(self.cluster.peers, self.token, here.sql, max_rows)
+        name = self.cluster.replica or "this replica"
+        joined = Result(
+            here.sql,
+            max_rows,
+            columns=["replica", *here.columns],
+            rows=[[name, *row] for row in here.rows],
+            truncated_by=here.truncated_by,
+            note=here.note,
+            elapsed_ms=here.elapsed_ms,
+        )
+        for peer in peers:
+            if peer.error is None and peer.columns != here.columns:
+                peer.error = f"answered other columns ({', '.join(peer.columns)})"
+            if peer.error is not None:
+                joined.missing.append(f"{peer.replica}: {peer.error}")
+                continue
+            joined.rows += [[peer.replica, *(cell(v) for v in row)] for row in peer.rows]
+            if peer.truncated and joined.truncated_by is None:
+                joined.truncated_by = "max_rows"
+                joined.note = f"{peer.replica} had more rows than max rows"
+        return joined
+
     async def _csv(self, sql: str, max_rows: int) -> web.Response:
         answer = CsvAnswer()
         outcome = await self.endpoint.run(lambda: self.endpoint.query(sql, None, max_rows, answer))
@@ -143,4 +183,5 @@ class SqlPage:
             views=views,
             enabled=self.config.enabled,
             max_rows_limit=self.config.max_rows,
+            peers=self.cluster.peers,
         )
