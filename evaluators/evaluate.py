@@ -63,6 +63,17 @@ def error_finding(exc: Exception) -> Finding:
     )
 
 
+def selected(pack: RulePack, t: Trajectory) -> tuple[bool, Exception | None]:
+    """Whether the pack's selector takes the run; (True, the error) when it cannot tell, so
+    that its rules are reviewed rather than skipped."""
+    try:
+        if t.root is None and pack.selector.attributes:
+            raise LookupError("the selector needs the root span, which never arrived")
+        return pack.selector.matches(t), None
+    except Exception as exc:
+        return True, exc
+
+
 def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None) -> list[Result]:
     """Results of every applicable rule; nothing for a pack whose selector does not match.
 
@@ -72,14 +83,9 @@ def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None
     if not t.agent_run:
         return []
     findings: list[tuple[Rule, Finding]] = []
-    try:
-        if t.root is None and pack.selector.attributes:
-            raise LookupError("the selector needs the root span, which never arrived")
-        if not pack.selector.matches(t):
-            return []
-        selector_error = None
-    except Exception as exc:
-        selector_error = exc
+    selects, selector_error = selected(pack, t)
+    if not selects:
+        return []
     t = with_approvals(t, pack.approvals or DEFAULT_APPROVALS)
     for rule in pack.rules:
         if RULE_TYPES[rule.type].evaluate is None or is_session_rule(rule):
@@ -136,14 +142,10 @@ def evaluate_session_pack(
     last = session.turns[-1] if session.turns else None
     if not rules or last is None or not last.agent_run:
         return []
-    try:
-        if last.root is None and pack.selector.attributes:
-            raise LookupError("the selector needs the root span, which never arrived")
-        if not pack.selector.matches(last):
-            return []
-        failure = None
-    except Exception as exc:
-        failure = review_for(exc)
+    selects, selector_error = selected(pack, last)
+    if not selects:
+        return []
+    failure = review_for(selector_error) if selector_error is not None else None
     approvals = pack.approvals or DEFAULT_APPROVALS
     read = Session(session.session_id, [with_approvals(t, approvals) for t in session.turns])
     return [
