@@ -27,6 +27,7 @@ from collector.auth import BearerAuth
 from collector.clock import Clock, SystemClock
 from collector.config import SextantConfig
 from collector.console.access import ConsoleAccess
+from collector.console.cluster import peer_token
 from collector.console.decisions import DecisionPages
 from collector.console.login import LoginRoutes
 from collector.console.packs import PacksPage
@@ -257,7 +258,7 @@ class Pipeline:
             DecisionPages(self.decisions, self.database, self.clock.now),
             TrajectoryPages(self.database, self.clock.now),
             PacksPage(self.evaluation.status),
-            SqlPage(sql, self.config.cluster, self.peer_token()),
+            SqlPage(sql, self.config.cluster, peer_token(self.config.cluster, self.config.auth)),
         ]
 
     def _store_upkeep(
@@ -303,11 +304,6 @@ class Pipeline:
             self.decisions,
             *upkeep,
         ]
-
-    def peer_token(self) -> str | None:
-        """The token the console presents to the other replicas' admin APIs."""
-        token = self.config.cluster.peer_token or next(iter(self.config.auth.tokens), None)
-        return token.get_secret_value() if token else None
 
     def admin_url(self) -> str:
         host = self.config.admin.host_port[0]

@@ -11,7 +11,15 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from collector.config.sections import AuthConfig, ClusterConfig
+
 TIMEOUT_SECONDS = 60.0
+
+
+def peer_token(cluster: ClusterConfig, auth: AuthConfig) -> str | None:
+    """The token the console presents to the other replicas' admin APIs."""
+    token = cluster.peer_token or next(iter(auth.tokens), None)
+    return token.get_secret_value() if token else None
 
 
 @dataclass
