@@ -55,6 +55,8 @@ class GatewayReport:
     seconds: float = 0.0
     acknowledged: int = 0
     stored: int = 0
+    trajectories: int = 0
+    caught_up: float = 0.0  # seconds from the start until every run was stored and evaluated
     failed_requests: int = 0
     gateway_cpu: float = 0.0
     replica_cpu: list[float] = field(default_factory=list)
@@ -70,7 +72,8 @@ class GatewayReport:
                 f" {self.seconds:.0f} s",
                 f"acknowledged {self.acknowledged:,} spans ({rate:,.0f} spans/s),"
                 f" stored {self.stored:,}, failed requests {self.failed_requests}",
-                f"spans per replica: {shares}",
+                f"spans per replica: {shares}; {self.trajectories:,} runs evaluated,"
+                f" caught up {self.caught_up:.0f} s after the start",
                 f"gateway CPU {self.gateway_cpu:.1f} s = {self.gateway_cpu * per_span:.1f} µs/span;"
                 f" replicas CPU {sum(self.replica_cpu):.1f} s ="
                 f" {sum(self.replica_cpu) * per_span:.1f} µs/span",
@@ -148,8 +151,8 @@ def send(
                 report.acknowledged += spans
 
 
-def stored_spans(admin: int) -> int:
-    doc = orjson.dumps({"sql": "SELECT count(*) AS n FROM spans"})
+def stored(admin: int, table: str) -> int:
+    doc = orjson.dumps({"sql": f"SELECT count(*) AS n FROM {table}"})
     request = urllib.request.Request(
         f"http://127.0.0.1:{admin}/api/v1/sql", doc, {"Content-Type": "application/json"}
     )
@@ -196,16 +199,20 @@ def run_gateway_bench(
                 t.join()
             report.seconds = time.monotonic() - begin
             report.gateway_cpu = cpu_seconds(gateway.pid) - cpu0
+            # The replicas' CPU once every run is stored and evaluated, their catch-up included.
+            runs = report.acknowledged // options.spans_per_trace
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                report.per_replica = [stored(a, "spans") for _, _, a in started]
+                report.stored = sum(report.per_replica)
+                report.trajectories = sum(stored(a, "trajectories") for _, _, a in started)
+                if report.stored >= report.acknowledged and report.trajectories >= runs:
+                    break
+                time.sleep(1)
+            report.caught_up = time.monotonic() - begin
             report.replica_cpu = [
                 cpu_seconds(p.pid) - c for (p, _, _), c in zip(started, replica0, strict=True)
             ]
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                report.per_replica = [stored_spans(a) for _, _, a in started]
-                report.stored = sum(report.per_replica)
-                if report.stored >= report.acknowledged:
-                    break
-                time.sleep(1)
         finally:
             gateway.terminate()
             gateway.wait(30)
