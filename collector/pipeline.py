@@ -25,9 +25,9 @@ from collector.assembler.assembler import Assembler
 from collector.assembler.prices import PriceTable
 from collector.auth import BearerAuth
 from collector.clock import Clock, SystemClock
+from collector.cluster import other_peers, peer_token
 from collector.config import SextantConfig
 from collector.console.access import ConsoleAccess
-from collector.console.cluster import peer_token
 from collector.console.decisions import DecisionPages
 from collector.console.login import LoginRoutes
 from collector.console.packs import PacksPage
@@ -91,6 +91,7 @@ class Pipeline:
         clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self.peer_token = peer_token(config.cluster, config.auth)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.clock = clock = clock or SystemClock()
         storage = config.storage
@@ -190,7 +191,7 @@ class Pipeline:
             self.packs,
             DriftMetrics(self.registry, self.target_cap),
             self.clock,
-            config.cluster.replica,
+            (other_peers(config.cluster.peers, config.cluster.replica), self.peer_token),
         )
         judges = JudgeStage(
             config.judges,
@@ -208,15 +209,10 @@ class Pipeline:
         out = EvaluationExport(config.evaluation_events, self.database, event_metrics)
         return drift, judges, events, out
 
-    def _sessions(self, rules_metrics: RulesMetrics) -> SessionStage:
+    def _sessions(self, rules: RulesMetrics) -> SessionStage:
+        metrics, config = SessionMetrics(self.registry), self.config.sessions
         return SessionStage(
-            self.config.sessions,
-            self.database,
-            self.writer,
-            self.packs,
-            SessionMetrics(self.registry),
-            rules_metrics,
-            self.clock,
+            config, self.database, self.writer, self.packs, metrics, rules, self.clock
         )
 
     def _decisions(
@@ -258,7 +254,7 @@ class Pipeline:
             DecisionPages(self.decisions, self.database, self.clock.now),
             TrajectoryPages(self.database, self.clock.now),
             PacksPage(self.evaluation.status),
-            SqlPage(sql, self.config.cluster, peer_token(self.config.cluster, self.config.auth)),
+            SqlPage(sql, self.config.cluster, self.peer_token),
         ]
 
     def _store_upkeep(

@@ -113,20 +113,27 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60.0
     raise RuntimeError(f"{url} not ready after {timeout:.0f} s")
 
 
-def start_gateway(
-    binary: str, work: Path, config: Path, replicas: list[int]
-) -> tuple[subprocess.Popen[bytes], int]:
-    doc = yaml.safe_load(config.read_text())
-    port, health = free_port(), free_port()
+def gateway_config(shipped: Path, work: Path, port: int, health: int, replicas: list[int]) -> Path:
+    """The shipped gateway configuration on loopback: OTLP/gRPC on `port`, these replicas'
+    OTLP ports, its queue under `work`, no telemetry of its own."""
+    doc = yaml.safe_load(shipped.read_text())
     doc["extensions"]["health_check"]["endpoint"] = f"127.0.0.1:{health}"
     doc["extensions"]["file_storage"]["directory"] = str(work / "gateway-queue")
     doc["receivers"]["otlp"]["protocols"] = {"grpc": {"endpoint": f"127.0.0.1:{port}"}}
     resolver = doc["exporters"]["load_balancing"]["resolver"]
     resolver["static"]["hostnames"] = [f"127.0.0.1:{p}" for p in replicas]
     doc["service"]["telemetry"] = {"metrics": {"level": "none"}}
-    (work / "gateway.yaml").write_text(yaml.safe_dump(doc))
+    path = work / "gateway.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def start_gateway(
+    binary: str, work: Path, config: Path, replicas: list[int]
+) -> tuple[subprocess.Popen[bytes], int]:
+    port, health = free_port(), free_port()
     process = subprocess.Popen(
-        [binary, "--config", str(work / "gateway.yaml")],
+        [binary, "--config", str(gateway_config(config, work, port, health, replicas))],
         stdout=subprocess.DEVNULL,
         stderr=(work / "gateway.log").open("wb"),
     )
@@ -135,9 +142,15 @@ def start_gateway(
 
 
 def send(
-    endpoint: str, template: bytes, salt: bytes, spans: int, until: float, report: GatewayReport
+    endpoint: str,
+    template: bytes,
+    salt: bytes,
+    spans: int,
+    until: float,
+    report: GatewayReport,
+    lock: threading.Lock,
 ) -> None:
-    lock = threading.Lock()
+    """One sender's loop; `lock` is every sender's, guarding the report's counts."""
     with grpc.insecure_channel(endpoint) as channel:
         export = channel.unary_unary(EXPORT)
         while time.monotonic() < until:
@@ -160,6 +173,19 @@ def stored(admin: int, table: str) -> int:
         return int(orjson.loads(reply.read())["rows"][0][0])
 
 
+def caught_up(report: GatewayReport, admins: list[int], spans_per_trace: int) -> None:
+    """Wait (up to 5 minutes) until every acknowledged span is stored and every run evaluated."""
+    runs = report.acknowledged // spans_per_trace
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        report.per_replica = [stored(a, "spans") for a in admins]
+        report.stored = sum(report.per_replica)
+        report.trajectories = sum(stored(a, "trajectories") for a in admins)
+        if report.stored >= report.acknowledged and report.trajectories >= runs:
+            return
+        time.sleep(1)
+
+
 def run_gateway_bench(
     binary: str,
     config: Path,
@@ -180,6 +206,7 @@ def run_gateway_bench(
             replica0 = [cpu_seconds(p.pid) for p, _, _ in started]
             begin = time.monotonic()
             until = begin + seconds
+            lock = threading.Lock()
             # One sender per service, each service.name as long as the template's (11 bytes),
             # so the protobuf stays valid with the name replaced.
             threads = [
@@ -188,7 +215,7 @@ def run_gateway_bench(
                     args=(
                         f"127.0.0.1:{port}",
                         template.replace(TEMPLATE_SERVICE, f"svc-{i:07d}".encode()),
-                        *(salt, spans, until, report),
+                        *(salt, spans, until, report, lock),
                     ),
                 )
                 for i in range(services)
@@ -200,15 +227,7 @@ def run_gateway_bench(
             report.seconds = time.monotonic() - begin
             report.gateway_cpu = cpu_seconds(gateway.pid) - cpu0
             # The replicas' CPU once every run is stored and evaluated, their catch-up included.
-            runs = report.acknowledged // options.spans_per_trace
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                report.per_replica = [stored(a, "spans") for _, _, a in started]
-                report.stored = sum(report.per_replica)
-                report.trajectories = sum(stored(a, "trajectories") for _, _, a in started)
-                if report.stored >= report.acknowledged and report.trajectories >= runs:
-                    break
-                time.sleep(1)
+            caught_up(report, [a for _, _, a in started], options.spans_per_trace)
             report.caught_up = time.monotonic() - begin
             report.replica_cpu = [
                 cpu_seconds(p.pid) - c for (p, _, _), c in zip(started, replica0, strict=True)

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+
+from collector.cluster import replica_name
 
 if TYPE_CHECKING:  # the client (and gRPC's status codes under it) loads when a command runs
     from collector.cli._client import AdminClient
@@ -36,11 +37,6 @@ def replicas(args: argparse.Namespace) -> list[str]:
     if not urls:
         raise UsageError("--cluster needs the replicas' admin URLs, comma-separated")
     return list(dict.fromkeys(urls))
-
-
-def replica_name(url: str) -> str:
-    """How a row names its replica: host:port of its admin URL."""
-    return urlsplit(url).netloc or url
 
 
 def ask_all(

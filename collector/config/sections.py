@@ -318,12 +318,13 @@ class JudgesConfig(Strict):
 class ClusterConfig(Strict):
     replica: str | None = Field(
         None,
-        description="This process's name among the replicas behind a gateway (e.g. the pod"
-        " name); set, a window that a service entered mid-way (resharding) is reviewed.",
+        description="This process's name among the replicas behind a gateway (the pod name):"
+        " how its rows are named, and how it finds itself in `peers`.",
     )
     peers: list[str] = Field(
         default_factory=list,
-        description="The other replicas' admin URLs: the console's SQL page can ask them all.",
+        description="The replicas' admin URLs (this one is left out by its name): the window"
+        " rules' resharding check, and the console's SQL page over every replica.",
     )
     peer_token: SecretStr | None = Field(
         None, description="Bearer token for the peers' admin APIs (default: auth.tokens' first)."

@@ -7,19 +7,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
-from collector.config.sections import AuthConfig, ClusterConfig
+from collector.cluster import replica_name
 
 TIMEOUT_SECONDS = 60.0
-
-
-def peer_token(cluster: ClusterConfig, auth: AuthConfig) -> str | None:
-    """The token the console presents to the other replicas' admin APIs."""
-    token = cluster.peer_token or next(iter(auth.tokens), None)
-    return token.get_secret_value() if token else None
 
 
 @dataclass
@@ -27,12 +20,8 @@ class PeerAnswer:
     replica: str
     columns: list[str] = field(default_factory=list)
     rows: list[list[Any]] = field(default_factory=list)
-    truncated: bool = False
+    truncated_by: str | None = None
     error: str | None = None
-
-
-def replica_name(url: str) -> str:
-    return urlsplit(url).netloc or url
 
 
 async def ask_peer(
@@ -49,14 +38,15 @@ async def ask_peer(
             if reply.status != 200:
                 error = doc.get("error") if isinstance(doc, dict) else None
                 return PeerAnswer(name, error=f"HTTP {reply.status}: {error or 'no answer'}")
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            return PeerAnswer(
+                name,
+                [c["name"] for c in doc["columns"]],
+                list(doc["rows"]),
+                doc.get("truncated_by") or ("max_rows" if doc.get("truncated") else None),
+            )
+    except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+        # a dead address, a timeout, or a 200 that is not the SQL API's answer
         return PeerAnswer(name, error=f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc))
-    return PeerAnswer(
-        name,
-        [c["name"] for c in doc["columns"]],
-        doc["rows"],
-        bool(doc.get("truncated")),
-    )
 
 
 async def ask_peers(

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from collector.admin.answers import CsvAnswer, dumps
 from collector.admin.sql import SqlRoutes, limits_of
+from collector.cluster import other_peers
 from collector.config.sections import ClusterConfig
 from collector.console.access import CSRF, CSRF_FIELD
 from collector.console.cluster import ask_peers
@@ -41,6 +42,7 @@ class Result:
     elapsed_ms: float = 0.0
     refused: str | None = None
     missing: list[str] = field(default_factory=list)  # replicas that did not answer, and why
+    everywhere: bool = False  # the answer of every replica
 
 
 def cell(value: Any) -> str | None:
@@ -134,7 +136,8 @@ class SqlPage:
 
     async def _everywhere(self, here: Result, max_rows: int) -> Result:
         """This replica's answer joined with its peers', each row led by its replica."""
-        peers = await ask_peers(self.cluster.peers, self.token, here.sql, max_rows)
+        others = other_peers(self.cluster.peers, self.cluster.replica)
+        peers = await ask_peers(others, self.token, here.sql, max_rows)
         name = self.cluster.replica or "this replica"
         joined = Result(
             here.sql,
@@ -144,6 +147,7 @@ class SqlPage:
             truncated_by=here.truncated_by,
             note=here.note,
             elapsed_ms=here.elapsed_ms,
+            everywhere=True,
         )
         for peer in peers:
             if peer.error is None and peer.columns != here.columns:
@@ -152,9 +156,9 @@ class SqlPage:
                 joined.missing.append(f"{peer.replica}: {peer.error}")
                 continue
             joined.rows += [[peer.replica, *(cell(v) for v in row)] for row in peer.rows]
-            if peer.truncated and joined.truncated_by is None:
-                joined.truncated_by = "max_rows"
-                joined.note = f"{peer.replica} had more rows than max rows"
+            if peer.truncated_by and joined.truncated_by is None:
+                joined.truncated_by = peer.truncated_by
+                joined.note = f"{peer.replica}'s answer was cut ({peer.truncated_by})"
         return joined
 
     async def _csv(self, sql: str, max_rows: int) -> web.Response:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +14,7 @@ from collector.config.sections import DriftConfig
 from collector.drift.evaluate import evaluate_drift
 from collector.drift.outcome import WindowOutcome
 from collector.drift.reliability import evaluate_reliability
+from collector.drift.resharding import resharded
 from collector.evaluation.packs import PackSource, compiled
 from collector.evaluation.results import window_result_row
 from collector.store.database import Database
@@ -23,46 +23,11 @@ from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.telemetry import DriftMetrics
 from collector.ticker import Ticker
-from evaluators.base import Verdict
 from evaluators.rulepack import RulePack
 from evaluators.window import DriftRule, ReliabilityRule
 
 log = logging.getLogger(__name__)
 STORE_TIMEOUT_SECONDS = 30.0
-
-
-# The first run of each service this replica stored, and of any service (the store's start).
-FIRST_RUNS = """
-SELECT coalesce(service_name, '') AS service, min(closed_at) AS first FROM trajectories
-GROUP BY ALL
-"""
-
-
-def resharded(
-    cursor: duckdb.DuckDBPyConnection, outcomes: list[WindowOutcome]
-) -> list[WindowOutcome]:
-    """A verdict on a window that a service's runs entered this replica in the middle of
-    (resharding moved the service here, while the replica already held others) is a review:
-    the window holds only part of the service's runs, the rest are on the replica it left."""
-    firsts = dict(cursor.execute(FIRST_RUNS).fetchall())
-    if not firsts:
-        return outcomes
-    store_start = min(firsts.values())
-    out = []
-    for o in outcomes:
-        arrived = firsts.get(o.target[0] or "")
-        moved = arrived is not None and store_start < o.window_start < arrived
-        if moved and o.verdict != Verdict.REVIEW:
-            o = replace(
-                o,
-                verdict=Verdict.REVIEW,
-                reason="coverage_resharded",
-                message=f"{o.target[0]} reached this replica at {arrived:%Y-%m-%d %H:%M:%S},"
-                f" inside the window: only part of its runs are here; would be {o.verdict}:"
-                f" {o.message}",
-            )
-        out.append(o)
-    return out
 
 
 class DriftScheduler(ReadingStage):
@@ -76,10 +41,11 @@ class DriftScheduler(ReadingStage):
         packs: PackSource,
         metrics: DriftMetrics,
         clock: Clock | None = None,
-        replica: str | None = None,
+        peers: tuple[list[str], str | None] = ([], None),
     ) -> None:
         self.config = config
-        self.replica = replica  # one of several replicas: a target may move here mid-window
+        # The other replicas and the token for them: a service may move between replicas.
+        self.peers, self.peer_token = peers
         self.database = database
         self.writer = writer
         self.packs = packs
@@ -133,12 +99,7 @@ class DriftScheduler(ReadingStage):
             self.metrics.evaluations.labels(pack.name, rule.id, "error").inc()
             return []
         self.metrics.duration.observe(time.perf_counter() - started)
-        if self.replica is not None and outcomes:
-            try:
-                with self.reader.cursor() as cursor:
-                    outcomes = resharded(cursor, outcomes)
-            except Interrupted:
-                return []
+        outcomes = resharded(outcomes, self.peers, self.peer_token)
         rows = [window_result_row(pack, sha256, rule, o, at) for o in outcomes]
         for outcome in outcomes:
             self.metrics.evaluations.labels(pack.name, rule.id, outcome.verdict.value).inc()

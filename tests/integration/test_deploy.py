@@ -159,8 +159,17 @@ def test_the_kubernetes_manifests_are_valid_and_wired_to_each_other():
     assert headless["spec"]["clusterIP"] == "None"
     config = docs[("ConfigMap", "sextant-gateway")]
     gateway = yaml.safe_load(config["data"]["gateway.yaml"])
-    dns = gateway["exporters"]["load_balancing"]["resolver"]["dns"]
-    assert dns["hostname"].startswith(f"{headless['metadata']['name']}.sextant.svc")
+    k8s = gateway["exporters"]["load_balancing"]["resolver"]["k8s"]
+    assert k8s["service"] == f"{headless['metadata']['name']}.sextant"
+    assert k8s["return_hostnames"] is True  # a restarted pod keeps its place on the ring
+    gateway_pod = docs[("StatefulSet", "sextant-gateway")]["spec"]["template"]["spec"]
+    account = gateway_pod["serviceAccountName"]
+    binding = docs[("RoleBinding", account)]
+    assert binding["subjects"][0]["name"] == account
+    granted = {
+        r for rule in docs[("Role", binding["roleRef"]["name"])]["rules"] for r in rule["resources"]
+    }
+    assert "endpointslices" in granted
     # ... with the same routing, queue and retry as the compose gateway
     shipped = yaml.safe_load((DEPLOY / "gateway/gateway.yaml").read_text())
     for side in (gateway, shipped):
@@ -176,6 +185,22 @@ def test_the_kubernetes_manifests_are_valid_and_wired_to_each_other():
     # Sextant's config in the ConfigMap is a valid config.
     sextant = yaml.safe_load(docs[("ConfigMap", "sextant-config")]["data"]["sextant.yaml"])
     load_config(None, environ={}, overrides=sextant)
+
+
+def test_the_gateway_accepts_both_of_its_configurations(tmp_path: Path):
+    """The compose and Kubernetes configurations, as the Collector built from the manifest
+    reads them (`validate`: every component and key known to this build)."""
+    from tests.support.cluster import gateway_binary
+
+    binary = gateway_binary()
+    kubernetes = manifests()[("ConfigMap", "sextant-gateway")]["data"]["gateway.yaml"]
+    (tmp_path / "kubernetes.yaml").write_text(kubernetes)
+    for config in (DEPLOY / "gateway/gateway.yaml", tmp_path / "kubernetes.yaml"):
+        check(binary, "validate", "--config", str(config))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(kubernetes.replace("routing_key: service", "routing_key: services"))
+    done = subprocess.run([binary, "validate", "--config", str(broken)], capture_output=True)
+    assert done.returncode != 0
 
 
 def test_the_deploy_alertmanager_routes_each_severity_to_a_receiver_that_gets_it(tmp_path):

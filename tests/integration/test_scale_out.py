@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -160,13 +161,25 @@ def test_the_gateway_keeps_traces_and_targets_whole_through_a_replica_crash(
     assert before["service_name"] == VIOLATOR
 
     # Load goes on while the owner is killed and started again on the same ports.
-    load = threading.Thread(target=lambda: [agents.round() for _ in range(6)])
+    def rounds() -> None:
+        for _ in range(6):
+            agents.round()
+            time.sleep(0.5)
+
+    load = threading.Thread(target=rounds)
     load.start()
+    time.sleep(0.5)
     assert owner.process is not None
     owner.process.stop(signal.SIGKILL)
     owner.start(tmp_path)
     load.join(120)
     agents.flush()
+    # What was routed to the owner while it was down failed there and waited in the
+    # gateway's queue to be retried.
+    lines = (tmp_path / "gateway.log").read_text().splitlines()
+    failed = f'"endpoint": "127.0.0.1:{owner.grpc}"'
+    assert any("Exporting failed" in line and failed in line for line in lines)
+    assert any("Will retry the request" in line for line in lines)
 
     def all_stored() -> dict[str, dict[str, int]] | None:
         found = stored(replicas)

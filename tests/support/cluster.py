@@ -12,6 +12,7 @@ from typing import Any
 import requests
 import yaml
 
+from collector.bench.gateway import gateway_config
 from collector.config.sections import BUILTIN_RULES
 from tests.support.paths import DEPLOY, ROOT
 from tests.support.process import Serve
@@ -79,24 +80,11 @@ def replica_config(tmp: Path, name: str, alertmanager: str) -> Path:
     return path
 
 
-def gateway_config(tmp: Path, replicas: list[Replica], grpc: int, health: int) -> Path:
-    """deploy/gateway/gateway.yaml as shipped, on loopback ports and these replicas."""
-    config = yaml.safe_load((DEPLOY / "gateway/gateway.yaml").read_text())
-    config["extensions"]["health_check"]["endpoint"] = f"127.0.0.1:{health}"
-    config["extensions"]["file_storage"]["directory"] = str(tmp / "gateway-queue")
-    config["receivers"]["otlp"]["protocols"] = {"grpc": {"endpoint": f"127.0.0.1:{grpc}"}}
-    static = config["exporters"]["load_balancing"]["resolver"]["static"]
-    static["hostnames"] = [f"127.0.0.1:{r.grpc}" for r in replicas]
-    config["service"]["telemetry"] = {"metrics": {"level": "none"}}
-    path = tmp / "gateway.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 class Gateway:
     def __init__(self, binary: str, tmp: Path, replicas: list[Replica]) -> None:
         self.grpc, health = free_port(), free_port()
-        config = gateway_config(tmp, replicas, self.grpc, health)
+        shipped = DEPLOY / "gateway/gateway.yaml"
+        config = gateway_config(shipped, tmp, self.grpc, health, [r.grpc for r in replicas])
         self.process = run(
             [binary, "--config", str(config)], f"http://127.0.0.1:{health}/", tmp / "gateway.log"
         )
