@@ -5,12 +5,13 @@ scheduler's resharding check."""
 from __future__ import annotations
 
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import orjson
 
-from collector.config.sections import AuthConfig, ClusterConfig
+if TYPE_CHECKING:  # the command line imports this module; the config (and gRPC) stays unloaded
+    from collector.config.sections import AuthConfig, ClusterConfig
 
 
 def replica_name(url: str) -> str:
