@@ -32,6 +32,7 @@ from collector.console.decisions import DecisionPages
 from collector.console.login import LoginRoutes
 from collector.console.packs import PacksPage
 from collector.console.routes import ConsoleRoutes
+from collector.console.sessions import SessionPages
 from collector.console.sql import SqlPage
 from collector.console.trajectories import TrajectoryPages
 from collector.decisions.engine import Coverage, DecisionEngine
@@ -253,6 +254,7 @@ class Pipeline:
             LoginRoutes(self.console),
             DecisionPages(self.decisions, self.database, self.clock.now),
             TrajectoryPages(self.database, self.clock.now),
+            SessionPages(self.database),
             PacksPage(self.evaluation.status),
             SqlPage(sql, self.config.cluster, self.peer_token),
         ]
