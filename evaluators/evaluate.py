@@ -43,9 +43,7 @@ def evaluate_rule(t: Trajectory, rule: Rule) -> Finding:
         return error_finding(exc)
     if t.status != "incomplete" or finding.verdict == Verdict.REVIEW:
         return finding
-    # Missing steps could change any verdict except a failure proven by a step that is there.
-    proven = finding.verdict == Verdict.FAIL and finding.evidence and not kind.needs_all_steps
-    if proven:
+    if proven(rule.type, finding.verdict, finding.evidence):
         return finding
     return Finding(
         Verdict.REVIEW,
@@ -55,6 +53,12 @@ def evaluate_rule(t: Trajectory, rule: Rule) -> Finding:
         finding.score,
         reason="trace_incomplete",
     )
+
+
+def proven(rule_type: str, verdict: Verdict, evidence: tuple[str, ...]) -> bool:
+    """A failure shown by steps that are there, which missing steps (an incomplete run, turns
+    not read) cannot undo; any other verdict they could change."""
+    return verdict == Verdict.FAIL and bool(evidence) and not RULE_TYPES[rule_type].needs_all_steps
 
 
 def error_finding(exc: Exception) -> Finding:
@@ -174,7 +178,7 @@ def session_finding(session: Session, rule: Rule) -> Finding:
     incomplete = [t for t in session.turns if t.status == "incomplete"]
     if not incomplete or finding.verdict == Verdict.REVIEW:
         return finding
-    if finding.verdict == Verdict.FAIL and finding.evidence and not kind.needs_all_steps:
+    if proven(rule.type, finding.verdict, finding.evidence):
         return finding
     return Finding(
         Verdict.REVIEW,

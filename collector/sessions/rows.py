@@ -5,10 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from collector.assembler.records import objecting_rules
 from collector.clock import naive_utc
 from collector.evaluation.results import trajectory_result_rows
-from evaluators.base import Result, Verdict, overall_verdict
+from evaluators.base import Result, overall_verdict
 from evaluators.sessions import Session
+
+# the totals a session sums over its turns, as a run's `totals()` names them
+TOTALS = ("steps", "tool_calls", "llm_calls", "input_tokens", "output_tokens", "error_count")
 
 
 def stamp(nanos: int) -> datetime | None:
@@ -26,7 +30,8 @@ def session_row(
     got a late turn is open again and counts the reopening."""
     turns = session.turns
     last = turns[-1]
-    failing = [r for r in results if r.verdict in (Verdict.FAIL, Verdict.REVIEW)]
+    whole = session.merged()
+    totals = whole.totals()
     reopened = (before or {}).get("reopened", 0)
     if before is not None and before["status"] == "closed":
         reopened += 1
@@ -39,17 +44,12 @@ def session_row(
         "user_id": next((t.user_id for t in reversed(turns) if t.user_id), None),
         "turns": len(trace_ids),
         "trace_ids": trace_ids,
-        "started_at": stamp(min(t.start_time_unix_nano for t in turns)),
-        "ended_at": stamp(max(t.end_time_unix_nano for t in turns)),
-        "steps": sum(len(t.steps) for t in turns),
-        "tool_calls": sum(t.tool_calls for t in turns),
-        "llm_calls": sum(t.llm_calls for t in turns),
-        "input_tokens": sum(t.input_tokens for t in turns),
-        "output_tokens": sum(t.output_tokens for t in turns),
-        "cost_usd": sum(t.cost_usd or 0.0 for t in turns),
-        "error_count": sum(t.error_count for t in turns),
+        "started_at": stamp(whole.start_time_unix_nano),
+        "ended_at": stamp(whole.end_time_unix_nano),
+        **{k: totals[k] for k in TOTALS},
+        "cost_usd": totals["cost_usd"] or 0.0,
         "verdict": overall_verdict(results).value if results else "none",
-        "verdict_rules": sorted({f"{r.pack}/{r.rule_id}" for r in failing}) or None,
+        "verdict_rules": objecting_rules(results),
         "reopened": reopened,
         "last_turn_at": max(last_turn_at, (before or {}).get("last_turn_at") or last_turn_at),
         "closed_at": None,

@@ -31,8 +31,7 @@ from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker
 from evaluators.base import Decision, Result, Verdict
-from evaluators.evaluate import evaluate_session_pack
-from evaluators.registry import RULE_TYPES
+from evaluators.evaluate import evaluate_session_pack, proven
 from evaluators.sessions import Session, is_session_rule
 
 log = logging.getLogger(__name__)
@@ -269,7 +268,7 @@ def key_of(row: dict[str, Any]) -> tuple[Any, ...]:
 def truncate(r: Result, max_turns: int) -> Result:
     """A result over the latest `max_turns` turns of a longer session: only a failure shown
     by steps that are there, and that the missing turns could not undo, stands."""
-    if r.verdict == Verdict.FAIL and r.evidence and not RULE_TYPES[r.rule_type].needs_all_steps:
+    if proven(r.rule_type, r.verdict, r.evidence):
         return r
     return replace(
         r,
