@@ -10,7 +10,7 @@ import duckdb
 import numpy as np
 
 from collector.drift import samples
-from collector.drift.outcome import WindowOutcome
+from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
 from collector.drift.sides import Side, Target, exactly, matching
 from evaluators.base import Verdict
 from evaluators.drift import (
@@ -114,40 +114,60 @@ def evaluate_drift(
     now: datetime,
     max_evidence: int = 10,
 ) -> list[WindowOutcome]:
+    """Every target's outcomes; a target whose evaluation raises is a REVIEW of its own
+    (`evaluation_error`) and the others are evaluated all the same."""
     start = now - timedelta(seconds=rule.current.last)
     candidate = rule.compare.candidate.version if rule.compare else None
     outcomes: list[WindowOutcome] = []
     for target in find_targets(cursor, selector, start, now, candidate):
-        pair = sides(rule, target, now)
-        if pair is None:
-            continue
-        baseline, current = pair
-        compared = list(compare_sides(cursor, rule, baseline, current))
-        adjusted = corrected(rule, [comparison for _, comparison, _ in compared])
-        tests = sum(len(c.parts) or 1 for _, c, _ in compared)
-        for (metric, comparison, evidence), p_value in zip(compared, adjusted, strict=True):
-            tested = replace(comparison, p_value=p_value)
-            verdict, reason = judge(
-                tested, rule.threshold(metric.split(":")[0]), rule.alpha, rule.min_samples
+        try:
+            outcomes.extend(evaluate_target(cursor, rule, target, now, max_evidence))
+        except Exception as exc:
+            if is_interrupt(exc):
+                raise
+            outcomes.append(unevaluated(target, ",".join(rule.metrics), exc, start, now))
+    return outcomes
+
+
+def evaluate_target(
+    cursor: duckdb.DuckDBPyConnection,
+    rule: DriftRule,
+    target: Target,
+    now: datetime,
+    max_evidence: int,
+) -> list[WindowOutcome]:
+    start = now - timedelta(seconds=rule.current.last)
+    pair = sides(rule, target, now)
+    if pair is None:
+        return []
+    baseline, current = pair
+    compared = list(compare_sides(cursor, rule, baseline, current))
+    adjusted = corrected(rule, [comparison for _, comparison, _ in compared])
+    tests = sum(len(c.parts) or 1 for _, c, _ in compared)
+    outcomes: list[WindowOutcome] = []
+    for (metric, comparison, evidence), p_value in zip(compared, adjusted, strict=True):
+        tested = replace(comparison, p_value=p_value)
+        verdict, reason = judge(
+            tested, rule.threshold(metric.split(":")[0]), rule.alpha, rule.min_samples
+        )
+        found = evidence(max_evidence) if verdict != Verdict.PASS else []
+        outcomes.append(
+            WindowOutcome(
+                target=target,
+                metric=metric,
+                verdict=verdict,
+                reason=reason,
+                message=message(rule, metric, comparison, p_value, tests, verdict),
+                window_start=start,
+                window_end=now,
+                baseline=baseline.description,
+                effect_size=comparison.effect_size,
+                p_value=p_value,
+                baseline_n=comparison.baseline_n,
+                current_n=comparison.current_n,
+                evidence=tuple(found),
             )
-            found = evidence(max_evidence) if verdict != Verdict.PASS else []
-            outcomes.append(
-                WindowOutcome(
-                    target=target,
-                    metric=metric,
-                    verdict=verdict,
-                    reason=reason,
-                    message=message(rule, metric, comparison, p_value, tests, verdict),
-                    window_start=start,
-                    window_end=now,
-                    baseline=baseline.description,
-                    effect_size=comparison.effect_size,
-                    p_value=p_value,
-                    baseline_n=comparison.baseline_n,
-                    current_n=comparison.current_n,
-                    evidence=tuple(found),
-                )
-            )
+        )
     return outcomes
 
 

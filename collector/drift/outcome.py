@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from collector.drift.sides import Target
+import duckdb
+
+from collector.drift.sides import Target, describe_target
 from evaluators.base import Verdict
 
 
@@ -25,3 +27,27 @@ class WindowOutcome:
     current_n: int | None = None
     score: float | None = None
     evidence: tuple[str, ...] = field(default=())
+
+
+EVALUATION_ERROR = "evaluation_error"
+
+
+def unevaluated(
+    target: Target, metric: str, exc: Exception, start: datetime, now: datetime
+) -> WindowOutcome:
+    """A target whose evaluation raised: a REVIEW of it alone (its coverage is lost, not
+    passed), so the rule's other targets keep their round."""
+    return WindowOutcome(
+        target=target,
+        metric=metric,
+        verdict=Verdict.REVIEW,
+        reason=EVALUATION_ERROR,
+        message=f"{describe_target(target)}: not evaluated, {type(exc).__name__}: {exc}",
+        window_start=start,
+        window_end=now,
+    )
+
+
+def is_interrupt(exc: Exception) -> bool:
+    """Shutdown stopping the round's query: the round ends, no target is at fault."""
+    return isinstance(exc, duckdb.InterruptException)

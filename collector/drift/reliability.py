@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 
 from collector.drift.evaluate import find_targets
-from collector.drift.outcome import WindowOutcome
+from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
 from collector.drift.sides import Side, Target, describe_target, exactly
 from evaluators.base import Verdict
 from evaluators.reliability import (
@@ -180,8 +180,15 @@ def evaluate_reliability(
     out = []
     for target in find_targets(cursor, selector, start, now):
         side = Side(*exactly(target), start=start, end=now, runs=rule.window.runs)
-        found = TargetReliability(target, case_runs(cursor, side, rule.rule))
-        out.append((judge_target(rule, found, start, now, max_evidence), found))
+        try:  # one target's failure is its own REVIEW, not the loss of the others' round
+            found = TargetReliability(target, case_runs(cursor, side, rule.rule))
+            out.append((judge_target(rule, found, start, now, max_evidence), found))
+        except Exception as exc:
+            if is_interrupt(exc):
+                raise
+            out.append(
+                (unevaluated(target, rule.metric, exc, start, now), TargetReliability(target))
+            )
     return out
 
 

@@ -12,7 +12,7 @@ import duckdb
 from collector.clock import Clock, SystemClock, naive_utc
 from collector.config.sections import DriftConfig
 from collector.drift.evaluate import evaluate_drift
-from collector.drift.outcome import WindowOutcome
+from collector.drift.outcome import EVALUATION_ERROR, WindowOutcome
 from collector.drift.reliability import evaluate_reliability
 from collector.drift.resharding import resharded
 from collector.evaluation.packs import PackSource, compiled
@@ -99,6 +99,15 @@ class DriftScheduler(ReadingStage):
             self.metrics.evaluations.labels(pack.name, rule.id, "error").inc()
             return []
         self.metrics.duration.observe(time.perf_counter() - started)
+        failed = [o for o in outcomes if o.reason == EVALUATION_ERROR]
+        if failed:  # one line a round, however many targets
+            log.warning(
+                "window rule %s/%s: %d target(s) not evaluated (reviewed), first: %s",
+                pack.name,
+                rule.id,
+                len(failed),
+                failed[0].message,
+            )
         outcomes = resharded(outcomes, self.peers, self.peer_token)
         rows = [window_result_row(pack, sha256, rule, o, at) for o in outcomes]
         for outcome in outcomes:

@@ -1,11 +1,12 @@
-"""The read cursor of a background round, which shutdown interrupts from another thread."""
+"""The read cursor of a background round: one snapshot of the store for the whole round, which
+shutdown interrupts from another thread."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import duckdb
 
@@ -24,6 +25,10 @@ class Reader:
     """Hands out one cursor at a time; `interrupt()` stops the query running on it and makes
     every later one fail, so a round of many queries ends at its next query, not its last.
 
+    The cursor reads inside one transaction, so every query of a round sees the same snapshot:
+    a round that counts a side's runs in one query and their tool calls in the next must not
+    see runs committed between the two (callers that are not runs make negative counts).
+
     A thread still inside DuckDB when the interpreter exits aborts the process (and keeps the
     store from being closed), so a stage that reads must stop reading before its deadline."""
 
@@ -40,6 +45,7 @@ class Reader:
                 raise Interrupted
             cursor = self._cursor = self.database.cursor()
         try:
+            cursor.execute("BEGIN TRANSACTION")
             yield cursor
         except Exception as exc:
             # DuckDB says so as InterruptException, or as an OSError through an Arrow stream;
@@ -50,6 +56,8 @@ class Reader:
         finally:
             with self._lock:
                 self._cursor = None
+                with suppress(duckdb.Error):  # read only: nothing to keep
+                    cursor.execute("ROLLBACK")
                 cursor.close()
 
     def interrupt(self) -> None:
