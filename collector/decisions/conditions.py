@@ -114,15 +114,11 @@ class ConditionFinder:
         }
 
     def find(self, now: datetime) -> Found:
-        """What holds at `now`. One read transaction: a policy's groups and its distinct-run
-        count must see the same results, or a run committed in between counts without its
-        evidence."""
+        """What holds at `now`. One snapshot (the reader's round is one read transaction): a
+        policy's groups and its distinct-run count must see the same results, or a run
+        committed in between counts without its evidence."""
         with self.reader.cursor() as cursor:
-            cursor.begin()
-            try:
-                return self._find(cursor, now)
-            finally:
-                cursor.rollback()
+            return self._find(cursor, now)
 
     def _find(self, cursor: duckdb.DuckDBPyConnection, now: datetime) -> Found:
         packs = [compiled(p) for p in self.packs.snapshot()]

@@ -4,8 +4,11 @@ Each event on a stored run becomes a result of origin `external` (pack `external
 evaluation's name, its score, label and explanation, the evaluated span as evidence), and the
 packs' `evaluation` rules that name it give live results that decisions count. Events often
 come after the run closed (an evaluator scores the answer once it is given), and sometimes
-before: each look takes the events of the last `lookback_seconds` whose run is stored and that
-are not results yet, so an early event waits for its run and a restart repeats nothing.
+before: an event whose run is not stored yet waits for it (up to `lookback_seconds`). Records
+are followed in the order they were stored (collector/store/follow.py), `batch` at a time and
+the next batch at once, so every event of an export is taken however many share its commit;
+after a restart the events of the last `lookback_seconds` are looked at again and those that
+are results already are skipped.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collector.judges.plan import applies
 from collector.replay.load import load_trajectories
 from collector.replay.sources import DuckDBSource
 from collector.store.database import Database
+from collector.store.follow import IN_ORDER, NEW, Follow
 from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
@@ -38,13 +42,13 @@ EVENT = "gen_ai.evaluation.result"
 AT = (
     "make_timestamp((coalesce(nullif(time_unix_nano, 0), observed_time_unix_nano) // 1000)::BIGINT)"
 )
-# Records received after the cursor that are (or, from older SDKs that put the event name in an
+# Records stored after the cursor that are (or, from older SDKs that put the event name in an
 # attribute, may be) evaluation events: cheap tests first, the JSON is read in Python.
 NEW_EVENTS = f"""
-SELECT trace_id, span_id, attributes, {AT} AS at, received_at FROM logs
-WHERE received_at > $since AND trace_id IS NOT NULL
+SELECT trace_id, span_id, attributes, {AT} AS at, received_at, store_seq FROM logs
+WHERE {NEW} AND received_at >= $oldest AND trace_id IS NOT NULL
   AND (event_name = '{EVENT}' OR (event_name IS NULL AND contains(attributes, '{EVENT}')))
-ORDER BY received_at LIMIT $limit
+{IN_ORDER}
 """
 TAKEN = """
 SELECT trace_id, rule_id, evaluated_at, evidence_span_ids FROM results
@@ -77,6 +81,11 @@ def name_of(attributes: str | None) -> str:
 def key_of(trace_id: str, name: str, at: datetime, spans: list[str] | None) -> tuple[Any, ...]:
     """What tells one event's result from another's (as stored: rule id, time, span)."""
     return (trace_id, name, at, tuple(spans or ()))
+
+
+def event_key(event: Event) -> tuple[Any, ...]:
+    trace_id, span_id, attributes, at, _ = event
+    return key_of(trace_id, name_of(attributes), at, [span_id] if span_id else None)
 
 
 def event_of(attributes: str | None, span_id: str | None) -> ExternalEvaluation:
@@ -131,22 +140,28 @@ class EvaluationEvents(ReadingStage):
         self.clock = clock or SystemClock()
         self.reader = Reader(database)
         self.enabled = config.enabled
-        self.ticker = Ticker("sextant-evaluations", config.tick_seconds, self.tick)
-        self._cursor: datetime | None = None  # received_at of the last record looked at
+        self.ticker = Ticker("sextant-evaluations", self._pause, self.tick)
+        self.follow = Follow()
+        self._behind = False  # the last look filled its batch: look again at once
         self._pending: dict[tuple[Any, ...], Event] = {}
+
+    def _pause(self) -> float:
+        return 0.0 if self._behind else self.config.tick_seconds
 
     def tick(self) -> int:
         """Turn the new events, and those still waiting for their run, into results; returns
         how many events were taken."""
         now = self.clock.now()
         oldest = now - timedelta(seconds=self.config.lookback_seconds)
-        self._cursor = max(self._cursor or oldest, oldest)
+        self._behind = False
         try:
             with self.reader.cursor() as cursor:
-                scanned = cursor.execute(
-                    NEW_EVENTS, {"since": self._cursor, "limit": self.config.batch}
-                ).fetchall()
-                events = [*self._pending.values(), *filter(is_evaluation, scanned)]
+                scan = self.follow.params(oldest, self.config.batch)
+                scanned = cursor.execute(NEW_EVENTS, scan).fetchall()
+                new: list[Event] = [row[:5] for row in scanned if is_evaluation(row)]
+                # by key: a batch looked at again after a failed write holds waiting events
+                keyed = {event_key(e): e for e in [*self._pending.values(), *new]}
+                events = list(keyed.values())
                 ids = sorted({e[0] for e in events})
                 if not ids:
                     self._advance(scanned)
@@ -155,13 +170,12 @@ class EvaluationEvents(ReadingStage):
                 taken = {key_of(*row) for row in cursor.execute(TAKEN, [ids]).fetchall()}
         except Interrupted:
             return 0
-        self._advance(scanned)
         runs = {t.trace_id: t for t in loaded}
         rows: list[dict[str, Any]] = []
         self._pending.clear()
         for event in events:
             trace_id, span_id, attributes, at, received_at = event
-            key = key_of(trace_id, name_of(attributes), at, [span_id] if span_id else None)
+            key = event_key(event)
             if key in taken:
                 continue  # stored before a restart
             t = runs.get(trace_id)
@@ -178,11 +192,13 @@ class EvaluationEvents(ReadingStage):
         if rows:
             table = rows_table("results", rows)
             self.writer.submit_tables({"results": table}).result(STORE_TIMEOUT_SECONDS)
+        self._advance(scanned)  # after the results are stored: a failed write is looked at again
         return len(events)
 
-    def _advance(self, scanned: list[Event]) -> None:
+    def _advance(self, scanned: list[tuple[Any, ...]]) -> None:
         if scanned:
-            self._cursor = max(self._cursor or scanned[-1][4], scanned[-1][4])
+            self.follow.advance(scanned[-1][5])
+            self._behind = len(scanned) == self.config.batch
 
     def _bound_pending(self) -> None:
         while len(self._pending) > MAX_PENDING:

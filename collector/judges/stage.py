@@ -3,9 +3,10 @@
 
 It runs beside the pipeline, in its own thread, reading the store like the drift scheduler: a
 slow or failing judge delays only the judgements (its calls time out, its runs are reviewed),
-never ingest, assembly or the other rules. The store is its queue: it reads runs in the order
-they were closed from a cursor it keeps, so a backlog costs no memory, and after a restart it
-goes back `lookback_seconds` and skips what was judged already.
+never ingest, assembly or the other rules. The store is its queue: it follows the runs in the
+order they were stored (collector/store/follow.py), so a backlog costs no memory and no run is
+passed over, and after a restart it goes back `lookback_seconds` and skips what was judged
+already.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collector.judges.similar import similarity_rows
 from collector.replay.load import load_trajectories
 from collector.replay.sources import DuckDBSource
 from collector.store.database import Database
+from collector.store.follow import IN_ORDER, NEW, Follow
 from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
@@ -49,13 +51,13 @@ from evaluators.similarity import SimilarityRule
 
 log = logging.getLogger(__name__)
 STORE_TIMEOUT_SECONDS = 30.0
-# The runs closed after the cursor, as rows: most are skipped (no pack selects them, or every
+# The runs stored after the cursor, as rows: most are skipped (no pack selects them, or every
 # rule samples them out) without loading their steps.
-NEW_RUNS = """
-SELECT trace_id, closed_at, service_name, agent_name, service_version FROM trajectories
-WHERE is_current AND agent_run IS NOT false
-  AND (closed_at > $at OR (closed_at = $at AND trace_id > $trace))
-ORDER BY closed_at, trace_id LIMIT $limit
+NEW_RUNS = f"""
+SELECT trace_id, closed_at, service_name, agent_name, service_version, store_seq
+FROM trajectories
+WHERE is_current AND agent_run IS NOT false AND {NEW} AND closed_at >= $oldest
+{IN_ORDER}
 """
 SCAN_ROWS = 10_000  # run rows looked at per look; `judges.batch` of them are loaded at most
 CANCEL_POLL_SECONDS = 0.1
@@ -88,7 +90,8 @@ class JudgeStage(ReadingStage):
         self._behind = False  # the last look left runs to look at: look again at once
         self.cache = JudgementCache(config.cache_entries)
         self._budgets: dict[tuple[str, str], Budget] = {}  # (pack, sha256) -> its budget
-        self._cursor: tuple[datetime, str] | None = None  # (closed_at, trace_id) last looked at
+        self.follow = Follow()
+        self._last_closed: datetime | None = None  # closed_at of the last run looked at
 
     def _pause(self) -> float:
         return 0.0 if self._behind else self.config.tick_seconds
@@ -101,13 +104,10 @@ class JudgeStage(ReadingStage):
             return 0
         now = self.clock.now()
         oldest = now - timedelta(seconds=self.config.lookback_seconds)
-        if self._cursor is None or self._cursor[0] < oldest:
-            self._cursor = (oldest, "")
         packs = [compiled(t) for t in texts]
         try:
             with self.reader.cursor() as cursor:
-                scan = {"at": self._cursor[0], "trace": self._cursor[1], "limit": SCAN_ROWS}
-                rows = cursor.execute(NEW_RUNS, scan).fetchall()
+                rows = cursor.execute(NEW_RUNS, self.follow.params(oldest, SCAN_ROWS)).fetchall()
                 taken, last = self._candidates(rows, packs)
                 ids = [row[0] for row in taken]
                 trajectories = load_trajectories(DuckDBSource(cursor, "store"), ids)
@@ -122,9 +122,11 @@ class JudgeStage(ReadingStage):
         except Interrupted:
             return 0  # shutting down: these runs are looked at again after the next start
         if last is not None:
-            self._cursor = (last[1], last[0])
+            self.follow.advance(last[5])
+            self._last_closed = last[1]
             self._behind = len(rows) == SCAN_ROWS or last is not rows[-1]
-        self.metrics.lag.set((now - self._cursor[0]).total_seconds() if self._behind else 0.0)
+        last_closed = self._last_closed if self._behind else None
+        self.metrics.lag.set((now - last_closed).total_seconds() if last_closed else 0.0)
         return stored
 
     def _candidates(
@@ -258,7 +260,7 @@ def judge_rules(text: PackText) -> list[JudgeRule]:
 def wanted(packs: list[RulePack], row: tuple[Any, ...], metrics: JudgeMetrics) -> bool:
     """Whether some judge or similarity rule may take the run (its pack's selector by target,
     its sample); the rules that sample it out count it."""
-    trace_id, _, service, agent, version = row
+    trace_id, _, service, agent, version = row[:5]
     found = False
     for pack in packs:
         if not pack.selector.matches_target(service, agent, version):

@@ -25,6 +25,7 @@ from collector.replay.sources import DuckDBSource
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.rows import session_result_rows, session_row
 from collector.store.database import Database
+from collector.store.follow import IN_ORDER, NEW, Follow
 from collector.store.queries import rows_as_dicts
 from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
@@ -44,11 +45,10 @@ CONFIGURED = (
     "coalesce((SELECT min(json_extract_string(s.attributes, $path)) FROM spans s"
     " WHERE s.trace_id = t.trace_id), t.conversation_id)"
 )
-NEW_TURNS = """
-SELECT t.trace_id, t.closed_at, {session} AS session_id FROM trajectories t
-WHERE t.is_current AND t.agent_run IS NOT false
-  AND (t.closed_at > $at OR (t.closed_at = $at AND t.trace_id > $trace))
-ORDER BY t.closed_at, t.trace_id LIMIT $limit
+NEW_TURNS = f"""
+SELECT t.trace_id, t.closed_at, {{session}} AS session_id, t.store_seq FROM trajectories t
+WHERE t.is_current AND t.agent_run IS NOT false AND t.{NEW} AND t.closed_at >= $oldest
+{IN_ORDER.replace("store_seq", "t.store_seq")}
 """
 LAST_RESULTS = """
 SELECT session_id, pack, rule_id, pack_version, verdict, reason, evidence_span_ids, trace_id,
@@ -79,7 +79,8 @@ class SessionStage(ReadingStage):
         self.enabled = config.enabled
         self.ticker = Ticker("sextant-sessions", self._pause, self.tick)
         self._behind = False
-        self._cursor: tuple[datetime, str] | None = None  # (closed_at, trace_id) last looked at
+        self.follow = Follow()  # runs in the order they were stored (collector/store/follow.py)
+        self._last_closed: datetime | None = None  # closed_at of the last run looked at
         self._failures: list[str] = []  # a tick's packs that raised past evaluate_session_pack
         self._sql = NEW_TURNS.format(session=CONFIGURED if config.attribute else CONVENTIONS)
 
@@ -90,14 +91,12 @@ class SessionStage(ReadingStage):
         """Group the next runs into sessions and close the idle ones; sessions written."""
         now = self.clock.now()
         oldest = now - timedelta(seconds=self.config.lookback_seconds)
-        if self._cursor is None or self._cursor[0] < oldest:
-            self._cursor = (oldest, "")
         texts = [t for t in self.packs.snapshot() if has_session_rules(t)]
         try:
             with self.reader.cursor() as cursor:
-                rows = cursor.execute(self._sql, self._scan()).fetchall()
+                rows = cursor.execute(self._sql, self._scan(oldest)).fetchall()
                 turns: dict[str, list[tuple[str, datetime]]] = {}
-                for trace_id, closed_at, session_id in rows:
+                for trace_id, closed_at, session_id, _ in rows:
                     if session_id:
                         turns.setdefault(session_id, []).append((trace_id, closed_at))
                 sessions, results = self._grouped(cursor, turns, texts, now)
@@ -115,14 +114,15 @@ class SessionStage(ReadingStage):
                 self._failures = []
         self.metrics.events.labels("closed").inc(len(idle))
         if rows:
-            self._cursor = (rows[-1][1], rows[-1][0])
+            self.follow.advance(rows[-1][3])
+            self._last_closed = rows[-1][1]
         self._behind = len(rows) == SCAN_ROWS
-        self.metrics.lag.set((now - self._cursor[0]).total_seconds() if self._behind else 0.0)
+        last_closed = self._last_closed if self._behind else None
+        self.metrics.lag.set((now - last_closed).total_seconds() if last_closed else 0.0)
         return len(sessions) + len(idle)
 
-    def _scan(self) -> dict[str, Any]:
-        assert self._cursor is not None
-        scan: dict[str, Any] = {"at": self._cursor[0], "trace": self._cursor[1], "limit": SCAN_ROWS}
+    def _scan(self, oldest: datetime) -> dict[str, Any]:
+        scan = self.follow.params(oldest, SCAN_ROWS)
         if self.config.attribute:
             scan["path"] = '$."' + self.config.attribute.replace('"', '\\"') + '"'
         return scan

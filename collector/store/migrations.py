@@ -21,7 +21,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -87,5 +87,14 @@ MIGRATIONS: dict[int, list[str]] = {
         # No key: a session's row is replaced (deleted, then inserted) in one transaction.
         create_table("sessions", SESSIONS),
         "CREATE INDEX sessions_session_id ON sessions (session_id)",
+    ],
+    11: [
+        # The order rows were stored in, for the stages that follow logs and trajectories:
+        # timestamps are shared by a whole commit and runs close out of order.
+        "CREATE SEQUENCE store_seq",
+        "ALTER TABLE logs ADD COLUMN store_seq BIGINT",
+        "UPDATE logs SET store_seq = nextval('store_seq')",
+        "ALTER TABLE trajectories ADD COLUMN store_seq BIGINT",
+        "UPDATE trajectories SET store_seq = nextval('store_seq')",
     ],
 }

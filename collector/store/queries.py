@@ -42,6 +42,7 @@ def load_trajectory(
     found = rows_as_dicts(cursor)
     if not found:
         return None
+    found[0].pop("store_seq", None)  # the store's bookkeeping, not the run's
     trajectory = jsonable(found[0])
     cursor.execute(
         "SELECT * EXCLUDE (trace_id, revision) FROM steps"

@@ -334,11 +334,21 @@ def with_key(name: str, table: tuple[tuple[str, str, pa.DataType | None], ...], 
     return create_table(name, table)[:-2] + f",\n  PRIMARY KEY ({key})\n)"
 
 
+# The tables stages follow (collector/store/follow.py): each row gets the next number of one
+# sequence as it is inserted, `store_seq`, the last column. The single writer inserts and
+# commits one transaction at a time, so a row committed later always has a larger number,
+# whatever its timestamps: a follower that read up to N has read every row numbered N or less.
+FOLLOWED = ("logs", "trajectories")
+STORE_SEQ = "nextval('store_seq')"
+
+
 def insert_select(
     name: str, table: tuple[tuple[str, str, pa.DataType | None], ...], or_ignore: bool = False
 ) -> str:
     """INSERT ... SELECT from a registered Arrow batch named `batch`."""
     exprs = ", ".join(col if typ is not None else COMPUTED[col] for col, _, typ in table)
+    if name in FOLLOWED:
+        exprs += f", {STORE_SEQ}"
     verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
     return f"{verb} INTO {name} SELECT {exprs} FROM batch"
 

@@ -76,3 +76,26 @@ def test_a_version_6_store_gets_the_objecting_rules_of_its_runs(tmp_path: Path) 
     row = database.cursor().execute("SELECT verdict_rules FROM trajectories").fetchone()
     assert row == (["default/budget", "support/approval"],)
     database.close()
+
+
+def test_a_version_10_store_numbers_its_rows_and_new_rows_follow_them(tmp_path: Path) -> None:
+    """Logs and runs stored before get an order of their own; rows stored after come after
+    them, so a stage following the store after an upgrade misses none."""
+    path = tmp_path / "v10.duckdb"
+    con = duckdb.connect(str(path))
+    for version in range(1, 11):
+        for statement in MIGRATIONS[version]:
+            con.execute(statement)
+        con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+    con.execute("INSERT INTO trajectories (trace_id, revision, is_current) VALUES ('t', 1, true)")
+    con.execute("INSERT INTO logs (trace_id) VALUES ('t'), ('u')")
+    con.close()
+    database = Database(path)
+    database.open()
+    cursor = database.cursor()
+    old = cursor.execute("SELECT max(store_seq), count(store_seq) FROM logs").fetchone()
+    assert old is not None and old[1] == 2
+    cursor.execute("INSERT INTO logs (trace_id, store_seq) VALUES ('v', nextval('store_seq'))")
+    new = cursor.execute("SELECT store_seq FROM logs WHERE trace_id = 'v'").fetchone()
+    assert new is not None and new[0] > old[0]
+    database.close()
