@@ -162,7 +162,8 @@ class Notifier:
                 if key not in self._firing:
                     return  # it never fired
                 notification = self.notification(state, State.RESOLVED, self._firing.pop(key))
-        if event != Event.PENDING:  # pending never notifies
+        # Pending never notifies; new evidence alone goes out with the next re-send.
+        if event not in (Event.PENDING, Event.EVIDENCE):
             self._offer_all(notification)
 
     def notification(

@@ -38,6 +38,9 @@ class Event(StrEnum):
     PENDING = "pending"  # it started, waiting for `for`
     FIRING = "firing"  # it fired (or, after a restart, fires again)
     UPDATED = "updated"  # new reasons or rules while it was active
+    # New evidence (newer failing runs) while it was active: recorded, so the stored decision
+    # and the API show the newest; alerts carry it from their next re-send, not a page each.
+    EVIDENCE = "evidence"
     RESOLVED = "resolved"  # its condition cleared
     ACK = "ack"  # a person acknowledged it
     RESOLVE = "resolve"  # a person resolved it by hand
@@ -168,7 +171,11 @@ def step(
             found.for_seconds
         ):
             return replace(current, state=State.FIRING, fired_at=now, events=(Event.FIRING,))
-        return replace(current, events=(Event.UPDATED,) if grew else ())
+        if grew:
+            return replace(current, events=(Event.UPDATED,))
+        if set(merged.evidence) != set(state.finding.evidence):
+            return replace(current, events=(Event.EVIDENCE,))
+        return current
     if state.state == State.PENDING:
         # The condition cleared before `for` elapsed: it never fired, so it just ends.
         return resolved(state, now, Event.RESOLVED)

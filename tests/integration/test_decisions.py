@@ -384,3 +384,34 @@ def test_a_policy_counts_a_run_that_fails_several_matching_rules_once(tmp_path):
         assert d["reasons"] == ["approval_boundary_violation", "wrong_authorization_context"]
     finally:
         server.stop()
+
+
+def test_a_firing_decision_keeps_the_newest_evidence_in_the_store_and_the_api(deciding_server):
+    """Violating runs that come after the QUARANTINE fired are added to its evidence, newest
+    first: recorded as `evidence` events, shown by the API, kept in the store."""
+    first = support_run(deciding_server, approve=False)
+    trajectory(deciding_server, first)
+    d = firing(deciding_server, "QUARANTINE", service_name="support-desk")
+    assert d["evidence_trace_ids"] == [first]
+    later = []
+    for _ in range(2):
+        later.append(support_run(deciding_server, approve=False))
+        trajectory(deciding_server, later[-1])
+    url = f"{deciding_server.admin_url}/api/v1/decisions/{d['decision_id']}"
+
+    def shown() -> dict | None:
+        doc = requests.get(url, timeout=5).json()
+        return doc if len(doc["decision"]["evidence_trace_ids"]) == 3 else None
+
+    doc = wait_for(shown)
+    found = doc["decision"]
+    assert found["evidence_trace_ids"] == [*reversed(later), first]
+    assert found["decision_id"] == d["decision_id"] and found["state"] == "firing"
+    assert {h["event"] for h in doc["history"]} == {"firing", "evidence"}
+    [listed] = decisions(deciding_server, state="firing", decision="QUARANTINE")
+    assert listed["evidence_trace_ids"] == found["evidence_trace_ids"]
+    stored = deciding_server.query(
+        "SELECT evidence_trace_ids FROM decisions WHERE decision_id = ? ORDER BY seq DESC LIMIT 1",
+        [d["decision_id"]],
+    )
+    assert stored == [(found["evidence_trace_ids"],)]

@@ -282,3 +282,28 @@ def test_the_severity_of_a_decision_comes_from_config_and_waiting_for_samples_is
     assert severity(raised, Decision.REVIEW, "insufficient_samples", "no_data") == "warning"
     paged = AlertsConfig(insufficient_samples_severity="warning")
     assert severity(paged, Decision.REVIEW, "insufficient_samples") == "warning"
+
+
+def test_new_evidence_of_a_firing_decision_goes_out_with_its_next_renotification(tmp_path):
+    receiver = Receiver([])
+    server = webhook_server(tmp_path, receiver)
+    try:
+        first = support_run(server, approve=False)
+        trajectory(server, first)
+        d = firing(server, "QUARANTINE")
+        wait_for(receiver.delivered)
+        later = support_run(server, approve=False)
+        trajectory(server, later)
+
+        def carried() -> dict | None:
+            for n in receiver.delivered():
+                if n["annotations"]["evidence_trace_ids"] == f"{later},{first}":
+                    return n
+            return None
+
+        sent = wait_for(carried, timeout=10)
+        assert (sent["decision_id"], sent["status"]) == (d["decision_id"], "firing")
+        assert sent["annotations"]["trajectory_url"].endswith(f"/trajectories/{later}")
+    finally:
+        server.stop()
+        receiver.close()

@@ -90,7 +90,10 @@ def test_a_resolved_decision_is_never_reopened_the_same_condition_starts_a_new_o
 def test_reasons_accumulate_and_growth_is_an_update_event_evidence_stays_bounded():
     s = step(None, KEY, finding("a", evidence=[f"t{i}" for i in range(5)]), at(0))
     s = step(s, KEY, finding("a", evidence=["t5"]), at(1))
-    assert s.events == ()  # same reasons: nothing to record
+    assert s.events == ("evidence",)  # same reasons, a newer failing run: recorded
+    assert s.finding.evidence == ("t5", "t0", "t1", "t2", "t3", "t4")
+    s = step(s, KEY, finding("a", evidence=["t5", "t0"]), at(1.5))
+    assert s.events == ()  # nothing new: nothing to record
     s = step(s, KEY, finding("b", evidence=[f"n{i}" for i in range(30)]), at(2))
     assert s.events == ("updated",)
     assert s.finding.reasons == ("a", "b")
