@@ -97,6 +97,9 @@ class DecisionEngine:
         self._active: dict[Key, DecisionState] = {}
         self._resolved_by_hand: dict[Key, datetime] = {}
         self._targets: dict[Target, datetime] = {}
+        # What scrapes, the API and the console read: published under the lock at the end of
+        # each change, read without it, so a reader never waits for a round in progress.
+        self._published = Snapshot([])
         metrics.interval.set(config.interval_seconds)
 
     def start(self) -> None:
@@ -119,8 +122,14 @@ class DecisionEngine:
         return self.clock.now()
 
     def snapshot(self) -> Snapshot:
-        with self._lock:
-            return Snapshot(strongest_first(list(self._active.values())), dict(self._targets))
+        """The decisions as of the last round or person's action (never waits for a round)."""
+        return self._published
+
+    def _publish(self) -> None:
+        """Under the lock, once the states are consistent again."""
+        self._published = Snapshot(
+            strongest_first(list(self._active.values())), dict(self._targets)
+        )
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
         """Commit hook: stored live fail or review results wake the next round now. It runs in
@@ -157,6 +166,7 @@ class DecisionEngine:
         with self._lock:
             self._targets = found.targets
             changed = self._step_all(found.conditions, now)
+            self._publish()
         self.log.flush()
         self.metrics.evaluations.inc()
         self.metrics.last_round.set(self.clock.wall())
@@ -206,6 +216,7 @@ class DecisionEngine:
             self._active[state.key] = state
             self._transition(state, self.now(), actor=by, note=note)
             acked = self._active[state.key]
+            self._publish()
         self.log.flush()
         return acked
 
@@ -218,6 +229,7 @@ class DecisionEngine:
             del self._active[state.key]
             self._resolved_by_hand[state.key] = now
             self._transition(state, now, actor=by, note=note)
+            self._publish()
         self.log.flush()
         return state
 
@@ -254,6 +266,7 @@ class DecisionEngine:
                 if self.notifier is not None and state.state == State.FIRING:
                     # Alertmanager forgets alerts that are not re-sent: pick them up again.
                     self.notifier.notify(state, Event.FIRING)
+            self._publish()
         if restored:
             log.info("restored %d pending or firing decisions", len(restored))
 
