@@ -231,6 +231,8 @@ class Assembler(TickingStage):
         trace_ids = [trace.trace_id for trace, _ in due]
         cursor = self.database.cursor()
         try:
+            # One snapshot: the revisions and the spans they are rebuilt from agree.
+            cursor.execute("BEGIN TRANSACTION")
             previous = {
                 row[0]: row[1:]
                 for row in cursor.execute(PREVIOUS_REVISIONS, [trace_ids]).fetchall()
@@ -245,7 +247,7 @@ class Assembler(TickingStage):
                 SPANS_OF_TRACES, params=[lower, upper, trace_ids, limit]
             ).to_arrow_table()
         finally:
-            cursor.close()
+            cursor.close()  # closing ends the read transaction
         closing = [
             Closing(
                 trace.trace_id,
