@@ -21,7 +21,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -87,5 +87,9 @@ MIGRATIONS: dict[int, list[str]] = {
         # No key: a session's row is replaced (deleted, then inserted) in one transaction.
         create_table("sessions", SESSIONS),
         "CREATE INDEX sessions_session_id ON sessions (session_id)",
+    ],
+    11: [
+        # which model call asked for each tool call: causal order for `precedes` and sessions
+        "ALTER TABLE steps ADD COLUMN requested_by VARCHAR",
     ],
 }
