@@ -75,10 +75,6 @@ def grants(rule: PrecedesRule, a: Step) -> bool:
     return not rule.require_ok or a.status == "ok"
 
 
-def seq_of(step: Step) -> int:
-    return step.seq
-
-
 @dataclass(frozen=True)
 class Outcome:
     """One B's verdict: PASS, or FAIL/REVIEW with the reason code, message and evidence."""
@@ -124,7 +120,7 @@ def judge(t: Trajectory, rule: PrecedesRule, b: Step) -> Outcome:
                 rule.causal_reason,
                 f"{b.name} (seq {b.seq}) was decided by {decider.name} (seq {decider.seq}),"
                 f" which started before {a.name} (seq {a.seq}) had its result",
-                tuple(sorted({a.seq: a, decider.seq: decider, b.seq: b}.values(), key=seq_of)),
+                tuple({s.span_id: s for s in (a, decider, b)}.values()),
             )
     else:
         # by time, not tree order: an approval in an earlier sibling subtree counts
