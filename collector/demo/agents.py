@@ -58,8 +58,8 @@ class AgentScript:
             {"type": "tool_call", "id": f"call_{self.turn}_{i}", "name": n, "arguments": a}
             for i, (n, a) in enumerate(calls or [])
         ]
-        for part in parts:
-            self.requested.setdefault(part["name"], []).append(part["id"])
+        for i, (n, _) in enumerate(calls or []):
+            self.requested.setdefault(n, []).append(f"call_{self.turn}_{i}")
         with self.tracer.start_as_current_span(
             f"chat {model}",
             kind=SpanKind.CLIENT,

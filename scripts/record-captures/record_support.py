@@ -332,8 +332,13 @@ def otlp_json(bodies: list[bytes]) -> tuple[str, str, int, int]:
                 extra = {"schemaUrl": rs.schema_url} if rs.schema_url else {}
                 tail = "".join(f',"{k}":{json.dumps(v)}' for k, v in extra.items())
                 lines.append(
-                    '{"resource":' + resource + ',"scopeSpans":[\n' + ",\n".join(scopes) + "]"
-                    + tail + "}"
+                    '{"resource":'
+                    + resource
+                    + ',"scopeSpans":[\n'
+                    + ",\n".join(scopes)
+                    + "]"
+                    + tail
+                    + "}"
                 )
         carrying += carried
     text = '{"resourceSpans":[\n' + ",\n".join(lines) + "]}\n"
@@ -659,15 +664,15 @@ def main() -> None:
     if TRANSPORT[family] == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        exporter: Any = OTLPSpanExporter(
-            endpoint=f"127.0.0.1:{receiver.grpc_port}", insecure=True
-        )
+        exporter: Any = OTLPSpanExporter(endpoint=f"127.0.0.1:{receiver.grpc_port}", insecure=True)
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
             OTLPSpanExporter as HTTPExporter,
         )
 
-        exporter = HTTPExporter(endpoint=f"http://127.0.0.1:{receiver.http.server_address[1]}/v1/traces")
+        exporter = HTTPExporter(
+            endpoint=f"http://127.0.0.1:{receiver.http.server_address[1]}/v1/traces"
+        )
     tp = provider(exporter, 100 if family == "python_sdk-genai_semconv" else None)
     if family == "langgraph-openinference":
         from openinference.instrumentation.langchain import LangChainInstrumentor
