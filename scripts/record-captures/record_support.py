@@ -7,11 +7,13 @@ tests/testdata/otlp-captures/README.md (never the project's venv):
         --scenario one_turn_approval --runs 10 --out /tmp/captures
 
 Families: langgraph-openinference, langgraph-openllmetry, openai_agents-openinference,
-python_sdk-genai_semconv. Each run drives the family's real agent loop against a scripted
-loopback OpenAI-compatible endpoint (Chat Completions; Responses API for the Agents SDK) and
-exports through the real OTLP exporter to a loopback receiver that keeps every Export request's
-body; the run's trace is then written as OTLP/JSON (the protobuf JSON mapping, ids in hex, one
-span per line) with its `*.expected.json`.
+python_sdk-genai_semconv, node_sdk-genai_semconv (needs --node-dir: a directory whose
+node_modules holds the Node.js packages; `support_loop.mjs` is copied there and run). Each run
+drives the family's real agent loop against a scripted loopback OpenAI-compatible endpoint (Chat
+Completions; Responses API for the Agents SDK; the Node.js loop scripts its model in-process)
+and exports through the real OTLP exporter to a loopback receiver that keeps every Export
+request's body; the run's trace is then written as OTLP/JSON (the protobuf JSON mapping, ids in
+hex, one span per line) with its `*.expected.json`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import asyncio
 import base64
 import json
 import secrets
+import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -446,6 +450,25 @@ def run_openai_agents(model_url: str, user_input: str) -> None:
     asyncio.run(Runner.run(agent, user_input))
 
 
+def run_node_sdk(node_dir: Path, endpoint: str, scenario: str) -> None:
+    """The Node.js loop, told the run (turns, tool results) as JSON."""
+    results = {}
+    for turn in turns_of(scenario):
+        for name, args in [] if isinstance(turn, str) else turn:
+            key = f"{name} {json.dumps(args, separators=(',', ':'))}"
+            results[key] = json.dumps(IMPLS[name](**args))
+    spec = {
+        "endpoint": endpoint,
+        "input": USER_INPUTS[scenario],
+        "turns": turns_of(scenario),
+        "results": results,
+        "descriptions": TOOL_DESCRIPTIONS,
+    }
+    script = node_dir / "support_loop.mjs"
+    shutil.copyfile(Path(__file__).with_name("support_loop.mjs"), script)
+    subprocess.run(["node", str(script), json.dumps(spec)], check=True, cwd=node_dir)
+
+
 def parts_message(role: str, parts: list[dict[str, Any]], finish: str | None = None) -> dict:
     message: dict[str, Any] = {"role": role, "parts": parts}
     if finish:
@@ -590,6 +613,11 @@ def run_python_sdk(tracer: Any, model_url: str, user_input: str) -> None:
 
 
 NOTES = {
+    "node_sdk-genai_semconv": "Hand-written Node.js loop (model scripted in-process), GenAI"
+    " semantic conventions by hand, official OTLP/gRPC exporter: gen_ai.tool.call.id on"
+    " execute_tool spans, tool_call parts (with ids) in the chat spans' gen_ai.output.messages."
+    " Start times are millisecond-rounded. Tool calls asked for in one model turn run one after"
+    " the other.",
     "langgraph-openinference": "LangGraph create_react_agent + ToolNode under OpenInference"
     " (openinference-instrumentation-langchain). Tool arguments: tool span input.value and the"
     " parent `tools` span input.value -> tool_call; call id only on the parent `tools` span and"
@@ -607,6 +635,7 @@ NOTES = {
     " run one after the other.",
 }
 TRANSPORT = {
+    "node_sdk-genai_semconv": "grpc",
     "langgraph-openinference": "grpc",
     "langgraph-openllmetry": "http/protobuf",
     "openai_agents-openinference": "grpc",
@@ -653,6 +682,7 @@ def main() -> None:
     parser.add_argument("--scenario", required=True, choices=sorted(USER_INPUTS))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--node-dir", type=Path, help="node_modules home for the Node.js loop")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -693,7 +723,9 @@ def main() -> None:
     for run in range(1, args.runs + 1):
         script.reset(args.scenario)
         user_input = USER_INPUTS[args.scenario]
-        if family.startswith("langgraph"):
+        if family == "node_sdk-genai_semconv":
+            run_node_sdk(args.node_dir, f"127.0.0.1:{receiver.grpc_port}", args.scenario)
+        elif family.startswith("langgraph"):
             run_langgraph(model_url, user_input)
         elif family == "openai_agents-openinference":
             run_openai_agents(model_url, user_input)

@@ -119,6 +119,7 @@ def test_every_scenario_is_captured_from_every_instrumentation() -> None:
     for scenario in ("wrong_subject", "one_turn_approval"):
         assert families.get(scenario, set()) >= {
             "python_sdk-genai_semconv",
+            "node_sdk-genai_semconv",
             "langgraph-openinference",
             "langgraph-openllmetry",
             "openai_agents-openinference",
