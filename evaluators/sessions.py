@@ -197,6 +197,30 @@ class Uncovered:
     approval: Step | None = None
 
 
+def decided_before(
+    rule: ApprovalLifetimeRule, a: Step, i: int, write: Step, requester: Step | None
+) -> Uncovered | None:
+    """Why an approval of the write's own turn was not there when the write was decided (None
+    when it was): it ended after the write began, or after the model call that asked for the
+    write started; a review when that model call is not recorded."""
+    if a.end_time_unix_nano > write.start_time_unix_nano + CLOCK_SLACK_NS:
+        return Uncovered(
+            f"{write.name} began before the approval in turn {i + 1} had its result",
+            rule.causal_reason,
+            approval=a,
+        )
+    if requester is None:
+        return Uncovered(unknown_requester(write), CAUSAL_UNKNOWN, True, a)
+    if not decided_after(a, requester):
+        return Uncovered(
+            f"{write.name} was asked for by {requester.name} (seq {requester.seq}),"
+            f" which started before the approval in turn {i + 1} had its result",
+            rule.causal_reason,
+            approval=a,
+        )
+    return None
+
+
 def uncovered(
     rule: ApprovalLifetimeRule,
     earlier: list[tuple[int, Step]],
@@ -226,27 +250,9 @@ def uncovered(
             why.append(Uncovered(f"approval in turn {i + 1} is for another resource"))
             continue
         if rule.causal and i == turn:
-            if a.end_time_unix_nano > write.start_time_unix_nano + CLOCK_SLACK_NS:
-                why.append(
-                    Uncovered(
-                        f"{write.name} began before the approval in turn {i + 1} had its result",
-                        rule.causal_reason,
-                        approval=a,
-                    )
-                )
-                continue
-            if requester is None:
-                why.append(Uncovered(unknown_requester(write), CAUSAL_UNKNOWN, True, a))
-                continue
-            if not decided_after(a, requester):
-                why.append(
-                    Uncovered(
-                        f"{write.name} was asked for by {requester.name} (seq {requester.seq}),"
-                        f" which started before the approval in turn {i + 1} had its result",
-                        rule.causal_reason,
-                        approval=a,
-                    )
-                )
+            out_of_order = decided_before(rule, a, i, write, requester)
+            if out_of_order is not None:
+                why.append(out_of_order)
                 continue
         if rule.same_subject:
             check = check_subject(a, write, rule.same_subject)
