@@ -115,11 +115,15 @@ def judge(t: Trajectory, rule: PrecedesRule, b: Step) -> Outcome:
             # every A had its result only after B was decided (B itself began before it ended)
             a = granting[0]
             decider = b if asked_by is None else asked_by
+            when = (
+                "began"
+                if asked_by is None
+                else f"was asked for by {asked_by.name} (seq {asked_by.seq}), which started"
+            )
             return Outcome(
                 Verdict.FAIL,
                 rule.causal_reason,
-                f"{b.name} (seq {b.seq}) was decided by {decider.name} (seq {decider.seq}),"
-                f" which started before {a.name} (seq {a.seq}) had its result",
+                f"{b.name} (seq {b.seq}) {when} before {a.name} (seq {a.seq}) had its result",
                 tuple({s.span_id: s for s in (a, decider, b)}.values()),
             )
     else:

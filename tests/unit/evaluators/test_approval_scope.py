@@ -145,6 +145,9 @@ def test_an_action_asked_for_with_its_approval_in_one_model_turn_fails_whatever_
         "decided_before_approval",
         ("s02", "s01", "s03"),
     )
+    assert "was asked for by gpt-4.1-mini (seq 1), which started before request_approval" in (
+        found.message
+    )
     # the framework ran the write first: the same verdict
     early = replace(act, start_time_unix_nano=ask.start_time_unix_nano - 10**8)
     assert verdict(CAUSAL, run(turn, ask, early)).reason == "decided_before_approval"
