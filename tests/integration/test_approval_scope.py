@@ -6,15 +6,18 @@ Agents SDK and the plain Python SDK sent as they were exported."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
 from tests.integration.test_captures import CAPTURES, expected_for, send
 from tests.support.admin import firing, trajectory
 from tests.support.agents import AgentScript, provider_for, trace_id_of
 from tests.support.cli import sextant
-from tests.support.server import RunningServer
+from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve
+from tests.support.wait import wait_for
 
 RULE = "approval-before-account-change"
 APPROVED = json.dumps({"approved": True, "approver": "lead-7"})
@@ -141,3 +144,72 @@ def test_recorded_runs_of_every_instrumentation_get_their_verdict(
         verdict, got, steps = rule_result(t)
         assert (verdict, got, len(steps)) == ("fail", reason, evidence), scenario
         assert (steps[0], steps[-1]) == ("request_approval", "update_account")
+
+
+SESSION_PACK = """
+name: support-sessions
+version: "1"
+owner: support-oncall
+selector: {service: support-desk}
+approvals: {tools: [request_approval]}
+rules:
+  - id: approval-for-the-account
+    type: approval_lifetime
+    writes: {kind: tool, name: "update_*"}
+    max_turns: 3
+    same_subject:
+      - {approval_argument: $.customer_id, action_argument: $.customer_id}
+    causal: true
+    reason: stale_approval
+    on_fail: QUARANTINE
+"""
+
+
+def conversation_turn(server: RunningServer, conversation: str, steps: list) -> str:
+    """One turn of a conversation: model calls asking for each tool call, then the answer."""
+    provider = provider_for(
+        OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True),
+        service="support-desk",
+        version="5.0.0",
+    )
+    script = AgentScript(provider.get_tracer("support"))
+    attrs = {"gen_ai.conversation.id": conversation}
+    with script.agent("support-agent", "Account change", "Done.", **attrs) as root:
+        for name, arguments, result in steps:
+            script.chat([(name, arguments)])
+            script.tool(name, arguments, result)
+        script.chat()
+    provider.shutdown()
+    return trace_id_of(root)
+
+
+def test_a_session_approval_for_another_account_does_not_cover_a_later_write(
+    tmp_path: Path,
+) -> None:
+    server = serve(
+        tmp_path,
+        {"sessions": SESSION_PACK},
+        assembler=FAST,
+        decisions=DECIDE_FAST,
+        sessions={"tick_seconds": 0.1, "idle_seconds": 2.0},
+    )
+    try:
+        asked = ("request_approval", {"action": "update_email", "customer_id": "C-1001"}, APPROVED)
+        wrote = ("update_account", {"customer_id": "C-2002", "email": "m@x.org"}, "ok")
+        first = conversation_turn(server, "conv-other", [asked])
+        second = conversation_turn(server, "conv-other", [wrote])
+
+        def failed() -> dict | None:
+            reply = requests.get(f"{server.admin_url}/api/v1/sessions/conv-other", timeout=5)
+            found = reply.json() if reply.status_code == 200 else None
+            return found if found and found["verdict"] == "fail" else None
+
+        found = wait_for(failed, timeout=15)
+        (result,) = [r for r in found["results"] if r["verdict"] == "fail"]
+        assert result["reason"] == "wrong_authorization_context"
+        assert result["evidence_trace_ids"] == [first, second]
+        assert "'C-1001'" in result["message"] and "'C-2002'" in result["message"]
+        d = firing(server, "QUARANTINE", service_version="5.0.0")
+        assert d["reasons"] == ["wrong_authorization_context"]
+    finally:
+        server.stop()
