@@ -95,42 +95,52 @@ def judge(t: Trajectory, rule: PrecedesRule, b: Step) -> Outcome:
         and grants(rule, a)
         and (not rule.same_agent or a.agent_name == b.agent_name)
     ]
-    missing = Outcome(
-        Verdict.FAIL,
-        None,
-        f"{b.name} (seq {b.seq}) ran without a preceding {rule.before.describe()}",
-        (b,),
-    )
     start = b.start_time_unix_nano + CLOCK_SLACK_NS
+    # by time, not tree order: an approval in an earlier sibling subtree counts
     by_clock = [a for a in granting if a.end_time_unix_nano <= start]
-    if rule.causal:
-        if not granting:
-            return missing
-        asked_by = requester(t, b)
-        if asked_by is None and by_clock:
-            # an A ended before B began, but B may have been decided before A's answer
-            return Outcome(Verdict.REVIEW, CAUSAL_UNKNOWN, unknown_requester(b), (by_clock[-1], b))
-        earlier = [] if asked_by is None else [a for a in granting if decided_after(a, asked_by)]
-        if not earlier:
-            # every A had its result only after B was decided (B itself began before it ended)
-            a = granting[0]
-            decider = b if asked_by is None else asked_by
-            when = (
-                "began"
-                if asked_by is None
-                else f"was asked for by {asked_by.name} (seq {asked_by.seq}), which started"
-            )
-            return Outcome(
-                Verdict.FAIL,
-                rule.causal_reason,
-                f"{b.name} (seq {b.seq}) {when} before {a.name} (seq {a.seq}) had its result",
-                tuple({s.span_id: s for s in (a, decider, b)}.values()),
-            )
-    else:
-        # by time, not tree order: an approval in an earlier sibling subtree counts
-        earlier = by_clock
-        if not earlier:
-            return missing
+    if not (granting if rule.causal else by_clock):
+        return Outcome(
+            Verdict.FAIL,
+            None,
+            f"{b.name} (seq {b.seq}) ran without a preceding {rule.before.describe()}",
+            (b,),
+        )
+    earlier = decided_before(t, rule, b, granting, by_clock) if rule.causal else by_clock
+    if isinstance(earlier, Outcome):
+        return earlier
+    return same_subject(rule, b, earlier)
+
+
+def decided_before(
+    t: Trajectory, rule: PrecedesRule, b: Step, granting: list[Step], by_clock: list[Step]
+) -> list[Step] | Outcome:
+    """The A's whose result existed when the model call that asked for B started, or why
+    there is none (a failure), or why it cannot tell (a review)."""
+    asked_by = requester(t, b)
+    if asked_by is None and by_clock:
+        # an A ended before B began, but B may have been decided before A's answer
+        return Outcome(Verdict.REVIEW, CAUSAL_UNKNOWN, unknown_requester(b), (by_clock[-1], b))
+    earlier = [] if asked_by is None else [a for a in granting if decided_after(a, asked_by)]
+    if earlier:
+        return earlier
+    # every A had its result only after B was decided (B itself began before it ended)
+    a = granting[0]
+    decider = b if asked_by is None else asked_by
+    when = (
+        "began"
+        if asked_by is None
+        else f"was asked for by {asked_by.name} (seq {asked_by.seq}), which started"
+    )
+    return Outcome(
+        Verdict.FAIL,
+        rule.causal_reason,
+        f"{b.name} (seq {b.seq}) {when} before {a.name} (seq {a.seq}) had its result",
+        tuple({s.span_id: s for s in (a, decider, b)}.values()),
+    )
+
+
+def same_subject(rule: PrecedesRule, b: Step, earlier: list[Step]) -> Outcome:
+    """Whether one of the A's before B names B's subject (always, without bindings)."""
     if not rule.same_subject:
         return Outcome(Verdict.PASS)
     checks = [(a, check_subject(a, b, rule.same_subject)) for a in earlier]
