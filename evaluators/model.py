@@ -68,6 +68,9 @@ class Step:
     # An MCP call's or request's facts: method, server, session_id, protocol_version,
     # request_id, and for `tools/list` the tools listed (collector/assembler/mcp.py).
     mcp: dict[str, Any] | None = None
+    # The span id of the model call whose output asked for this tool call (matched by tool-call
+    # id); None when the instrumentation does not say which one did.
+    requested_by: str | None = None
     attributes_json: str | None = field(default=None, repr=False)
     _attributes: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _result_value: Any = field(default=UNPARSED, repr=False, compare=False)

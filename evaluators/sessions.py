@@ -5,8 +5,11 @@ A session is the runs of one conversation (`gen_ai.conversation.id`, OpenInferen
 started. Its rules see every turn so far, each read by the pack's approval recogniser:
 - `budget` with `scope: session`: the run budgets summed over the session, plus `max_turns`;
 - `approval_lifetime`: an approval covers writes for at most `max_age` and `max_turns` turns,
-  and only for the same resource; a write without a covering approval fails, with the write's
-  and the last approval's traces as evidence;
+  and only for the same resource (`same_resource`, or `same_subject` bindings of the approval's
+  arguments or result, evaluators/authorization.py); with `causal`, an approval in the write's
+  own turn covers it only when the model call that asked for the write started after the
+  approval's result. A write without a covering approval fails, with the write's and the last
+  approval's traces as evidence; a subject or a requester that cannot be read is a review;
 - `repeated_failures`: a tool failing in `min_turns` turns (in a row with `consecutive`).
 """
 
@@ -17,12 +20,18 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from evaluators.authorization import (
+    SubjectBinding,
+    check_subject,
+    decided_after,
+    unknown_requester,
+)
 from evaluators.base import Finding, Verdict
 from evaluators.budget import BudgetRule, evaluate_budget
 from evaluators.durations import duration_text
 from evaluators.matchers import MISSING, StepMatcher, at_path
 from evaluators.model import CLOCK_SLACK_NS, Step, Trajectory
-from evaluators.rules import RuleBase, no_when
+from evaluators.rules import REASON_PATTERN, RuleBase, no_when
 from evaluators.window import Seconds
 
 
@@ -49,6 +58,10 @@ class Session:
             end_time_unix_nano=max(t.end_time_unix_nano for t in self.turns),
             input=first.input,
         )
+
+
+SUBJECT_UNKNOWN = "approval_subject_unknown"
+CAUSAL_UNKNOWN = "causal_order_unknown"
 
 
 class SessionRule(RuleBase):
@@ -79,11 +92,43 @@ class ApprovalLifetimeRule(SessionRule):
         description="JSON paths into the arguments that must be equal in the approval and the"
         " write (e.g. $.customer_id); a write lacking one is not covered.",
     )
+    same_subject: list[SubjectBinding] = Field(
+        default_factory=list,
+        description="An approval covers a write only when it names the write's subject: each"
+        " binding ties a JSON path of the approval's arguments or result to one of the write's"
+        " arguments. A mismatch fails with `subject_reason`; an approval whose subject cannot be"
+        " read is a review (approval_subject_unknown).",
+    )
+    subject_reason: str = Field(
+        "wrong_authorization_context",
+        pattern=REASON_PATTERN,
+        description="Reason code when the approvals in reach are for another subject.",
+    )
+    causal: bool = Field(
+        False,
+        description="An approval in the write's own turn covers it only when the model call that"
+        " asked for the write started after the approval's result (a write asked for in the same"
+        " model turn as its approval was decided before the answer).",
+    )
+    causal_reason: str = Field(
+        "decided_before_approval",
+        pattern=REASON_PATTERN,
+        description="Reason code when the write was decided before the approval's result.",
+    )
 
     @model_validator(mode="after")
     def _bounded(self) -> ApprovalLifetimeRule:
-        if self.max_age is None and self.max_turns is None and not self.same_resource:
-            raise ValueError("set max_age, max_turns or same_resource (else use `precedes`)")
+        if (
+            self.max_age is None
+            and self.max_turns is None
+            and not self.same_resource
+            and not self.same_subject
+            and not self.causal
+        ):
+            raise ValueError(
+                "set max_age, max_turns, same_resource, same_subject or causal"
+                " (else use `precedes`)"
+            )
         return self
 
 
@@ -132,34 +177,94 @@ def resource(step: Step, paths: list[str]) -> tuple[Any, ...] | None:
     return None if any(v is MISSING for v in values) else values
 
 
-def before(approvals: list[tuple[int, Step]], write: Step) -> list[tuple[int, Step]]:
-    """The approvals that ended before the write began (within the clocks' slack)."""
+def before(
+    approvals: list[tuple[int, Step]], write: Step, turn: int, causal: bool
+) -> list[tuple[int, Step]]:
+    """The approvals that ended before the write began (within the clocks' slack); with
+    `causal`, every approval of the write's own turn, which `uncovered` then orders by cause."""
     start = write.start_time_unix_nano + CLOCK_SLACK_NS
-    return [(i, a) for i, a in approvals if a.end_time_unix_nano <= start]
+    return [(i, a) for i, a in approvals if a.end_time_unix_nano <= start or (causal and i == turn)]
 
 
-def uncovered_reason(
-    rule: ApprovalLifetimeRule, earlier: list[tuple[int, Step]], turn: int, write: Step
-) -> str | None:
-    """Why none of the approvals before it covers the write (None when one does)."""
+@dataclass(frozen=True)
+class Uncovered:
+    """Why no approval covers a write: the message, the reason code (None: the rule's own),
+    whether it is a review (cannot tell) rather than a failure, and the approval to show."""
+
+    why: str
+    reason: str | None = None
+    review: bool = False
+    approval: Step | None = None
+
+
+def decided_before(
+    rule: ApprovalLifetimeRule, a: Step, i: int, write: Step, requester: Step | None
+) -> Uncovered | None:
+    """Why an approval of the write's own turn was not there when the write was decided (None
+    when it was): it ended after the write began, or after the model call that asked for the
+    write started; a review when that model call is not recorded."""
+    if a.end_time_unix_nano > write.start_time_unix_nano + CLOCK_SLACK_NS:
+        return Uncovered(
+            f"{write.name} began before the approval in turn {i + 1} had its result",
+            rule.causal_reason,
+            approval=a,
+        )
+    if requester is None:
+        return Uncovered(unknown_requester(write), CAUSAL_UNKNOWN, True, a)
+    if not decided_after(a, requester):
+        return Uncovered(
+            f"{write.name} was asked for by {requester.name} (seq {requester.seq}),"
+            f" which started before the approval in turn {i + 1} had its result",
+            rule.causal_reason,
+            approval=a,
+        )
+    return None
+
+
+def uncovered(
+    rule: ApprovalLifetimeRule,
+    earlier: list[tuple[int, Step]],
+    turn: int,
+    write: Step,
+    requester: Step | None,
+) -> Uncovered | None:
+    """Why none of the approvals before it covers the write (None when one does).
+
+    Age and turn limits are checked first; of the approvals they leave, a subject that cannot
+    be read or a requester that is not recorded makes a review, a subject or an order that is
+    wrong a failure with its own reason."""
     if not earlier:
-        return "no approval before it"
+        return Uncovered("no approval before it")
     wanted = resource(write, rule.same_resource)
-    why = []
+    why: list[Uncovered] = []
     for i, a in reversed(earlier):
         if rule.max_turns is not None and turn - i >= rule.max_turns:
-            why.append(f"approval in turn {i + 1} is {turn - i} turn(s) old")
+            why.append(Uncovered(f"approval in turn {i + 1} is {turn - i} turn(s) old"))
             continue
         age = (write.start_time_unix_nano - a.end_time_unix_nano) / 1e9
         if rule.max_age is not None and age > rule.max_age:
             limit = duration_text(rule.max_age)
-            why.append(f"approval in turn {i + 1} is {age:.0f}s old (> {limit})")
+            why.append(Uncovered(f"approval in turn {i + 1} is {age:.0f}s old (> {limit})"))
             continue
         if rule.same_resource and (wanted is None or resource(a, rule.same_resource) != wanted):
-            why.append(f"approval in turn {i + 1} is for another resource")
+            why.append(Uncovered(f"approval in turn {i + 1} is for another resource"))
             continue
+        if rule.causal and i == turn:
+            out_of_order = decided_before(rule, a, i, write, requester)
+            if out_of_order is not None:
+                why.append(out_of_order)
+                continue
+        if rule.same_subject:
+            check = check_subject(a, write, rule.same_subject)
+            if check.matches is None:
+                why.append(Uncovered(f"cannot tell: {check.detail}", SUBJECT_UNKNOWN, True, a))
+                continue
+            if not check.matches:
+                why.append(Uncovered(check.detail, rule.subject_reason, approval=a))
+                continue
         return None
-    return why[0]
+    reviews = [w for w in why if w.review]
+    return reviews[0] if reviews else why[0]
 
 
 def evaluate_approval_lifetime(session: Session, rule: ApprovalLifetimeRule) -> Finding:
@@ -173,21 +278,28 @@ def evaluate_approval_lifetime(session: Session, rule: ApprovalLifetimeRule) -> 
                 writes.append((i, s))
     if not writes:
         return Finding(Verdict.NOT_APPLICABLE, f"no {rule.writes.describe()} step")
+    review: Finding | None = None
     for turn, write in writes:
-        earlier = before(approvals, write)
-        why = uncovered_reason(rule, earlier, turn, write)
+        earlier = before(approvals, write, turn, rule.causal)
+        requester = next(
+            (s for s in session.turns[turn].steps if s.span_id == write.requested_by), None
+        )
+        why = uncovered(rule, earlier, turn, write, requester)
         if why is None:
             continue
-        last = earlier[-1][1] if earlier else None
+        shown = why.approval or (earlier[-1][1] if earlier else None)
         spans = session.trace_of()
-        evidence = (write.span_id,) if last is None else (last.span_id, write.span_id)
+        evidence = (write.span_id,) if shown is None else (shown.span_id, write.span_id)
         traces = tuple(dict.fromkeys(spans[s] for s in evidence))
-        return Finding(
-            Verdict.FAIL,
-            f"{write.name} in turn {turn + 1} is not covered by an approval: {why}",
-            evidence,
-            traces=traces,
-        )
+        message = f"{write.name} in turn {turn + 1} is not covered by an approval: {why.why}"
+        if why.review:
+            review = review or Finding(
+                Verdict.REVIEW, message, evidence, reason=why.reason, traces=traces
+            )
+            continue
+        return Finding(Verdict.FAIL, message, evidence, reason=why.reason, traces=traces)
+    if review is not None:
+        return review
     return Finding(Verdict.PASS, f"{len(writes)} write(s), each covered by an approval")
 
 

@@ -85,6 +85,25 @@ def join_tool_calls(steps: list[Step], spans: dict[str, SpanView], llm_order: li
         step.tool_call_id = step.tool_call_id or text_or_none(call.get("id"))
 
 
+def link_requests(steps: list[Step], spans: dict[str, SpanView]) -> None:
+    """Set each tool call's `requested_by`: the model call whose output carries its call id.
+
+    This is causal order, not clock order: two calls asked for in one model turn share their
+    requester, however the framework then scheduled them. A call whose id no model output names
+    (no id recorded, output messages not captured) keeps None, and rules that need it say so.
+    """
+    requester: dict[str, str] = {}
+    for step in steps:
+        if step.kind == "llm":
+            for call in messages.requested_tool_calls(spans[step.span_id].attrs):
+                call_id = text_or_none(call.get("id"))
+                if call_id:
+                    requester.setdefault(call_id, step.span_id)  # the first model call to ask
+    for step in steps:
+        if step.is_tool_call and step.tool_call_id:
+            step.requested_by = requester.get(step.tool_call_id)
+
+
 def first_request(
     requested: list[dict[str, Any]], used: set[int], name: str | None, arguments: Any
 ) -> int | None:
@@ -124,6 +143,7 @@ def build_trajectory(
         steps.append(step)
     merge_mcp_calls(steps, by_id)  # before the join: a folded MCP layer takes no call
     join_tool_calls(steps, by_id, llm_order)
+    link_requests(steps, by_id)
     return summarize(
         trace_id,
         revision,

@@ -107,6 +107,7 @@ def step_rows(t: Trajectory) -> list[dict[str, Any]]:
             "policy_decision": s.policy_decision,
             "state_target": s.state_target,
             "mcp": None if s.mcp is None else orjson.dumps(s.mcp).decode(),
+            "requested_by": s.requested_by,
             "start_time_unix_nano": s.start_time_unix_nano,
             "end_time_unix_nano": s.end_time_unix_nano,
         }

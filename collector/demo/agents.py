@@ -33,6 +33,7 @@ class AgentScript:
     def __init__(self, tracer: Tracer) -> None:
         self.tracer = tracer
         self.turn = 0
+        self.requested: dict[str, list[str]] = {}  # tool name -> call ids asked for, not yet run
 
     @contextmanager
     def agent(self, name: str, user_input: str, answer: str, **attrs: Any) -> Iterator[Any]:
@@ -57,6 +58,8 @@ class AgentScript:
             {"type": "tool_call", "id": f"call_{self.turn}_{i}", "name": n, "arguments": a}
             for i, (n, a) in enumerate(calls or [])
         ]
+        for i, (n, _) in enumerate(calls or []):
+            self.requested.setdefault(n, []).append(f"call_{self.turn}_{i}")
         with self.tracer.start_as_current_span(
             f"chat {model}",
             kind=SpanKind.CLIENT,
@@ -75,11 +78,15 @@ class AgentScript:
     def tool(
         self, name: str, arguments: dict, result: str = "ok", error: str | None = None, **attrs: Any
     ) -> None:
+        # the id of the model's request for this tool, as an instrumented tool span carries it
+        asked = self.requested.get(name)
+        call_id = {"gen_ai.tool.call.id": asked.pop(0)} if asked else {}
         with self.tracer.start_as_current_span(
             f"execute_tool {name}",
             attributes={
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": name,
+                **call_id,
                 "gen_ai.tool.call.arguments": json.dumps(arguments),
                 **({} if error else {"gen_ai.tool.call.result": result}),
                 **attrs,

@@ -44,15 +44,17 @@ def correct_support(script: AgentScript, i: int) -> Any:
     with script.agent("support-agent", "Change my e-mail", "Done.", **{"enduser.id": user}) as r:
         script.chat([("lookup_customer", {"email": f"{user}@example.com"})])
         script.tool("lookup_customer", {"email": f"{user}@example.com"}, **{"enduser.id": user})
-        script.chat([("request_approval", {"change": "email"})])
+        asked = {"change": "email", "customer_id": user}
+        script.chat([("request_approval", asked)])
         script.tool(
             "request_approval",
-            {"change": "email"},
+            asked,
             "approved",
             **{"sextant.approval.status": "approved", "enduser.id": user},
         )
-        script.chat([("update_account", {"customer": user})])
-        script.tool("update_account", {"customer": user, "email": "new"}, **{"enduser.id": user})
+        write = {"customer_id": user, "email": "new"}
+        script.chat([("update_account", write)])
+        script.tool("update_account", write, **{"enduser.id": user})
         script.chat()
     return r
 
@@ -62,8 +64,9 @@ def unsafe_support(script: AgentScript, i: int) -> Any:
     with script.agent("support-agent", "Change my e-mail", "Done.", **{"enduser.id": user}) as r:
         script.chat([("lookup_customer", {"email": f"{user}@example.com"})])
         script.tool("lookup_customer", {"email": f"{user}@example.com"}, **{"enduser.id": user})
-        script.chat([("update_account", {"customer": user})])  # no approval asked
-        script.tool("update_account", {"customer": user, "email": "new"}, **{"enduser.id": user})
+        write = {"customer_id": user, "email": "new"}
+        script.chat([("update_account", write)])  # no approval asked
+        script.tool("update_account", write, **{"enduser.id": user})
         script.chat()
     return r
 

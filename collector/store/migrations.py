@@ -21,7 +21,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -96,5 +96,9 @@ MIGRATIONS: dict[int, list[str]] = {
         "UPDATE logs SET store_seq = nextval('store_seq')",
         "ALTER TABLE trajectories ADD COLUMN store_seq BIGINT",
         "UPDATE trajectories SET store_seq = nextval('store_seq')",
+    ],
+    12: [
+        # which model call asked for each tool call: causal order for `precedes` and sessions
+        "ALTER TABLE steps ADD COLUMN requested_by VARCHAR",
     ],
 }

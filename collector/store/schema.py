@@ -160,7 +160,10 @@ STEPS_V2 = (
     *TIMES,
 )
 # Version 10: MCP facts of a step (collector/assembler/mcp.py), NULL for a step that is not MCP.
-STEPS = (*STEPS_V2, ("mcp", "JSON", pa.string()))
+STEPS_V10 = (*STEPS_V2, ("mcp", "JSON", pa.string()))
+# Version 11: the span id of the model call whose output asked for this tool call, NULL when the
+# instrumentation does not say (collector/assembler/build.py, `link_requests`).
+STEPS = (*STEPS_V10, ("requested_by", "VARCHAR", pa.string()))
 
 RESULTS_V3 = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),

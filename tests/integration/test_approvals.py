@@ -22,12 +22,14 @@ def account_change(server: RunningServer, version: str, approval: dict | None) -
     script = AgentScript(provider.get_tracer("support"))
     with script.agent("support-agent", "Change my e-mail", "Done.") as root:
         script.chat([("lookup_customer", {"email": "mira@example.com"})])
-        script.tool("lookup_customer", {"email": "mira@example.com"}, '{"customer": "C-1"}')
+        script.tool("lookup_customer", {"email": "mira@example.com"}, '{"customer_id": "C-1"}')
         if approval is not None:
-            script.chat([("request_approval", {"change": "email", "customer": "C-1"})])
-            script.tool("request_approval", {"change": "email"}, json.dumps(approval))
-        script.chat([("update_account", {"customer": "C-1", "email": "new@example.com"})])
-        script.tool("update_account", {"customer": "C-1", "email": "new@example.com"}, "ok")
+            asked = {"change": "email", "customer_id": "C-1"}
+            script.chat([("request_approval", asked)])
+            script.tool("request_approval", asked, json.dumps(approval))
+        write = {"customer_id": "C-1", "email": "new@example.com"}
+        script.chat([("update_account", write)])
+        script.tool("update_account", write, "ok")
         script.chat()
     provider.shutdown()
     return trace_id_of(root)

@@ -117,7 +117,7 @@ def test_the_violating_run_shows_the_failed_approval_rule_on_the_update_account_
         arguments = step.locator("details.payload pre").first
         assert not arguments.is_visible()
         step.locator("details.payload summary").first.click()
-        assert '"customer": "C-1"' in arguments.inner_text()
+        assert '"customer_id": "C-1"' in arguments.inner_text()
         # the results that passed are listed too, and the failed one points at its step
         seq = step.get_attribute("data-seq")
         failed = page.locator("#results tr", has=page.locator(f'a[href="#step-{seq}"]'))

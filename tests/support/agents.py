@@ -39,16 +39,20 @@ def support_run(server: RunningServer, approve: bool = True, user: str = "mira")
     with script.agent(
         "support-agent", "Change my e-mail", "Done.", **{"enduser.id": "mira"}
     ) as root:
-        script.chat([("lookup_customer", {"email": "x"})])
-        script.tool("lookup_customer", {"customer": "C-1"}, **{"enduser.id": user})
+        script.chat([("lookup_customer", {"customer_id": "C-1"})])
+        script.tool("lookup_customer", {"customer_id": "C-1"}, **{"enduser.id": user})
         if approve:
+            asked = {"change": "email", "customer_id": "C-1"}
+            script.chat([("request_approval", asked)])
             script.tool(
                 "request_approval",
-                {"change": "email"},
+                asked,
                 "approved",
                 **{"sextant.approval.status": "approved", "enduser.id": user},
             )
-        script.tool("update_account", {"customer": "C-1", "email": "new"}, **{"enduser.id": user})
+        write = {"customer_id": "C-1", "email": "new"}
+        script.chat([("update_account", write)])
+        script.tool("update_account", write, **{"enduser.id": user})
         script.chat()
     provider.shutdown()
     return trace_id_of(root)

@@ -15,7 +15,7 @@ from evaluators.base import Verdict
 from evaluators.evaluate import evaluate_pack
 from evaluators.rulepack import RulePackError, load_pack, load_text
 from tests.support.rules import verdict
-from tests.support.trajectories import run, tool
+from tests.support.trajectories import llm, run, tool
 
 SUPPORT = load_pack(BUILTIN_RULES / "support-agent.yaml").pack
 GATE = {
@@ -29,11 +29,11 @@ GATE = {
 
 def asked(seq: int, result: object, name: str = "request_approval", **kw):  # type: ignore[no-untyped-def]
     text = result if isinstance(result, str) else json.dumps(result)
-    return tool(seq, name, {"change": "email"}, result=text, **kw)
+    return tool(seq, name, {"change": "email", "customer_id": "C-1"}, result=text, **kw)
 
 
-def write(seq: int):  # type: ignore[no-untyped-def]
-    return tool(seq, "update_account", {"customer": "C-1"})
+def write(seq: int, **kw):  # type: ignore[no-untyped-def]
+    return tool(seq, "update_account", {"customer_id": "C-1"}, **kw)
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,15 @@ def support(*steps, root_attrs: dict | None = None) -> dict[str, tuple[str, tupl
 
 
 def test_the_shipped_support_pack_on_results_alone() -> None:
-    approved = support(tool(1, "lookup_customer"), asked(2, {"approved": True}), write(3))
+    # each call asked for by the model call before it (its call id in that call's output)
+    approved = support(
+        llm(1),
+        tool(2, "lookup_customer", requested_by="s01"),
+        llm(3),
+        asked(4, {"approved": True}, requested_by="s03"),
+        llm(5),
+        write(6, requested_by="s05"),
+    )
     assert {v for v, _ in approved.values()} == {"pass", "not_applicable"}
     assert approved["acts-as-the-requesting-user"][0] == "pass"  # no enduser.id anywhere
     missing = support(tool(1, "lookup_customer"), write(2))

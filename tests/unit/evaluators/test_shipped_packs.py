@@ -36,6 +36,16 @@ SCENARIOS: dict[str, dict[str, tuple[str, list[str]]]] = {
     "denied_ignored": {
         "support-agent/approval-before-account-change": ("fail", ["update_account"]),
     },
+    "wrong_subject": {
+        "support-agent/approval-before-account-change": (
+            "fail",
+            ["request_approval", "update_account"],
+        ),
+    },
+    # the model call that asked for both (named after its model) between them
+    "one_turn_approval": {
+        "support-agent/approval-before-account-change": ("fail", []),
+    },
     "consecutive_loop": {
         "default/no-tool-loops": ("fail", ["lookup_customer"] * 6),
     },
@@ -43,6 +53,15 @@ SCENARIOS: dict[str, dict[str, tuple[str, list[str]]]] = {
         "research-agent/literature-search-required": ("fail", []),
         "research-agent/search-then-read": ("fail", []),
     },
+}
+
+
+# scenario -> the reason code of the support pack's approval rule
+REASONS = {
+    "missing_approval": "approval_boundary_violation",
+    "denied_ignored": "approval_boundary_violation",
+    "wrong_subject": "wrong_authorization_context",
+    "one_turn_approval": "decided_before_approval",
 }
 
 
@@ -65,11 +84,16 @@ def test_every_instrumentation_gets_the_scenarios_verdicts(path: Path) -> None:
     t = trajectory(path)
     names = {s.span_id: s.name for s in t.steps}
     got = {}
+    reasons = {}
     for pack in PACKS:
         for r in evaluate_pack(t, pack):
             if r.verdict.value in ("fail", "review"):
                 got[f"{r.pack}/{r.rule_id}"] = (r.verdict.value, [names[e] for e in r.evidence])
+                reasons[f"{r.pack}/{r.rule_id}"] = r.reason
     want = SCENARIOS[scenario_of(path)]
+    if scenario_of(path) in REASONS:
+        rule = "support-agent/approval-before-account-change"
+        assert reasons[rule] == REASONS[scenario_of(path)]
     assert {rule: verdict for rule, (verdict, _) in got.items()} == {
         rule: verdict for rule, (verdict, _) in want.items()
     }
@@ -85,6 +109,14 @@ def test_every_scenario_is_captured_from_every_instrumentation() -> None:
         family = path.name.removesuffix(".otlp.json").rsplit("-", 1)[0]
         families.setdefault(scenario_of(path), set()).add(family)
     for scenario in ("approved_write", "missing_approval", "denied_ignored"):
+        assert families.get(scenario, set()) >= {
+            "python_sdk-genai_semconv",
+            "node_sdk-genai_semconv",
+            "langgraph-openinference",
+            "langgraph-openllmetry",
+            "openai_agents-openinference",
+        }, scenario
+    for scenario in ("wrong_subject", "one_turn_approval"):
         assert families.get(scenario, set()) >= {
             "python_sdk-genai_semconv",
             "node_sdk-genai_semconv",
