@@ -10,6 +10,7 @@ from collector.store.schema import (
     EVALUATOR_CARDS,
     JUDGE_CALLS,
     LOGS,
+    MCP_SERVERS,
     RESULTS_V3,
     RESULTS_V4,
     RULE_PACKS,
@@ -21,7 +22,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -87,5 +88,8 @@ MIGRATIONS: dict[int, list[str]] = {
         # No key: a session's row is replaced (deleted, then inserted) in one transaction.
         create_table("sessions", SESSIONS),
         "CREATE INDEX sessions_session_id ON sessions (session_id)",
+    ],
+    11: [
+        create_table("mcp_servers", MCP_SERVERS),
     ],
 }
