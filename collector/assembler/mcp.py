@@ -12,11 +12,12 @@ What real instrumentations write (tests/testdata/otlp-multi/README.md):
   through the context carried in the request's `_meta` (a remote parent), sends the answer.
 
 Who the server is: what the server's own spans in the trace say (its `mcp.server.name`, the
-name OpenLLMetry's FastMCP spans give it, else its resource's service.name), never what the
-client claims when the server speaks for itself. A client's claim (`mcp.server.name`) that the
-server's own spans contradict is kept as `claimed_server`: the MCP rules fail it. Without a
-server span, the client's claim, else its `server.address[:port]`, is the server
-(`server_source: client`); None when nothing in the trace says (stdio without server spans).
+name OpenLLMetry's FastMCP spans give it, else its resource's service.name unless that is its
+caller's too), never what the client claims when the server speaks for itself. A client's
+claim (`mcp.server.name`) that the server's own spans contradict is kept as `claimed_server`:
+the MCP rules fail it. Without a server span, the client's claim, else its
+`server.address[:port]`, is the server (`server_source: client`); None when nothing in the
+trace says (stdio without server spans), or when the server's spans give no name apart.
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ def server_side(span: SpanView) -> bool:
     return span.row["name"] == "ResponseStreamWriter" and remote_parent(span.row)
 
 
-def own_name(span: SpanView) -> str | None:
-    """The name a server-side span gives its server."""
+def own_name(span: SpanView, spans: dict[str, SpanView]) -> str:
+    """The name a server-side span gives its server; "" when it gives none apart from its
+    caller's: a resource named like the client that called it (the same process, or a server
+    left under the agent's own service.name) cannot tell the server from the agent."""
     attrs = span.attrs
     named = attrs.get("mcp.server.name")
     if isinstance(named, str) and named:
@@ -88,9 +91,12 @@ def own_name(span: SpanView) -> str | None:
     if isinstance(workflow, str) and workflow.endswith(".mcp") and len(workflow) > 4:
         return workflow.removesuffix(".mcp")
     service = span.row.get("service_name")
+    caller = spans.get(span.row.get("parent_span_id") or "")
+    if caller is not None and caller.row.get("service_name") == service:
+        return ""
     if isinstance(service, str) and service and not service.startswith(UNNAMED_SERVICES):
         return service
-    return None
+    return ""
 
 
 def listed_tools(span: SpanView) -> list[str] | None:
@@ -118,11 +124,7 @@ def facts_of(span: SpanView) -> dict[str, Any] | None:
     for key, name in FACTS:
         if attrs.get(key) not in (None, "") and name not in facts:
             facts[name] = str(attrs[key])
-    if server_side(span):
-        own = own_name(span)
-        if own:
-            facts["own_server"] = own
-    else:
+    if not server_side(span):
         if attrs.get("mcp.server.name"):
             facts["claimed_server"] = str(attrs["mcp.server.name"])
         if attrs.get("server.address"):
@@ -149,9 +151,7 @@ def merge_mcp_calls(steps: list[Step], spans: dict[str, SpanView]) -> None:
     for step in steps:
         span = spans[step.span_id]
         if server_side(span):
-            name = own_name(span)
-            if name:
-                answered_by(step, name, by_span, spans)
+            answered_by(step, own_name(span, spans), by_span, spans)
     for step in steps:
         if step.mcp is None:
             continue
@@ -168,7 +168,7 @@ def answered_by(step: Step, name: str, by_span: dict[str, Step], spans: dict[str
     """Name the server on the MCP requests above its own span, up to the call that made them:
     the client's request spans and the framework's tool span of the same tool over them, no
     further (not the agent, not a tool of another name, and not another server's span when
-    one server calls another)."""
+    one server calls another). An empty `name` says the server answered without a name apart."""
     if step.mcp is not None:
         step.mcp.setdefault("own_server", name)
     tool = step.tool_name if step.is_tool_call else None
@@ -187,17 +187,20 @@ def answered_by(step: Step, name: str, by_span: dict[str, Step], spans: dict[str
 
 
 def resolve_server(facts: dict[str, Any]) -> None:
-    """`server`: the server's own name when its spans say it, else the client's claim, else
-    its address. A claim the server's own name contradicts stays as `claimed_server`."""
-    own = facts.pop("own_server", None)
-    claimed = facts.get("claimed_server")
-    if own:
-        facts["server"], facts["server_source"] = own, "server"
-        if claimed is None or claimed == own:
-            facts.pop("claimed_server", None)
-    elif claimed or facts.get("address"):
+    """`server`: the server's own name when its spans say it, else (no server span in the
+    trace) the client's claim, else its address. A claim the server's own name contradicts
+    stays as `claimed_server`. A server that answered without a name apart from its caller's
+    is unnamed, whatever the client claims: the claim could not be checked."""
+    if "own_server" in facts:
+        own = facts.pop("own_server")
+        if own:
+            facts["server"], facts["server_source"] = own, "server"
+            if facts.get("claimed_server") == own:
+                facts.pop("claimed_server")
+        return
+    claimed = facts.pop("claimed_server", None)
+    if claimed or facts.get("address"):
         facts["server"], facts["server_source"] = claimed or facts["address"], "client"
-        facts.pop("claimed_server", None)
 
 
 def tool_above(step: Step, by_span: dict[str, Step]) -> Step | None:

@@ -60,19 +60,32 @@ def inventory(server: RunningServer, change: str | None = None) -> float | None:
     return scraped(server, "sextant_mcp_tool_changes_total", **labels, change=change)
 
 
-def test_sdk_mcp_calls_are_tool_steps_named_by_their_server(server: RunningServer) -> None:
+def test_sdk_mcp_calls_under_the_agents_own_name_are_one_step_each_and_reviewed(
+    server: RunningServer,
+) -> None:
+    """The recorded server exported under the agent's own service.name: one tool step per
+    call, no server named (so the allow-list reviews, never passes), and the SDK's
+    `initialize` and `notifications/initialized` traces are no runs."""
     send(server, MULTI / "mcp-mcp_sdk-crm_tools.otlp.json", "grpc")
     (t,) = agent_runs(server, 1)
     calls = [s for s in t["steps_detail"] if s["kind"] == "tool"]
     assert [s["tool_name"] for s in calls] == ["lookup_customer", "update_account"]
-    assert [s["mcp"]["server"] for s in calls] == ["support-desk", "support-desk"]
+    assert [s["mcp"].get("server") for s in calls] == [None, None]
     assert t["tool_calls"] == 2  # the client's and the server's span are one call
-    tools = wait_for(
-        lambda: scraped(
-            server, "sextant_mcp_server_tools", service="support-desk", mcp_server="support-desk"
+    found = result(server, t["trace_id"])
+    assert (found["verdict"], found["reason"]) == ("review", "mcp_server_unknown")
+    chatter = wait_for(
+        lambda: (
+            [
+                r["root_name"]
+                for r in server.query_dicts(
+                    "SELECT root_name FROM trajectories WHERE NOT agent_run ORDER BY root_name"
+                )
+            ]
+            or None
         )
     )
-    assert tools == 2
+    assert chatter == ["MCP send initialize", "notifications/initialized"]
 
 
 def test_a_server_naming_itself_otherwise_than_the_client_fails_naming_both(
@@ -104,23 +117,38 @@ def test_openllmetry_calls_are_judged_by_the_server_that_answered(server: Runnin
         "fail",
         "tool export_contacts is not allowed on server crm-server",
     )
-    chatter = server.query_dicts(
-        "SELECT count(*) AS n, count(verdict) AS judged FROM trajectories WHERE NOT agent_run"
-        " AND root_name IN ('initialize.mcp', 'tools/list.mcp', 'ResponseStreamWriter')"
+    chatter = wait_for(
+        lambda: (
+            [
+                row
+                for row in server.query_dicts(
+                    "SELECT count(*) AS n, count(verdict) AS judged FROM trajectories"
+                    " WHERE NOT agent_run"
+                    " AND root_name IN ('initialize.mcp', 'tools/list.mcp', 'ResponseStreamWriter')"
+                )
+                if row["n"] == 6
+            ]
+            or None
+        )
     )
     assert chatter == [{"n": 6, "judged": 0}]
     target = {"service": "support-desk", "agent": "support-agent", "version": "3.1.0"}
-    runs = sum(
-        scraped(server, "sextant_target_runs_total", **target, verdict=v) or 0
-        for v in ("pass", "fail", "review", "none")
-    )
-    assert runs == 2
+
+    def runs() -> float | None:
+        verdicts = ("pass", "fail", "review", "none")
+        counts = [
+            scraped(server, "sextant_target_runs_total", **target, verdict=v) for v in verdicts
+        ]
+        return sum(c or 0 for c in counts) or None
+
+    assert wait_for(lambda: inventory(server, "disappeared")) == 1  # the last trace is in
+    assert inventory(server) == 2
+    # not the build-time create_agent, nor the protocol's traces
+    assert wait_for(lambda: runs() == 2 or None)
     assert (
         scraped(server, "sextant_target_runs_total", **{**target, "agent": ""}, verdict="none")
         is None
     )
-    assert wait_for(lambda: inventory(server, "disappeared")) == 1
-    assert inventory(server) == 2
 
 
 def split(path: Path, last_trace: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -223,44 +223,64 @@ def client_only(name: str) -> bytes:
     return json.dumps(doc).encode()
 
 
+def named(name: str, server: str) -> bytes:
+    """The capture with its MCP server process exporting under `server`, as a server that
+    sets its own service.name does (the recorded one kept the agent's)."""
+    doc = json.loads((MULTI / name).read_text())
+    for rs in doc["resourceSpans"]:
+        if any(s.get("flags") == 768 for ss in rs["scopeSpans"] for s in ss["spans"]):
+            for attr in rs["resource"]["attributes"]:
+                if attr["key"] == "service.name":
+                    attr["value"] = {"stringValue": server}
+    return json.dumps(doc).encode()
+
+
+def agent_run(body: bytes) -> Trajectory:
+    (run,) = [t for t in traces(body) if t.agent_run]
+    return run
+
+
 @pytest.mark.parametrize(
     ("name", "server"),
     [
-        ("mcp-mcp_sdk-crm_tools.otlp.json", "support-desk"),
-        ("mcp-openllmetry-crm_tools.otlp.json", "support-desk"),
         ("mcp-openllmetry-crm_server.otlp.json", "crm-server"),
+        ("mcp-mcp_sdk-impostor.otlp.json", "evil-mcp"),
+        ("mcp-mcp_sdk-crm_tools.otlp.json", None),
+        ("mcp-openllmetry-crm_tools.otlp.json", None),
     ],
 )
-def test_each_mcp_call_is_one_tool_step_named_by_its_server(name: str, server: str) -> None:
-    """The server's own spans name it: the SDK's SERVER spans, and under OpenLLMetry (every
-    span INTERNAL) the server's answer writer, by its resource's service.name."""
+def test_each_mcp_call_is_one_tool_step_named_by_its_server(name: str, server: str | None) -> None:
+    """The server's own spans name it by their resource: the SDK's SERVER spans, and under
+    OpenLLMetry (every span INTERNAL) the server's answer writer. The two crm_tools captures'
+    server exported under the agent's own service.name, which names no server apart."""
     t = mcp_runs(name)[0]
     calls = [s for s in t.steps if s.is_tool_call]
     assert [s.tool_name for s in calls] == ["lookup_customer", "update_account"]
     assert calls[0].arguments == {"customer_id": "C-1042"}
     assert all(s.mcp is not None and s.mcp["method"] == "tools/call" for s in calls)
     assert [(s.mcp or {}).get("server") for s in calls] == [server, server]
-    assert {(s.mcp or {}).get("server_source") for s in calls} == {"server"}
+    if server is not None:
+        assert {(s.mcp or {}).get("server_source") for s in calls} == {"server"}
     if "mcp_sdk" in name:  # the SDK's server spans say which protocol version was agreed
         assert {s.mcp["protocol_version"] for s in calls if s.mcp} == {"2025-11-25"}
 
 
 def test_mcp_allow_lists_on_the_sdk_capture() -> None:
-    t = mcp_run("mcp-mcp_sdk-crm_tools.otlp.json")
+    t = agent_run(named("mcp-mcp_sdk-crm_tools.otlp.json", "crm-server"))
     rule = {"id": "mcp", "type": "mcp"}
 
     def verdict(**fields: object) -> tuple[Verdict, str, list[str]]:
         (result,) = evaluate_pack(t, pack({**rule, **fields}))
         return result.verdict, result.message, names(t, result.evidence)
 
-    assert verdict(servers=["support-*"], tools=["lookup_*", "update_*"])[0] == Verdict.PASS
-    found, message, shown = verdict(servers=["crm-*"])
-    assert found == Verdict.FAIL and "on server support-desk, which is not allowed" in message
+    assert verdict(servers=["crm-*"], tools=["lookup_*", "update_*"])[0] == Verdict.PASS
+    found, message, shown = verdict(servers=["billing-*"])
+    assert found == Verdict.FAIL and "on server crm-server, which is not allowed" in message
     assert len(shown) == 2
-    found, message, shown = verdict(tools={"support-desk": ["lookup_customer"]})
+    found, message, shown = verdict(tools={"crm-server": ["lookup_customer"]})
     assert (
         found == Verdict.FAIL
-        and message == "tool update_account is not allowed on server support-desk"
+        and message == "tool update_account is not allowed on server crm-server"
     )
     assert shown == ["update_account"]
 
@@ -302,8 +322,18 @@ def test_a_server_naming_itself_otherwise_than_the_client_fails_with_both_names(
         assert names(t, result.evidence) == ["lookup_customer", "update_account"]
 
 
-def test_mcp_calls_to_an_unnamed_server_are_reviewed_not_passed() -> None:
-    (t,) = [t for t in traces(client_only("mcp-openllmetry-crm_tools.otlp.json")) if t.agent_run]
+def test_a_server_hiding_under_the_agents_name_does_not_borrow_the_clients_claim() -> None:
+    """The impostor exporting under the agent's own service.name: its spans name no server
+    apart, so the client's crm-server cannot be checked and is not taken on trust."""
+    t = agent_run(named("mcp-mcp_sdk-impostor.otlp.json", "support-desk"))
+    (result,) = evaluate_pack(t, pack(CRM_ONLY))
+    assert (result.verdict, result.reason) == (Verdict.REVIEW, "mcp_server_unknown")
+
+
+@pytest.mark.parametrize("body", ["client only", "server under the agent's name"])
+def test_mcp_calls_to_an_unnamed_server_are_reviewed_not_passed(body: str) -> None:
+    name = "mcp-openllmetry-crm_tools.otlp.json"
+    t = agent_run(client_only(name) if body == "client only" else (MULTI / name).read_bytes())
     calls = [s for s in t.steps if s.is_tool_call]
     assert [(s.mcp or {}).get("server") for s in calls] == [None, None]
     rule = {"id": "mcp", "type": "mcp"}
