@@ -22,6 +22,7 @@ trace says (stdio without server spans), or when the server's spans give no name
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -172,8 +173,7 @@ def answered_by(step: Step, name: str, by_span: dict[str, Step], spans: dict[str
     if step.mcp is not None:
         step.mcp.setdefault("own_server", name)
     tool = step.tool_name if step.is_tool_call else None
-    parent = by_span.get(step.parent_span_id or "")
-    while parent is not None:
+    for parent in ancestors(step, by_span):
         if server_side(spans[parent.span_id]) or parent.kind in ("agent", "llm"):
             return
         if parent.is_tool_call:
@@ -183,7 +183,6 @@ def answered_by(step: Step, name: str, by_span: dict[str, Step], spans: dict[str
             parent.mcp = parent.mcp or {"method": "tools/call"}
         if parent.mcp is not None:
             parent.mcp.setdefault("own_server", name)
-        parent = by_span.get(parent.parent_span_id or "")
 
 
 def resolve_server(facts: dict[str, Any]) -> None:
@@ -203,13 +202,18 @@ def resolve_server(facts: dict[str, Any]) -> None:
         facts["server"], facts["server_source"] = claimed or facts["address"], "client"
 
 
-def tool_above(step: Step, by_span: dict[str, Step]) -> Step | None:
+def ancestors(step: Step, by_span: dict[str, Step]) -> Iterator[Step]:
+    """The step's parent, its parent's... up to the root (a parent cycle in bad data ends it)."""
+    seen = {step.span_id}
     parent = by_span.get(step.parent_span_id or "")
-    while parent is not None:
-        if parent.is_tool_call:
-            return parent
+    while parent is not None and parent.span_id not in seen:
+        seen.add(parent.span_id)
+        yield parent
         parent = by_span.get(parent.parent_span_id or "")
-    return None
+
+
+def tool_above(step: Step, by_span: dict[str, Step]) -> Step | None:
+    return next((p for p in ancestors(step, by_span) if p.is_tool_call), None)
 
 
 def housekeeping(spans: list[SpanView], steps: list[Step]) -> bool:
