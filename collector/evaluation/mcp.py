@@ -44,10 +44,11 @@ Key = tuple[str, str]  # (service, server)
 @dataclass
 class Sightings:
     """What a round saw of MCP servers, per (service, server): tools called or listed, and
-    whole listings."""
+    the newest whole listing (its time, its tools): a round may close two listings of one
+    server in any order."""
 
     tools: dict[Key, set[str]] = field(default_factory=dict)
-    listings: dict[Key, set[str]] = field(default_factory=dict)
+    listings: dict[Key, tuple[int, set[str]]] = field(default_factory=dict)
 
     def count(self, t: Trajectory) -> None:
         service = t.service_name or ""
@@ -59,8 +60,10 @@ class Sightings:
                 self.tools.setdefault(key, set()).add(s.tool_name)
             listed = s.mcp.get("tools")
             if s.mcp.get("method") == "tools/list" and isinstance(listed, list):
-                self.listings[key] = {str(name) for name in listed}
-                self.tools.setdefault(key, set()).update(self.listings[key])
+                names = {str(name) for name in listed}
+                self.tools.setdefault(key, set()).update(names)
+                if key not in self.listings or s.start_time_unix_nano >= self.listings[key][0]:
+                    self.listings[key] = (s.start_time_unix_nano, names)
 
 
 @dataclass
@@ -68,6 +71,7 @@ class Known:
     tools: set[str]
     first_seen: datetime
     last_seen: datetime
+    listed_at: int = 0  # start of the newest listing applied (ns): an older one changes nothing
 
 
 class McpInventory:
@@ -156,10 +160,13 @@ class McpInventory:
                     changed.add(service)
                 known.last_seen = now
                 self._servers[service].move_to_end(server)
-            for (service, server), listed in seen.listings.items():
+            for (service, server), (at, listed) in seen.listings.items():
                 known = self._get(service, server)
-                gone = known.tools - listed if known is not None else set()
-                if known is not None and gone:
+                if known is None or at < known.listed_at:
+                    continue
+                known.listed_at = at
+                gone = known.tools - listed
+                if gone:
                     self.changes.labels(service, server, "disappeared").inc(len(gone))
                     known.tools = set(listed)
                     self.known.labels(service, server).set(len(listed))
