@@ -54,7 +54,7 @@ def method_of(span: SpanView) -> str | None:
     if openllmetry(span):
         if name.endswith(".mcp"):
             return name.removesuffix(".mcp")  # initialize.mcp, tools/list.mcp
-        if name.endswith(".tool") and span.attrs.get("traceloop.span.kind") == "tool":
+        if name.endswith(".tool"):
             return "tools/call"
     if span.row.get("step_kind") == "tool" and span.attrs.get("mcp.server.name"):
         return "tools/call"  # an agent's own tool span naming the MCP server it calls
