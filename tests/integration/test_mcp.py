@@ -205,37 +205,53 @@ def test_the_inventory_is_kept_across_a_restart(tmp_path: Path) -> None:
         again.stop()
 
 
-def made_up_servers(count: int) -> dict[str, Any]:
+def resource(service: str) -> dict[str, Any]:
+    return {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]}
+
+
+def made_up_servers(count: int, caller: str | None) -> dict[str, Any]:
     """`count` MCP servers under made-up names, each answering one tool call in a trace of its
-    own (the SDK's SERVER span, the name its resource's service.name)."""
+    own (the SDK's SERVER span, named by its resource's service.name), called by `caller`'s
+    client span (the SDK's CLIENT span under that service.name), or by no traced client."""
+    call = [
+        {"key": "mcp.method.name", "value": {"stringValue": "tools/call"}},
+        {"key": "gen_ai.tool.name", "value": {"stringValue": "lookup_customer"}},
+    ]
+    times = {"startTimeUnixNano": "1796206687000000000", "endTimeUnixNano": "1796206687001000000"}
     resource_spans = []
     for i in range(count):
-        resource = {
-            "attributes": [{"key": "service.name", "value": {"stringValue": f"made-up-{i}"}}]
-        }
-        span = {
-            "traceId": f"{i + 1:032x}",
-            "spanId": f"{i + 1:016x}",
-            "name": "tools/call lookup_customer",
-            "kind": 2,
-            "startTimeUnixNano": "1796206687000000000",
-            "endTimeUnixNano": "1796206687001000000",
-            "attributes": [
-                {"key": "mcp.method.name", "value": {"stringValue": "tools/call"}},
-                {"key": "gen_ai.tool.name", "value": {"stringValue": "lookup_customer"}},
-            ],
-        }
-        scope = {"scope": {"name": "mcp-python-sdk"}, "spans": [span]}
-        resource_spans.append({"resource": resource, "scopeSpans": [scope]})
+        trace_id, client, served = f"{i + 1:032x}", f"{2 * i + 1:016x}", f"{2 * i + 2:016x}"
+        answer = {"traceId": trace_id, "spanId": served, "name": "tools/call lookup_customer"}
+        answer |= {"kind": 2, "attributes": call, **times}
+        if caller is not None:
+            answer |= {"parentSpanId": client, "flags": 768}
+            request = {"traceId": trace_id, "spanId": client, "kind": 3, "attributes": call}
+            request |= {"name": "MCP send tools/call lookup_customer", **times}
+            scope = {"scope": {"name": "mcp-python-sdk"}, "spans": [request]}
+            resource_spans.append({"resource": resource(caller), "scopeSpans": [scope]})
+        scope = {"scope": {"name": "mcp-python-sdk"}, "spans": [answer]}
+        resource_spans.append({"resource": resource(f"made-up-{i}"), "scopeSpans": [scope]})
     return {"resourceSpans": resource_spans}
 
 
-def test_made_up_servers_seen_first_hide_no_real_servers_change(server: RunningServer) -> None:
-    post(server, made_up_servers(200))
-    wait_for(
-        lambda: scraped(
-            server, "sextant_mcp_server_tools", service="made-up-199", mcp_server="made-up-199"
-        )
-    )
+@pytest.mark.parametrize("caller", [None, "support-desk"])
+def test_made_up_servers_seen_first_hide_no_real_servers_change(
+    server: RunningServer, caller: str | None
+) -> None:
+    """Two hundred made-up servers, each its own service or all called by the real agent's
+    service, seen before the real server: its shorter listing is still counted."""
+    post(server, made_up_servers(200, caller))
+    service = caller or "made-up-199"
+    labels = {"service": service, "mcp_server": "made-up-199"}
+    wait_for(lambda: scraped(server, "sextant_mcp_server_tools", **labels))
     send(server, SERVER, "http/json")
     assert wait_for(lambda: inventory(server, "disappeared")) == 1
+    if caller is not None:  # the real agent's service keeps 50 servers: the newest
+        assert (
+            scraped(server, "sextant_mcp_server_tools", **{**labels, "mcp_server": "made-up-0"})
+            is None
+        )
+        forgotten = scraped(
+            server, "sextant_mcp_inventory_dropped_total", reason="server_forgotten"
+        )
+        assert forgotten == 200 - 50 + 1  # and one more for the real server
