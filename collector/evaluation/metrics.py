@@ -25,7 +25,7 @@ class RulesMetrics:
         )
         self.trajectories = Counter(
             "sextant_trajectories",
-            "Evaluated trajectories by overall verdict (none: no pack applied).",
+            "Evaluated agent runs by overall verdict (none: no pack applied).",
             ["verdict"],
             registry=registry,
         )
