@@ -40,6 +40,7 @@ from collector.decisions.metrics import DecisionCollector
 from collector.drift.scheduler import DriftScheduler
 from collector.errors import MalformedRequest
 from collector.evaluation.health import EvaluatorHealth
+from collector.evaluation.mcp import McpInventory
 from collector.evaluation.metrics import RulesMetrics, TargetMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.stage import Evaluation
@@ -110,8 +111,9 @@ class Pipeline:
         rules_metrics = RulesMetrics(self.registry)
         self.packs = PackRegistry(config.rules, self.database, self.writer, rules_metrics, clock)
         target_metrics = TargetMetrics(self.registry, self.target_cap)
+        self.inventory = McpInventory(self.registry, self.database, self.writer, clock)
         self.evaluation = Evaluation(
-            self.packs, EvaluatorHealth(clock), rules_metrics, target_metrics
+            self.packs, EvaluatorHealth(clock), rules_metrics, target_metrics, self.inventory
         )
         self.assembler = Assembler(
             config.assembler,
@@ -292,6 +294,7 @@ class Pipeline:
             self.ingest,
             self.workers,
             self.packs,
+            self.inventory,
             self.assembler,
             self.drift,
             self.judges,

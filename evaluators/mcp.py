@@ -1,10 +1,12 @@
 """mcp: which MCP servers and tools a run may call (collector/assembler/mcp.py puts each
-call's server on its step).
+call's server on its step: the server's own name when its spans are in the trace).
 
 `servers` lists the servers allowed (globs); `tools` the tools allowed, as a list (on any
 server) or per server glob. A call whose server the trace does not name cannot be checked
 against `servers` (or per-server `tools`): `unknown_server` says whether that is a review (the
-default), a violation, or allowed.
+default), a violation, or allowed. A call whose client named one server while the server's own
+spans name another (`claimed_server` beside `server`) fails whatever the lists allow: the
+client did not talk to the server it meant to.
 """
 
 from __future__ import annotations
@@ -40,8 +42,14 @@ def needs_server(rule: McpRule) -> bool:
 
 def refusal(rule: McpRule, step: Step) -> str | None:
     """Why the rule refuses this call (None when it may be made); `?` when it cannot tell."""
-    server = (step.mcp or {}).get("server")
+    facts = step.mcp or {}
+    server = facts.get("server")
     tool = step.tool_name or step.name
+    if facts.get("claimed_server") and server:
+        return (
+            f"{tool}: the client named server {facts['claimed_server']}, the server's own"
+            f" spans name it {server}"
+        )
     if isinstance(rule.tools, list) and not text_matches(rule.tools, tool):
         return f"tool {tool} is not allowed"  # on any server: the server need not be known
     if server is None and needs_server(rule):

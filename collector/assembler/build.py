@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from collector.assembler import messages
-from collector.assembler.mcp import merge_mcp_calls
+from collector.assembler.mcp import housekeeping, merge_mcp_calls
 from collector.assembler.prices import PriceTable
 from collector.assembler.spans import SpanView, causal_order, remote_parent
 from collector.normalize.values import text as text_or_none
@@ -254,8 +254,11 @@ def summarize(
         next((s for s, _ in ordered if s.row["span_id"] in agent_spans), None),
     )
     close_reason, reasons = completeness(close_reason, root, revision, missing_parent)
-    # Some instrumentations emit a one-span `create_agent` trace per agent at start-up.
-    agent_run = not all(is_create_agent(s) for s, _ in ordered)
+    # Some instrumentations emit a one-span `create_agent` trace per agent at start-up, and MCP
+    # clients and servers traces of their own protocol chatter: neither is an agent run.
+    agent_run = not all(is_create_agent(s) for s, _ in ordered) and not housekeeping(
+        [s for s, _ in ordered], steps
+    )
     status = (
         "incomplete"
         if reasons

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from collector.evaluation.mcp import McpInventory
 from collector.evaluation.runs import Runs
 from collector.targets import TARGET_LABELS, Labels, TargetCap
 from collector.telemetry import LATENCY_BUCKETS
@@ -26,7 +25,7 @@ class RulesMetrics:
         )
         self.trajectories = Counter(
             "sextant_trajectories",
-            "Evaluated trajectories by overall verdict (none: no pack applied).",
+            "Evaluated agent runs by overall verdict (none: no pack applied).",
             ["verdict"],
             registry=registry,
         )
@@ -65,7 +64,6 @@ class RulesMetrics:
         )
         for result in ("loaded", "refused"):  # at 0, so `increase()` sees the first refusal
             self.reloads.labels(result)
-        self.mcp = McpInventory(registry)
 
 
 class TargetMetrics:

@@ -37,7 +37,9 @@ class Tally:
     mcp: Sightings = field(default_factory=Sightings)  # MCP servers' tools, for the inventory
 
     def count(self, t: Trajectory, results: list[Result]) -> None:
-        self.mcp.count(t)
+        self.mcp.count(t)  # an MCP `tools/list` trace is no run, but lists a server's tools
+        if not t.agent_run:
+            return  # not a run of its target: no verdict, no duration, no tokens
         for r in results:
             outcome = (r.pack, r.rule_id, r.verdict.value, r.reason)
             self.outcomes[outcome] += 1

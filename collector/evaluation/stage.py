@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from collector.evaluation.health import EvaluatorHealth
+from collector.evaluation.mcp import McpInventory
 from collector.evaluation.metrics import RulesMetrics, TargetMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.round import RoundEvaluator
@@ -24,8 +25,10 @@ class Evaluation:
         health: EvaluatorHealth,
         metrics: RulesMetrics,
         targets: TargetMetrics,
+        inventory: McpInventory,
     ) -> None:
         self.packs = packs
+        self.inventory = inventory
         self.health = health
         self.metrics = metrics
         self.targets = targets
@@ -50,7 +53,7 @@ class Evaluation:
         for pack, rule, score in tally.scores:
             self.metrics.match_ratio.labels(pack, rule).observe(score)
         self.metrics.duration.observe(tally.seconds)
-        self.metrics.mcp.record(tally.mcp)
+        self.inventory.record(tally.mcp)
         self.targets.record(tally.targets)
 
     def status(self) -> dict[str, Any]:

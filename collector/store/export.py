@@ -33,6 +33,7 @@ DATE_COLUMNS = {
     "decisions": "changed_at",
     "alerts": "sent_at",
     "sessions": "last_turn_at",
+    "mcp_servers": "last_seen",
 }
 READ_BATCH_ROWS = 100_000
 

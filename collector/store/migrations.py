@@ -10,6 +10,7 @@ from collector.store.schema import (
     EVALUATOR_CARDS,
     JUDGE_CALLS,
     LOGS,
+    MCP_SERVERS,
     RESULTS_V3,
     RESULTS_V4,
     RULE_PACKS,
@@ -21,7 +22,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -100,5 +101,8 @@ MIGRATIONS: dict[int, list[str]] = {
     12: [
         # which model call asked for each tool call: causal order for `precedes` and sessions
         "ALTER TABLE steps ADD COLUMN requested_by VARCHAR",
+    ],
+    13: [
+        create_table("mcp_servers", MCP_SERVERS),
     ],
 }

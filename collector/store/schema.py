@@ -239,6 +239,17 @@ SESSIONS = (
     ("closed_at", "TIMESTAMP", pa.timestamp("us")),
 )
 
+# Version 13: the MCP inventory, one row per MCP server a service's runs reached: the tools it
+# was seen to offer (called or listed). A service's rows are replaced together whenever one of
+# them changes (collector/evaluation/mcp.py), so what is stored is what the inventory holds.
+MCP_SERVERS = (
+    ("service_name", "VARCHAR NOT NULL", pa.string()),  # of the runs (client side)
+    ("server", "VARCHAR NOT NULL", pa.string()),
+    ("tools", "VARCHAR[] NOT NULL", pa.list_(pa.string())),
+    ("first_seen", "TIMESTAMP NOT NULL", pa.timestamp("us")),
+    ("last_seen", "TIMESTAMP NOT NULL", pa.timestamp("us")),
+)
+
 # One row per transition of a decision (a history, never updated): pending, firing, resolved,
 # and the people who acknowledged or resolved it.
 DECISIONS = (

@@ -16,6 +16,7 @@ from collector.store.schema import (
     EVALUATOR_CARDS,
     JUDGE_CALLS,
     LOGS,
+    MCP_SERVERS,
     RESULTS,
     RULE_PACKS,
     SESSIONS,
@@ -40,6 +41,7 @@ TABLES = {
     "judge_calls": JUDGE_CALLS,
     "evaluator_cards": EVALUATOR_CARDS,
     "sessions": SESSIONS,
+    "mcp_servers": MCP_SERVERS,
 }
 # The table each OTLP signal is stored in.
 SIGNAL_TABLES = {"traces": "spans", "logs": "logs"}
@@ -62,10 +64,17 @@ def replace_sessions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
     con.execute("DELETE FROM sessions WHERE session_id IN ?", [batch["session_id"].to_pylist()])
 
 
+def replace_mcp_servers(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
+    """A service's MCP servers are stored whole: its new rows replace all of its old ones."""
+    services = sorted(set(batch["service_name"].to_pylist()))
+    con.execute("DELETE FROM mcp_servers WHERE service_name IN ?", [services])
+
+
 # Run before a table's INSERT, in the same transaction.
 BEFORE_INSERT: dict[str, Callable[[duckdb.DuckDBPyConnection, pa.Table], None]] = {
     "trajectories": retire_revisions,
     "sessions": replace_sessions,
+    "mcp_servers": replace_mcp_servers,
 }
 # INSERT OR IGNORE costs twice a plain INSERT in DuckDB, so the writer uses it only to redo a
 # commit whose plain INSERT hit a duplicate key (a client retry, or a round stored twice).

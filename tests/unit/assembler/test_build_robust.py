@@ -171,3 +171,26 @@ def test_a_batch_that_raises_is_bisected_down_to_the_traces_that_raise() -> None
     assert all("OverflowError" in stored[t]["build_error"] for t in poison)
     assert all(stored[t]["status"] == "ok" for t in set(stored) - poison)
     assert len(attempts) < 2 * 8  # halves, not one attempt per trace and never the whole again
+
+
+def test_an_mcp_server_span_under_a_parent_cycle_still_builds() -> None:
+    """The walk from a server span up to the call it answered stops where a cycle closes."""
+    trace_id = new_trace_id()
+    x, y, server = new_span_id(), new_span_id(), new_span_id()
+    call = {"mcp.method.name": "tools/call", "gen_ai.tool.name": "lookup_customer"}
+    rows = rows_for(
+        [
+            {"trace_id": trace_id, "span_id": x, "parent_span_id": y, "name": "x"},
+            {"trace_id": trace_id, "span_id": y, "parent_span_id": x, "name": "y"},
+            {
+                "trace_id": trace_id,
+                "span_id": server,
+                "parent_span_id": x,
+                "name": "tools/call lookup_customer",
+                "kind": 2,
+                "attributes": call,
+            },
+        ]
+    )
+    t = build_trajectory(trace_id.hex(), rows, PriceTable.load())
+    assert sorted(s.name for s in t.steps) == ["lookup_customer", "x", "y"]

@@ -8,9 +8,10 @@ from prometheus_client import CollectorRegistry
 
 from collector.clock import FakeClock
 from collector.evaluation.metrics import TargetMetrics
+from collector.evaluation.round import Tally
 from collector.evaluation.runs import Runs
 from collector.targets import TargetCap
-from tests.support.trajectories import llm, run, tool
+from tests.support.trajectories import llm, run, step, tool
 
 TARGET = {"service": "support", "agent": "support-agent", "version": "1.0"}
 OVERFLOW = {"service": "_overflow", "agent": "_overflow", "version": "_overflow"}
@@ -92,3 +93,16 @@ def test_runs_carry_an_example_trace_id_as_exemplar() -> None:
     assert exemplars["sextant_target_runs_total"] == "ab" * 16
     assert exemplars["sextant_target_tool_errors_total"] == "ab" * 16
     assert exemplars["sextant_target_run_duration_seconds_bucket"] == "ab" * 16
+
+
+def test_a_trace_that_is_no_agent_run_is_no_run_of_its_target_but_lists_its_tools() -> None:
+    """An MCP `tools/list` trace (or a build-time `create_agent`) adds no run, verdict,
+    duration or token; the tools it lists still reach the MCP inventory."""
+    listing = {"method": "tools/list", "server": "crm", "tools": ["lookup"]}
+    chatter = replace(run(step(1, "other", "tools/list.mcp", mcp=listing)), agent_run=False)
+    tally = Tally()
+    tally.count(chatter, [])
+    tally.count(run(llm(1)), [])
+    assert [runs.verdicts for runs in tally.targets.values()] == [{"none": 1}]
+    assert tally.verdicts == {"none": 1}
+    assert tally.mcp.listings == {("support", "crm"): (2_000_000_000, {"lookup"})}

@@ -31,14 +31,19 @@ RENEWED = [p for p in SESSIONS if "renewed" in p.name]
 PRICES = PriceTable.load()
 
 
-def runs(path: Path) -> list[Trajectory]:
-    """Every agent run in the file, in the order they started."""
-    rows = decode_request("traces", "json", path.read_bytes(), 1 << 22).table.to_pylist()
+def traces(body: bytes) -> list[Trajectory]:
+    """Every trace of an OTLP/JSON body, built, in the order they started."""
+    rows = decode_request("traces", "json", body, 1 << 22).table.to_pylist()
     by_trace: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         by_trace[row["trace_id"]].append(row)
     built = [build_trajectory(t, spans, PRICES) for t, spans in by_trace.items()]
-    return sorted((t for t in built if t.agent_run), key=lambda t: t.start_time_unix_nano)
+    return sorted(built, key=lambda t: t.start_time_unix_nano)
+
+
+def runs(path: Path) -> list[Trajectory]:
+    """Every agent run in the file, in the order they started."""
+    return [t for t in traces(path.read_bytes()) if t.agent_run]
 
 
 def conversation(path: Path) -> Session:
@@ -197,51 +202,140 @@ def test_documents_the_retrieval_does_not_show_are_reviewed(path: Path) -> None:
     assert result.verdict == Verdict.FAIL  # even scored, the second could not make two
 
 
+def mcp_runs(name: str) -> list[Trajectory]:
+    return [t for t in runs(MULTI / name) if t.agent_name == "support-agent" and t.steps[1:]]
+
+
 def mcp_run(name: str) -> Trajectory:
-    (run,) = [t for t in runs(MULTI / name) if t.agent_name == "support-agent" and t.steps[1:]]
+    (run,) = mcp_runs(name)
+    return run
+
+
+def client_only(name: str) -> bytes:
+    """The capture without the MCP server's own Export requests (its spans answer a remote
+    parent): what arrives from an agent whose MCP server is not traced."""
+    doc = json.loads((MULTI / name).read_text())
+    doc["resourceSpans"] = [
+        rs
+        for rs in doc["resourceSpans"]
+        if not any(s.get("flags") == 768 for ss in rs["scopeSpans"] for s in ss["spans"])
+    ]
+    return json.dumps(doc).encode()
+
+
+def named(name: str, server: str) -> bytes:
+    """The capture with its MCP server process exporting under `server`, as a server that
+    sets its own service.name does (the recorded one kept the agent's)."""
+    doc = json.loads((MULTI / name).read_text())
+    for rs in doc["resourceSpans"]:
+        if any(s.get("flags") == 768 for ss in rs["scopeSpans"] for s in ss["spans"]):
+            for attr in rs["resource"]["attributes"]:
+                if attr["key"] == "service.name":
+                    attr["value"] = {"stringValue": server}
+    return json.dumps(doc).encode()
+
+
+def agent_run(body: bytes) -> Trajectory:
+    (run,) = [t for t in traces(body) if t.agent_run]
     return run
 
 
 @pytest.mark.parametrize(
     ("name", "server"),
     [
-        ("mcp-mcp_sdk-crm_tools.otlp.json", "support-desk"),
+        ("mcp-openllmetry-crm_server.otlp.json", "crm-server"),
+        ("mcp-mcp_sdk-impostor.otlp.json", "evil-mcp"),
+        ("mcp-mcp_sdk-crm_tools.otlp.json", None),
         ("mcp-openllmetry-crm_tools.otlp.json", None),
     ],
 )
-def test_each_mcp_call_is_one_tool_step_with_its_server(name: str, server: str | None) -> None:
-    t = mcp_run(name)
+def test_each_mcp_call_is_one_tool_step_named_by_its_server(name: str, server: str | None) -> None:
+    """The server's own spans name it by their resource: the SDK's SERVER spans, and under
+    OpenLLMetry (every span INTERNAL) the server's answer writer. The two crm_tools captures'
+    server exported under the agent's own service.name, which names no server apart."""
+    t = mcp_runs(name)[0]
     calls = [s for s in t.steps if s.is_tool_call]
     assert [s.tool_name for s in calls] == ["lookup_customer", "update_account"]
     assert calls[0].arguments == {"customer_id": "C-1042"}
     assert all(s.mcp is not None and s.mcp["method"] == "tools/call" for s in calls)
-    assert [s.mcp.get("server") for s in calls if s.mcp] == [server, server]
-    if server is not None:  # the SDK's server spans say which protocol version was agreed
+    assert [(s.mcp or {}).get("server") for s in calls] == [server, server]
+    if server is not None:
+        assert {(s.mcp or {}).get("server_source") for s in calls} == {"server"}
+    if "mcp_sdk" in name:  # the SDK's server spans say which protocol version was agreed
         assert {s.mcp["protocol_version"] for s in calls if s.mcp} == {"2025-11-25"}
 
 
 def test_mcp_allow_lists_on_the_sdk_capture() -> None:
-    t = mcp_run("mcp-mcp_sdk-crm_tools.otlp.json")
+    t = agent_run(named("mcp-mcp_sdk-crm_tools.otlp.json", "crm-server"))
     rule = {"id": "mcp", "type": "mcp"}
 
     def verdict(**fields: object) -> tuple[Verdict, str, list[str]]:
         (result,) = evaluate_pack(t, pack({**rule, **fields}))
         return result.verdict, result.message, names(t, result.evidence)
 
-    assert verdict(servers=["support-*"], tools=["lookup_*", "update_*"])[0] == Verdict.PASS
-    found, message, shown = verdict(servers=["crm-*"])
-    assert found == Verdict.FAIL and "on server support-desk, which is not allowed" in message
+    assert verdict(servers=["crm-*"], tools=["lookup_*", "update_*"])[0] == Verdict.PASS
+    found, message, shown = verdict(servers=["billing-*"])
+    assert found == Verdict.FAIL and "on server crm-server, which is not allowed" in message
     assert len(shown) == 2
-    found, message, shown = verdict(tools={"support-desk": ["lookup_customer"]})
+    found, message, shown = verdict(tools={"crm-server": ["lookup_customer"]})
     assert (
         found == Verdict.FAIL
-        and message == "tool update_account is not allowed on server support-desk"
+        and message == "tool update_account is not allowed on server crm-server"
     )
     assert shown == ["update_account"]
 
 
-def test_mcp_calls_to_an_unnamed_server_are_reviewed_not_passed() -> None:
-    t = mcp_run("mcp-openllmetry-crm_tools.otlp.json")
+CRM_ONLY = {
+    "id": "mcp",
+    "type": "mcp",
+    "servers": ["crm-server"],
+    "tools": {"crm-*": ["lookup_customer", "update_account"]},
+}
+
+
+def test_openllmetry_calls_are_checked_against_the_server_that_answered() -> None:
+    """Both sides under OpenLLMetry, the server under its own service.name: the correct run
+    passes the allow-list, the run calling a tool off it fails (it was reviewed, the server
+    unknown)."""
+    correct, export = mcp_runs("mcp-openllmetry-crm_server.otlp.json")
+    (result,) = evaluate_pack(correct, pack(CRM_ONLY))
+    assert result.verdict == Verdict.PASS, result.message
+    (result,) = evaluate_pack(export, pack(CRM_ONLY))
+    assert result.verdict == Verdict.FAIL
+    assert result.message == "tool export_contacts is not allowed on server crm-server"
+    assert names(export, result.evidence) == ["export_contacts"]
+
+
+def test_a_server_naming_itself_otherwise_than_the_client_fails_with_both_names() -> None:
+    """The agent's tool spans say crm-server; the process that answered is evil-mcp."""
+    t = mcp_run("mcp-mcp_sdk-impostor.otlp.json")
+    calls = [s for s in t.steps if s.is_tool_call]
+    assert [(s.mcp or {}).get("server") for s in calls] == ["evil-mcp", "evil-mcp"]
+    assert [(s.mcp or {}).get("claimed_server") for s in calls] == ["crm-server", "crm-server"]
+    for rule in (CRM_ONLY, {"id": "mcp", "type": "mcp"}, {**CRM_ONLY, "servers": ["*"]}):
+        (result,) = evaluate_pack(t, pack(rule))
+        assert result.verdict == Verdict.FAIL
+        assert result.message.startswith(
+            "lookup_customer: the client named server crm-server, the server's own spans name"
+            " it evil-mcp"
+        )
+        assert names(t, result.evidence) == ["lookup_customer", "update_account"]
+
+
+def test_a_server_hiding_under_the_agents_name_does_not_borrow_the_clients_claim() -> None:
+    """The impostor exporting under the agent's own service.name: its spans name no server
+    apart, so the client's crm-server cannot be checked and is not taken on trust."""
+    t = agent_run(named("mcp-mcp_sdk-impostor.otlp.json", "support-desk"))
+    (result,) = evaluate_pack(t, pack(CRM_ONLY))
+    assert (result.verdict, result.reason) == (Verdict.REVIEW, "mcp_server_unknown")
+
+
+@pytest.mark.parametrize("body", ["client only", "server under the agent's name"])
+def test_mcp_calls_to_an_unnamed_server_are_reviewed_not_passed(body: str) -> None:
+    name = "mcp-openllmetry-crm_tools.otlp.json"
+    t = agent_run(client_only(name) if body == "client only" else (MULTI / name).read_bytes())
+    calls = [s for s in t.steps if s.is_tool_call]
+    assert [(s.mcp or {}).get("server") for s in calls] == [None, None]
     rule = {"id": "mcp", "type": "mcp"}
     (result,) = evaluate_pack(t, pack({**rule, "servers": ["crm-server"]}))
     assert (result.verdict, result.reason) == (Verdict.REVIEW, "mcp_server_unknown")
@@ -259,13 +353,39 @@ def test_mcp_calls_to_an_unnamed_server_are_reviewed_not_passed() -> None:
     assert result.verdict == Verdict.FAIL and names(t, result.evidence) == ["update_account"]
 
 
-def test_the_listed_tools_are_kept() -> None:
+@pytest.mark.parametrize(
+    ("name", "housekeeping"),
+    [
+        ("mcp-mcp_sdk-crm_tools.otlp.json", ["MCP send initialize", "notifications/initialized"]),
+        (
+            "mcp-openllmetry-crm_tools.otlp.json",
+            ["initialize.mcp", "ResponseStreamWriter", "tools/list.mcp"],
+        ),
+        ("mcp-mcp_sdk-impostor.otlp.json", ["MCP send initialize", "notifications/initialized"]),
+        (
+            "mcp-openllmetry-crm_server.otlp.json",
+            ["initialize.mcp", "tools/list.mcp", "ResponseStreamWriter"] * 2,
+        ),
+    ],
+)
+def test_mcp_housekeeping_traces_are_no_agent_runs(name: str, housekeeping: list[str]) -> None:
+    """`initialize`, `tools/list`, `notifications/initialized` and lone stream writers are the
+    protocol's own chatter: only the traces of the agent (and the build-time `create_agent`,
+    also no run) remain."""
+    built = traces((MULTI / name).read_bytes())
+    chatter = [t.root_name for t in built if not t.agent_run and t.agent_name is None]
+    assert sorted(chatter) == sorted(housekeeping)
+    assert all(t.agent_name == "support-agent" for t in built if t.agent_run)
+
+
+def test_the_listed_tools_are_kept_with_the_server_that_listed_them() -> None:
     listing = [
         s.mcp
-        for t in runs(MULTI / "mcp-openllmetry-crm_tools.otlp.json")
+        for t in traces((MULTI / "mcp-openllmetry-crm_server.otlp.json").read_bytes())
         for s in t.steps
         if s.mcp and s.mcp["method"] == "tools/list"
     ]
-    assert listing == [
-        {"method": "tools/list", "tools": ["export_contacts", "lookup_customer", "update_account"]}
+    assert [(m["server"], m["tools"]) for m in listing] == [
+        ("crm-server", ["export_contacts", "lookup_customer", "update_account"]),
+        ("crm-server", ["lookup_customer", "update_account"]),  # the upgraded server
     ]
