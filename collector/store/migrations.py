@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from collector.store.judge_tables import EVALUATOR_CARDS, JUDGE_CALLS
 from collector.store.schema import (
     ALERTS,
     BASELINE_MEMBERS,
     BASELINES,
     DECISIONS,
-    EVALUATOR_CARDS,
-    JUDGE_CALLS,
     LOGS,
     MCP_SERVERS,
     RESULTS_V3,

@@ -161,7 +161,7 @@ STEPS_V2 = (
 )
 # Version 10: MCP facts of a step (collector/assembler/mcp.py), NULL for a step that is not MCP.
 STEPS_V10 = (*STEPS_V2, ("mcp", "JSON", pa.string()))
-# Version 11: the span id of the model call whose output asked for this tool call, NULL when the
+# Version 12: the span id of the model call whose output asked for this tool call, NULL when the
 # instrumentation does not say (collector/assembler/build.py, `link_requests`).
 STEPS = (*STEPS_V10, ("requested_by", "VARCHAR", pa.string()))
 
@@ -365,46 +365,3 @@ def insert_select(
         exprs += f", {STORE_SEQ}"
     verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
     return f"{verb} INTO {name} SELECT {exprs} FROM batch"
-
-
-# One row per judge call (or cache hit, or call not made): what it cost, how long it took and
-# what came back, for the SREs who pay for judges and the people who certify them.
-JUDGE_CALLS = (
-    ("trace_id", "VARCHAR NOT NULL", pa.string()),
-    ("revision", "INTEGER NOT NULL", pa.int32()),
-    ("pack", "VARCHAR NOT NULL", pa.string()),
-    ("pack_version", "VARCHAR", pa.string()),
-    ("rule_id", "VARCHAR NOT NULL", pa.string()),
-    ("model", "VARCHAR", pa.string()),
-    ("prompt_sha256", "VARCHAR", pa.string()),
-    ("outcome", "VARCHAR NOT NULL", pa.string()),  # ok|cached|timeout|rate_limited|error|...
-    ("input_tokens", "BIGINT", pa.int64()),
-    ("output_tokens", "BIGINT", pa.int64()),
-    ("cost_usd", "DOUBLE", pa.float64()),
-    ("latency_seconds", "DOUBLE", pa.float64()),
-    ("score", "DOUBLE", pa.float64()),
-    ("label", "VARCHAR", pa.string()),
-    ("explanation", "VARCHAR", pa.string()),
-    ("error", "VARCHAR", pa.string()),
-    ("called_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
-)
-# An EvaluatorCard: a judge's agreement with human labels, for one pack version, model and
-# prompt. A judge may ask for more than REVIEW only with a card meeting the pack's bounds.
-EVALUATOR_CARDS = (
-    ("pack", "VARCHAR NOT NULL", pa.string()),
-    ("pack_version", "VARCHAR NOT NULL", pa.string()),
-    ("rule_id", "VARCHAR NOT NULL", pa.string()),
-    ("model", "VARCHAR NOT NULL", pa.string()),
-    ("template_sha256", "VARCHAR NOT NULL", pa.string()),  # the prompt template, not a run's
-    ("cases", "INTEGER NOT NULL", pa.int32()),
-    ("cases_sha256", "VARCHAR", pa.string()),
-    ("positives", "INTEGER NOT NULL", pa.int32()),
-    ("negatives", "INTEGER NOT NULL", pa.int32()),
-    ("unjudged", "INTEGER NOT NULL", pa.int32()),
-    ("agreement", "DOUBLE", pa.float64()),
-    ("tpr", "DOUBLE", pa.float64()),
-    ("tnr", "DOUBLE", pa.float64()),
-    ("tpr_lower", "DOUBLE", pa.float64()),
-    ("tnr_lower", "DOUBLE", pa.float64()),
-    ("calibrated_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
-)

@@ -8,13 +8,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.store.judge_tables import EVALUATOR_CARDS, JUDGE_CALLS
 from collector.store.schema import (
     ALERTS,
     BASELINE_MEMBERS,
     BASELINES,
     DECISIONS,
-    EVALUATOR_CARDS,
-    JUDGE_CALLS,
     LOGS,
     MCP_SERVERS,
     RESULTS,
