@@ -71,6 +71,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def suggestion(parser: argparse.ArgumentParser, unknown: str) -> str:
+    """ "did you mean --x?" for a misspelt flag: the closest of the command's own flags."""
+    import difflib
+
+    flag = unknown.split("=", 1)[0]
+    if not flag.startswith("-"):
+        return ""
+    # argparse keeps a parser's flags only in a private table (3.14 adds its own suggestions)
+    flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
+    close = difflib.get_close_matches(flag, flags, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; a flag the command does not know is shown with the command's usage (not
+    the top-level one) and the closest flag it has."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        hint = suggestion(command, unknown[0])
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return args
+
+
 def exit_code(exc: BaseException) -> int:
     """The exit code of an error a command raised on purpose; the message says the rest."""
     from collector.cli._errors import Unreachable, UsageError
@@ -91,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s sextant %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     command: Callable[[argparse.Namespace], int] = args.func
     try:
         code = command(args)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 DEFAULT_URL = "http://localhost:9464"
+URL_ENV = "SEXTANT_URL"
 TOKEN_ENV = "SEXTANT_TOKEN"
 FORMATS = ("table", "json", "csv")
 
@@ -26,18 +28,26 @@ def add_command(
     sub: Any, name: str, summary: str, example: str, description: str | None = None
 ) -> argparse.ArgumentParser:
     """A sub-command whose --help shows the defaults and one example, like every other."""
-    return sub.add_parser(
+    parser: argparse.ArgumentParser = sub.add_parser(
         name,
         help=summary,
         description=description or summary,
         epilog=f"example:\n  {example}",
         formatter_class=HelpFormatter,
     )
+    # The deepest sub-command sets it last: the parser whose usage a misspelt flag shows.
+    parser.set_defaults(command_parser=parser)
+    return parser
 
 
 def add_url_token(parser: argparse.ArgumentParser) -> None:
     """--url and --token: the admin API of a running collector."""
-    parser.add_argument("--url", default=DEFAULT_URL, help="the admin API of a running collector")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get(URL_ENV) or DEFAULT_URL,
+        help=f"the admin API of a running collector (default: ${URL_ENV} when set, else"
+        f" {DEFAULT_URL})",
+    )
     parser.add_argument(
         "--token",
         default=None,
