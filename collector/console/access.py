@@ -67,6 +67,7 @@ class ConsoleAccess:
         self.auth = auth
         self.monotonic = monotonic
         self.secure = config.tls is not None
+        self.host = config.host_port[0]
         self.lifetime = config.session_hours * 3600
         loopback = is_loopback(config.host_port[0])
         self.served = config.console == "always" or (
@@ -77,6 +78,12 @@ class ConsoleAccess:
         self.open_csrf = secrets.token_urlsafe(32)
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+
+    def url(self, port: int) -> str:
+        """Where a browser on this machine opens the console (the start-up log says it)."""
+        host = "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
+        host = f"[{host}]" if ":" in host else host
+        return f"{'https' if self.secure else 'http'}://{host}:{port}/"
 
     # -- sessions --------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import pytest
 from tests.support.cli import sextant, sextant_streams
 from tests.support.server import start_server
 
-TOKEN = "cl1-t0ken"
+TOKEN = "cli-messages-t0ken-0123456789"  # auth.tokens wants 16+ characters
 
 
 def closed_port() -> int:
