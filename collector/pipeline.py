@@ -341,10 +341,7 @@ class Pipeline:
         log.info("OTLP/gRPC listening on %s:%d", cfg.grpc.host_port[0], self.grpc.port)
         log.info("OTLP/HTTP listening on %s:%d", cfg.http.host_port[0], self.http.port)
         log.info("admin listening on %s:%d", cfg.admin.host_port[0], self.admin.port)
-        if self.console.served:
-            log.info("console on %s", self.console.url(self.admin.port))
-        else:
-            log.info("console off (admin.console: %s)", cfg.admin.console)
+        log.info("%s", self.console.where(self.admin.port))
         log.info("store %s", self.database.path)
 
     async def _replay_journal(self) -> None:

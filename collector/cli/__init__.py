@@ -24,7 +24,7 @@ from collector.cli import (
     sql,
     trajectories,
 )
-from collector.cli._flags import HelpFormatter
+from collector.cli._flags import HelpFormatter, Parser
 
 OK, CHECK_FAILED, USAGE, UNREACHABLE, INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES = f"""exit codes:
@@ -58,7 +58,7 @@ GROUPS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="sextant",
         description="An OpenTelemetry trace collector and online evaluator for AI agents.",
         epilog=EXIT_CODES,
@@ -72,15 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def suggestion(parser: argparse.ArgumentParser, unknown: str) -> str:
-    """ "did you mean --x?" for a misspelt flag: the closest of the command's own flags."""
+    """'did you mean --x?' for a misspelt flag: the closest of the command's own flags."""
     import difflib
 
     flag = unknown.split("=", 1)[0]
-    if not flag.startswith("-"):
+    if not flag.startswith("-") or not isinstance(parser, Parser):
         return ""
-    # argparse keeps a parser's flags only in a private table (3.14 adds its own suggestions)
-    flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
-    close = difflib.get_close_matches(flag, flags, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(flag, parser.flags, n=1, cutoff=0.6)
     return f"; did you mean {close[0]}?" if close else ""
 
 

@@ -14,6 +14,21 @@ TOKEN_ENV = "SEXTANT_TOKEN"
 FORMATS = ("table", "json", "csv")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, keeping the flags it was given (argparse keeps them only in private
+    tables): a misspelt one is answered with the closest. Sub-commands' parsers are of the
+    same class (add_subparsers makes them of the parent's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.flags: list[str] = []
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.flags.extend(f for f in action.option_strings if f.startswith("--"))
+        return action
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Defaults shown after each flag's help, and the epilog's example kept as written."""
 
