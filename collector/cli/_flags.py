@@ -6,7 +6,7 @@ import argparse
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 DEFAULT_URL = "http://localhost:9464"
 URL_ENV = "SEXTANT_URL"
@@ -27,6 +27,18 @@ class Parser(argparse.ArgumentParser):
         action = super().add_argument(*args, **kwargs)
         self.flags.extend(f for f in action.option_strings if f.startswith("--"))
         return action
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error, with the closest choice to a misspelt command or value."""
+        import difflib
+        import re
+
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:
+            choices = re.findall(r"'([^']*)'", wrong[2])
+            close = difflib.get_close_matches(wrong[1], choices, n=1, cutoff=0.6)
+            message += f"; did you mean {close[0]!r}?" if close else ""
+        super().error(message)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):

@@ -30,6 +30,11 @@ def test_a_wrong_sub_command_lists_the_sub_commands_by_name(capsys) -> None:
     code, out = sextant(capsys, "decisions", "wrong")
     assert code == 2
     assert "(choose from 'show', 'ack', 'resolve')" in out and "Event" not in out
+    assert "did you mean" not in out  # nothing is close to `wrong`
+    code, out = sextant(capsys, "decisions", "akc")
+    assert code == 2 and "did you mean 'ack'?" in out
+    code, out = sextant(capsys, "trajectorys")
+    assert code == 2 and "did you mean 'trajectories'?" in out
 
 
 @pytest.mark.parametrize(
