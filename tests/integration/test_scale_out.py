@@ -137,11 +137,14 @@ class Answered(LogRecordExporter):
         return self.inner.force_flush(timeout_millis)
 
 
-def evaluator_fail(http_endpoint: str, trace_id: str, span_id: str) -> list:
-    """An external evaluator's FAIL on the span `span_id` of run `trace_id`, exported as OTLP/HTTP
-    logs to the gateway under the evaluated service's name (what routes it to the run's
-    replica, as the run's spans were); returns the exports' outcomes."""
-    logs = LoggerProvider(resource=Resource.create({"service.name": VIOLATOR}))
+def evaluator_fail(
+    http_endpoint: str, trace_id: str, span_id: str, name: str, resource: Resource, **attrs: str
+) -> list:
+    """An external evaluator's FAIL `name` on the span `span_id` of run `trace_id`, exported as
+    OTLP/HTTP logs to the gateway under `resource` with `attrs` on the record (the evaluated
+    service's name on either routes it to the run's replica, as the run's spans were); returns
+    the exports' outcomes."""
+    logs = LoggerProvider(resource=resource)
     exporter = Answered(OTLPLogExporter(endpoint=f"http://{http_endpoint}/v1/logs", timeout=10))
     logs.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     context = trace.SpanContext(
@@ -151,10 +154,11 @@ def evaluator_fail(http_endpoint: str, trace_id: str, span_id: str) -> list:
         logs.get_logger("online-evals").emit(
             event_name="gen_ai.evaluation.result",
             attributes={
-                "gen_ai.evaluation.name": "policy_adherence",
+                "gen_ai.evaluation.name": name,
                 "gen_ai.evaluation.score.value": 0.1,
                 "gen_ai.evaluation.score.label": "fail",
                 "gen_ai.evaluation.explanation": "changed the account without approval",
+                **attrs,
             },
         )
     logs.shutdown()
@@ -293,24 +297,38 @@ def test_the_gateway_keeps_traces_and_targets_whole_through_a_replica_crash(
     (alert,) = wait_for(alerts)  # once, although the owner sent it before and after its crash
     assert alert["labels"]["service"] == VIOLATOR
 
-    # An external evaluator's FAIL on the violating run, through the gateway's logs pipeline:
-    # a result on the owner, beside the run it scores; no other replica has the event.
+    # External evaluators' FAILs on the violating run, through the gateway's logs pipeline, one
+    # under a resource naming the evaluated service, one naming it on the record (its resource
+    # names no service): results on the owner, beside the run; no other replica has the events.
     (root,) = owner.sql(f"SELECT root_span_id FROM trajectories WHERE trace_id = '{violation}'")
-    answers = evaluator_fail(f"127.0.0.1:{gateway.http}", violation, root["root_span_id"])
+    http, span = f"127.0.0.1:{gateway.http}", root["root_span_id"]
+    by_resource = Resource.create({"service.name": VIOLATOR})
+    answers = evaluator_fail(http, violation, span, "policy_adherence", by_resource)
     assert answers == [LogRecordExportResult.SUCCESS]  # POST /v1/logs is routed, not a 404
+    no_service = Resource({"service.namespace": "evals"})
+    answers = evaluator_fail(
+        http, violation, span, "approval_check", no_service, **{"service.name": VIOLATOR}
+    )
+    assert answers == [LogRecordExportResult.SUCCESS]
     external = (
         "SELECT rule_id, verdict, label, message, evidence_span_ids FROM results"
-        f" WHERE origin = 'external' AND trace_id = '{violation}'"
+        f" WHERE origin = 'external' AND trace_id = '{violation}' ORDER BY rule_id"
     )
-    (result,) = wait_for(lambda: owner.sql(external), timeout=30)
-    assert (result["rule_id"], result["verdict"], result["label"]) == (
-        "policy_adherence", "fail", "fail",
-    )  # fmt: skip
-    assert result["message"] == "changed the account without approval"
-    assert result["evidence_span_ids"] == [root["root_span_id"]]
+
+    def both() -> list[dict] | None:
+        found = owner.sql(external)
+        return found if len(found) == 2 else None
+
+    results = wait_for(both, timeout=30)
+    assert [(r["rule_id"], r["verdict"], r["label"]) for r in results] == [
+        ("approval_check", "fail", "fail"), ("policy_adherence", "fail", "fail"),
+    ]  # fmt: skip
+    for r in results:
+        assert r["message"] == "changed the account without approval"
+        assert r["evidence_span_ids"] == [span]
     events = "SELECT count(*) AS n FROM logs WHERE event_name = 'gen_ai.evaluation.result'"
     assert {r.name: r.sql(events)[0]["n"] for r in replicas} == {
-        r.name: int(r is owner) for r in replicas
+        r.name: 2 * int(r is owner) for r in replicas
     }
     agents.shutdown()
 
