@@ -344,6 +344,7 @@ class Pipeline:
         log.info("OTLP/gRPC listening on %s:%d", cfg.grpc.host_port[0], self.grpc.port)
         log.info("OTLP/HTTP listening on %s:%d", cfg.http.host_port[0], self.http.port)
         log.info("admin listening on %s:%d", cfg.admin.host_port[0], self.admin.port)
+        log.info("%s", self.console.where(self.admin.port))
         log.info("store %s", self.database.path)
 
     async def _replay_journal(self) -> None:

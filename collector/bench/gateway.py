@@ -15,6 +15,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 import orjson
@@ -113,13 +114,24 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60.0
     raise RuntimeError(f"{url} not ready after {timeout:.0f} s")
 
 
-def gateway_config(shipped: Path, work: Path, port: int, health: int, replicas: list[int]) -> Path:
-    """The shipped gateway configuration on loopback: OTLP/gRPC on `port`, these replicas'
-    OTLP ports, its queue under `work`, no telemetry of its own."""
+def gateway_config(
+    shipped: Path,
+    work: Path,
+    port: int,
+    health: int,
+    replicas: list[int],
+    http: int | None = None,
+) -> Path:
+    """The shipped gateway configuration on loopback: OTLP/gRPC on `port` (and OTLP/HTTP on
+    `http` when given), these replicas' OTLP ports, its queue under `work`, no telemetry of its
+    own."""
     doc = yaml.safe_load(shipped.read_text())
     doc["extensions"]["health_check"]["endpoint"] = f"127.0.0.1:{health}"
     doc["extensions"]["file_storage"]["directory"] = str(work / "gateway-queue")
-    doc["receivers"]["otlp"]["protocols"] = {"grpc": {"endpoint": f"127.0.0.1:{port}"}}
+    protocols: dict[str, Any] = {"grpc": {"endpoint": f"127.0.0.1:{port}"}}
+    if http is not None:
+        protocols["http"] = {"endpoint": f"127.0.0.1:{http}"}
+    doc["receivers"]["otlp"]["protocols"] = protocols
     resolver = doc["exporters"]["load_balancing"]["resolver"]
     resolver["static"]["hostnames"] = [f"127.0.0.1:{p}" for p in replicas]
     doc["service"]["telemetry"] = {"metrics": {"level": "none"}}

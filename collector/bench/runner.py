@@ -55,7 +55,7 @@ class BenchReport:
             return self.latencies[0]
         return statistics.quantiles(self.latencies, n=1000, method="inclusive")[int(q * 10) - 1]
 
-    def summary(self) -> dict[str, float | int | str]:
+    def summary(self) -> dict[str, float | int | str | None]:
         """The figures of `render` as one flat record (for JSON and CSV)."""
         o = self.options
         return {
@@ -70,8 +70,9 @@ class BenchReport:
             "spans_sent": self.spans_sent,
             "spans_accepted": self.spans_accepted,
             "spans_per_s": round(self.spans_accepted / self.elapsed, 1) if self.elapsed else 0.0,
-            "latency_p50_ms": round(self.percentile(50) * 1000, 3),
-            "latency_p99_ms": round(self.percentile(99) * 1000, 3),
+            # none (null) when no request succeeded: there is no latency to give
+            "latency_p50_ms": round(self.percentile(50) * 1000, 3) if self.latencies else None,
+            "latency_p99_ms": round(self.percentile(99) * 1000, 3) if self.latencies else None,
         }
 
     def render(self) -> str:
@@ -87,7 +88,9 @@ class BenchReport:
             f"spans accepted    {self.spans_accepted} of {self.spans_sent} sent",
             f"accepted spans/s  {rate:,.0f}",
             f"export latency    p50 {self.percentile(50) * 1000:.1f} ms,"
-            f" p99 {self.percentile(99) * 1000:.1f} ms",
+            f" p99 {self.percentile(99) * 1000:.1f} ms"
+            if self.latencies
+            else "export latency    none: every request failed (see the errors below)",
         ]
         for error, count in self.errors.most_common():
             lines.append(f"error             {count} x {error}")

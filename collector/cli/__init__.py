@@ -24,7 +24,7 @@ from collector.cli import (
     sql,
     trajectories,
 )
-from collector.cli._flags import HelpFormatter
+from collector.cli._flags import HelpFormatter, Parser
 
 OK, CHECK_FAILED, USAGE, UNREACHABLE, INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES = f"""exit codes:
@@ -58,7 +58,7 @@ GROUPS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="sextant",
         description="An OpenTelemetry trace collector and online evaluator for AI agents.",
         epilog=EXIT_CODES,
@@ -69,6 +69,28 @@ def build_parser() -> argparse.ArgumentParser:
     for group in GROUPS:
         group.register(sub)
     return parser
+
+
+def suggestion(parser: argparse.ArgumentParser, unknown: str) -> str:
+    """'did you mean --x?' for a misspelt flag: the closest of the command's own flags."""
+    import difflib
+
+    flag = unknown.split("=", 1)[0]
+    if not flag.startswith("-") or not isinstance(parser, Parser):
+        return ""
+    close = difflib.get_close_matches(flag, parser.flags, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; a flag the command does not know is shown with the command's usage (not
+    the top-level one) and the closest flag it has."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        hint = suggestion(command, unknown[0])
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return args
 
 
 def exit_code(exc: BaseException) -> int:
@@ -91,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s sextant %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     command: Callable[[argparse.Namespace], int] = args.func
     try:
         code = command(args)

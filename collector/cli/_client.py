@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from collector.cli._errors import NotFound, Unreachable
-from collector.cli._flags import TOKEN_ENV
+from collector.cli._flags import DEFAULT_URL, TOKEN_ENV, URL_ENV
 from collector.errors import SextantError
 
 
@@ -61,11 +61,31 @@ class AdminClient:
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 message = raw.decode(errors="replace")
             kind = NotFound if exc.code == 404 else SextantError
-            raise kind(f"{request.full_url}: HTTP {exc.code}: {message}") from exc
+            hint = self.hint(exc.code)
+            raise kind(f"{request.full_url}: HTTP {exc.code}: {message}{hint}") from exc
         except urllib.error.URLError as exc:
-            raise Unreachable(f"cannot reach {request.full_url}: {exc.reason}") from exc
+            raise Unreachable(self.unreachable(exc.reason)) from exc
         except OSError as exc:  # a reset or a timeout once connected
-            raise Unreachable(f"cannot reach {request.full_url}: {exc}") from exc
+            raise Unreachable(self.unreachable(exc)) from exc
+
+    def hint(self, status: int) -> str:
+        """What to do about a refusal the token explains."""
+        if status != 401:
+            return ""
+        if self.token:
+            return (
+                f" (the token from --token or ${TOKEN_ENV} is not one of the collector's"
+                " auth.tokens)"
+            )
+        return f"; the collector requires a token: pass --token TOKEN or set ${TOKEN_ENV}"
+
+    def unreachable(self, reason: object) -> str:
+        """The collector's address, not the route asked for: that is what the user can check."""
+        return (
+            f"cannot reach {self.url} ({reason}): no collector's admin API answers there; check"
+            f" --url (or ${URL_ENV}, default {DEFAULT_URL}) and that the collector is running:"
+            f" curl {self.url}/healthz"
+        )
 
     def sql(self, sql: str, params: list | None = None, max_rows: int | None = None) -> Any:
         """A query's rows as an Arrow table: an error if the collector's byte limit cut them

@@ -3,13 +3,42 @@
 from __future__ import annotations
 
 import argparse
+import os
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 DEFAULT_URL = "http://localhost:9464"
+URL_ENV = "SEXTANT_URL"
 TOKEN_ENV = "SEXTANT_TOKEN"
 FORMATS = ("table", "json", "csv")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, keeping the flags it was given (argparse keeps them only in private
+    tables): a misspelt one is answered with the closest. Sub-commands' parsers are of the
+    same class (add_subparsers makes them of the parent's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.flags: list[str] = []
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.flags.extend(f for f in action.option_strings if f.startswith("--"))
+        return action
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error, with the closest choice to a misspelt command or value."""
+        import difflib
+        import re
+
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:
+            choices = re.findall(r"'([^']*)'", wrong[2])
+            close = difflib.get_close_matches(wrong[1], choices, n=1, cutoff=0.6)
+            message += f"; did you mean {close[0]!r}?" if close else ""
+        super().error(message)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -26,18 +55,26 @@ def add_command(
     sub: Any, name: str, summary: str, example: str, description: str | None = None
 ) -> argparse.ArgumentParser:
     """A sub-command whose --help shows the defaults and one example, like every other."""
-    return sub.add_parser(
+    parser: argparse.ArgumentParser = sub.add_parser(
         name,
         help=summary,
         description=description or summary,
         epilog=f"example:\n  {example}",
         formatter_class=HelpFormatter,
     )
+    # The deepest sub-command sets it last: the parser whose usage a misspelt flag shows.
+    parser.set_defaults(command_parser=parser)
+    return parser
 
 
 def add_url_token(parser: argparse.ArgumentParser) -> None:
     """--url and --token: the admin API of a running collector."""
-    parser.add_argument("--url", default=DEFAULT_URL, help="the admin API of a running collector")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get(URL_ENV) or DEFAULT_URL,
+        help=f"the admin API of a running collector (default: ${URL_ENV} when set, else"
+        f" {DEFAULT_URL})",
+    )
     parser.add_argument(
         "--token",
         default=None,

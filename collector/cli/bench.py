@@ -75,4 +75,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         summary = report.summary()
         emit(Table([summary], list(summary)), args.format, doc=summary)
-    return 0 if report.requests_ok else 1
+    if not report.requests_ok:
+        failed = sum(report.errors.values())
+        first = report.errors.most_common(1)[0][0] if report.errors else "no request was sent"
+        print(
+            f"sextant bench: every request failed ({failed} of {failed}): {first}; check"
+            f" --endpoint {args.endpoint} and --protocol {args.protocol}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -38,7 +38,8 @@ def register(sub: Any) -> None:
     add_url_token(show)
     add_format(show)
     by_hand = ((Event.ACK, "acknowledge: you own it now"), (Event.RESOLVE, "resolve it by hand"))
-    for verb, text in by_hand:
+    for event, text in by_hand:
+        verb = event.value  # argparse shows the choices as they are given: plain words
         p = add_command(dsub, verb, text, f"sextant decisions {verb} DECISION_ID --by ana")
         p.add_argument("id")
         p.add_argument("--by", required=True, help="who acts (recorded in the history)")

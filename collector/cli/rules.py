@@ -80,6 +80,8 @@ def run_validate(args: argparse.Namespace) -> int:
     if not files and not missing:
         print("no rule packs found", file=sys.stderr)
         return 1
+    if missing:  # a path that cannot be read is a usage error (2), an invalid pack a failed check
+        return 2
     return 1 if failures else 0
 
 

@@ -25,7 +25,9 @@ def register(sub: Any) -> None:
     serve.add_argument("--data-dir", help="directory of sextant.duckdb (default: ./sextant-data)")
     serve.add_argument("--grpc-addr", help="OTLP/gRPC HOST:PORT (default: 0.0.0.0:4317)")
     serve.add_argument("--http-addr", help="OTLP/HTTP HOST:PORT (default: 0.0.0.0:4318)")
-    serve.add_argument("--admin-addr", help="admin HTTP HOST:PORT (default: 0.0.0.0:9464)")
+    serve.add_argument(
+        "--admin-addr", help="admin HTTP and console HOST:PORT (default: 127.0.0.1:9464)"
+    )
     serve.add_argument(
         "--rules",
         type=Path,

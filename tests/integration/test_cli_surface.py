@@ -69,7 +69,9 @@ def test_version_and_every_help_shows_an_example_and_the_defaults(capsys) -> Non
         assert "example:\n  sextant " + command[0] in out, command
     code, out = sextant(capsys, "trajectories", "--help")
     out = " ".join(out.split())  # as wrapped for any terminal width
-    assert "--url URL" in out and "(default: http://localhost:9464)" in out
+    assert (
+        "--url URL" in out and "(default: $SEXTANT_URL when set, else http://localhost:9464)" in out
+    )
     assert "$SEXTANT_TOKEN" in out and "--format {table,json,csv}" in out
     assert "(default: 50)" in out
 

@@ -236,8 +236,9 @@ def opened_by(server: RunningServer, trace_id: str) -> dict | None:
     return next((d for d in found if d["evidence_trace_ids"][0] == trace_id), None)
 
 
-def test_a_target_that_goes_silent_gets_no_data(tmp_path):
-    server = serve_deciding(tmp_path, decisions={**DECIDE_FAST, "no_data_after_seconds": 1.0})
+def test_a_target_that_goes_silent_gets_no_data_when_asked(tmp_path):
+    asked = {**DECIDE_FAST, "no_data": "review", "no_data_after_seconds": 1.0}
+    server = serve_deciding(tmp_path, decisions=asked)
     try:
         trajectory(server, support_run(server))
         d = firing(server, "REVIEW", policy="coverage/no_data")

@@ -198,7 +198,7 @@ def test_the_gateway_accepts_both_of_its_configurations(tmp_path: Path):
     for config in (DEPLOY / "gateway/gateway.yaml", tmp_path / "kubernetes.yaml"):
         check(binary, "validate", "--config", str(config))
     broken = tmp_path / "broken.yaml"
-    broken.write_text(kubernetes.replace("routing_key: service", "routing_key: services"))
+    broken.write_text(kubernetes.replace("routing_key: attributes", "routing_key: attribute"))
     done = subprocess.run([binary, "validate", "--config", str(broken)], capture_output=True)
     assert done.returncode != 0
 

