@@ -189,11 +189,31 @@ def test_rejections_from_no_known_sender_are_the_collectors_own_review(deciding_
     url = f"{deciding_server.http_url}/v1/traces"
     reply = requests.post(url, json=bad_span_from(None), timeout=5)
     assert reply.json()["partialSuccess"]["rejectedSpans"] == "1"
+    # The decision fires on what its round saw, and keeps that summary while it fires.
+    first = firing(deciding_server, "REVIEW", policy="coverage/rejected_spans")
+    assert (first["service_name"], first["agent_name"], first["service_version"]) == ("", "", "")
+    assert "(collector): 1 span(s) or undecodable request(s) from no service" in first["summary"]
+    # Resolved by hand, it comes back only with a new rejection, here an undecodable request,
+    # counting every rejection of the window.
+    resolve = f"{deciding_server.admin_url}/api/v1/decisions/{first['decision_id']}/resolve"
+    assert requests.post(resolve, json={"by": "ana"}, timeout=5).status_code == 200
+    after_a_round_begun_after(deciding_server)
     undecodable = requests.post(
         url, data=b"{not json", headers={"Content-Type": "application/json"}, timeout=5
     )
     assert undecodable.status_code == 400
-    d = firing(deciding_server, "REVIEW", policy="coverage/rejected_spans")
+    d = wait_for(
+        lambda: next(
+            (
+                x
+                for x in decisions(deciding_server, state="firing", decision="REVIEW")
+                if x["policy"] == "coverage/rejected_spans"
+                and x["decision_id"] != first["decision_id"]
+            ),
+            None,
+        ),
+        timeout=15,
+    )
     assert (d["service_name"], d["agent_name"], d["service_version"]) == ("", "", "")
     assert "(collector): 2 span(s) or undecodable request(s) from no service" in d["summary"]
     # The agents' own target keeps its PASS: Sextant's health is not the agents' verdict.
@@ -203,6 +223,13 @@ def test_rejections_from_no_known_sender_are_the_collectors_own_review(deciding_
         )
     )
     assert not deciding_server.metric("sextant_decision_state", {**TARGET, "decision": "REVIEW"})
+
+
+def after_a_round_begun_after(server: RunningServer) -> None:
+    """Returns once a decision round that began after this call has ended: a round under way
+    dates what it counts at its own start."""
+    rounds = server.metric("sextant_decision_evaluations_total")
+    wait_for(lambda: server.metric("sextant_decision_evaluations_total") >= rounds + 2)
 
 
 def test_a_violating_run_fires_as_soon_as_its_result_is_stored_not_at_the_next_interval(tmp_path):
