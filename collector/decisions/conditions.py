@@ -59,14 +59,22 @@ class RejectedWindow:
         self.counts = counts
         self._samples: deque[tuple[datetime, dict[str, float]]] = deque()
         self._changed: dict[str, datetime] = {}
+        self._read: dict[str, float] | None = None
 
     def start(self, now: datetime) -> None:
         """Counts from before the start are not this run's blind spot."""
         self._samples.append((now, dict(self.counts())))
 
+    def read(self) -> None:
+        """Reads the counts for the next `within`, before its `now` is taken: a rise is then
+        dated after every rejection behind it, never before (a rejection that comes after
+        someone resolved the decision is new evidence)."""
+        self._read = dict(self.counts())
+
     def within(self, now: datetime, window: timedelta) -> dict[str, tuple[float, datetime]]:
         """Per sender with rejections in the window: their number, and when it last went up."""
-        totals = dict(self.counts())
+        totals = self._read if self._read is not None else dict(self.counts())
+        self._read = None
         samples = self._samples
         last = samples[-1][1] if samples else {}
         for sender, total in totals.items():
@@ -104,6 +112,10 @@ class ConditionFinder:
 
     def start(self, now: datetime) -> None:
         self.rejected.start(now)
+
+    def read_counts(self) -> None:
+        """Reads the coverage counts for the next `find`: call it before taking its `now`."""
+        self.rejected.read()
 
     def timings(self) -> dict[str, tuple[float, float]]:
         """Each policy's `for` and `resolve_after` in the packs in force, by policy name."""

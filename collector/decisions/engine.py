@@ -157,6 +157,7 @@ class DecisionEngine:
 
     def evaluate(self) -> list[DecisionState]:
         """One round: find what holds now, step every decision, record and notify transitions."""
+        self.finder.read_counts()  # before `now`: what they count happened before it
         now = self.now()
         try:
             found = self.finder.find(now)

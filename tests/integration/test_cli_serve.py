@@ -161,6 +161,9 @@ def test_no_flags_runs_on_the_embedded_default(tmp_path: Path) -> None:
     if not all(port_free(p) for p in (4317, 4318, 9464)):
         pytest.skip("the default ports 4317/4318/9464 are taken on this machine")
     serve = Serve([], tmp_path)
+    if len(serve.ports) < 3 and "cannot listen on" in serve.output:
+        serve.proc.wait(60)  # another process took one between the look above and the bind
+        pytest.skip(f"a default port was taken meanwhile: {serve.output.strip()[-300:]}")
     try:
         assert serve.ports == {"OTLP/gRPC": 4317, "OTLP/HTTP": 4318, "admin": 9464}
         trace_id = new_trace_id()

@@ -189,11 +189,30 @@ def test_rejections_from_no_known_sender_are_the_collectors_own_review(deciding_
     url = f"{deciding_server.http_url}/v1/traces"
     reply = requests.post(url, json=bad_span_from(None), timeout=5)
     assert reply.json()["partialSuccess"]["rejectedSpans"] == "1"
+    # The decision fires on what its round saw, and keeps that summary while it fires.
+    first = firing(deciding_server, "REVIEW", policy="coverage/rejected_spans")
+    assert (first["service_name"], first["agent_name"], first["service_version"]) == ("", "", "")
+    assert "(collector): 1 span(s) or undecodable request(s) from no service" in first["summary"]
+    # Resolved by hand, it comes back only with a new rejection, here an undecodable request,
+    # counting every rejection of the window.
+    resolve = f"{deciding_server.admin_url}/api/v1/decisions/{first['decision_id']}/resolve"
+    assert requests.post(resolve, json={"by": "ana"}, timeout=5).status_code == 200
     undecodable = requests.post(
         url, data=b"{not json", headers={"Content-Type": "application/json"}, timeout=5
     )
     assert undecodable.status_code == 400
-    d = firing(deciding_server, "REVIEW", policy="coverage/rejected_spans")
+    d = wait_for(
+        lambda: next(
+            (
+                x
+                for x in decisions(deciding_server, state="firing", decision="REVIEW")
+                if x["policy"] == "coverage/rejected_spans"
+                and x["decision_id"] != first["decision_id"]
+            ),
+            None,
+        ),
+        timeout=15,
+    )
     assert (d["service_name"], d["agent_name"], d["service_version"]) == ("", "", "")
     assert "(collector): 2 span(s) or undecodable request(s) from no service" in d["summary"]
     # The agents' own target keeps its PASS: Sextant's health is not the agents' verdict.

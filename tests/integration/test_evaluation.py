@@ -11,7 +11,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from tests.support.admin import trajectory
 from tests.support.agents import AgentScript, provider_for, support_run, trace_id_of
 from tests.support.server import RunningServer
-from tests.support.wait import wait_for
+from tests.support.wait import eventually, wait_for
 
 
 def results_of(t: dict) -> dict[str, dict]:
@@ -44,7 +44,8 @@ def test_a_write_without_approval_fails_with_evidence(evaluating_server: Running
         "verdict": "fail",
         "reason": "approval_boundary_violation",
     }
-    assert evaluating_server.metric("sextant_evaluator_results_total", labels) == 1
+    # counted just after the commit that made the trajectory visible
+    wait_for(lambda: evaluating_server.metric("sextant_evaluator_results_total", labels) == 1)
 
 
 def test_acting_as_another_user_fails_the_authorization_check(
@@ -138,9 +139,13 @@ def test_hot_reload_takes_edits_and_refuses_broken_ones(evaluating_server: Runni
         "SELECT version FROM rule_packs WHERE name = 'support-agent' ORDER BY loaded_at, version"
     )
     assert [r[0] for r in recorded] == ["1.0.0", "1.1.0"]
-    rules = requests.get(status, timeout=5).json()["rules"]
-    health = next(r for r in rules if r["rule"] == "approval-before-account-change")
-    assert (health["status"], health["evaluated"], health["failed"]) == ("active", 2, 1)
+
+    def health() -> tuple[str, int, int]:
+        rules = requests.get(status, timeout=5).json()["rules"]
+        found = next(r for r in rules if r["rule"] == "approval-before-account-change")
+        return found["status"], found["evaluated"], found["failed"]
+
+    wait_for(lambda: health() == ("active", 2, 1))  # counted just after the run's commit
     assert evaluating_server.metric("sextant_rules_reloads_total", {"result": "refused"}) == 1
 
 
@@ -191,13 +196,20 @@ def test_results_and_verdict_counters_carry_trace_exemplars(
 ) -> None:
     bad = support_run(evaluating_server, approve=False)
     trajectory(evaluating_server, bad)
-    reply = requests.get(
-        f"{evaluating_server.admin_url}/metrics",
-        headers={"Accept": "application/openmetrics-text; version=1.0.0"},
-        timeout=5,
-    )
-    assert reply.headers["Content-Type"].startswith("application/openmetrics-text")
-    lines = reply.text.splitlines()
+
+    def scraped() -> list[str]:
+        """/metrics once it counts the run (just after the commit that made it visible)."""
+        reply = requests.get(
+            f"{evaluating_server.admin_url}/metrics",
+            headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+            timeout=5,
+        )
+        assert reply.headers["Content-Type"].startswith("application/openmetrics-text")
+        lines = reply.text.splitlines()
+        assert any(line.startswith('sextant_trajectories_total{verdict="fail"}') for line in lines)
+        return lines
+
+    lines = eventually(scraped)
     violation = next(
         line
         for line in lines

@@ -327,6 +327,7 @@ def test_runs_beyond_one_look_are_each_judged_once(
         )
         assert sorted(per_run) == sorted((t, 1) for t in runs)
         assert server.query("SELECT count(*) FROM judge_calls") == [(7,)]
-        assert server.metric("sextant_judge_lag_seconds") == 0
+        # set once the look that stored the last result has moved its cursor on
+        wait_for(lambda: server.metric("sextant_judge_lag_seconds") == 0)
     finally:
         server.stop()

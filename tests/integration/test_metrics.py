@@ -16,7 +16,7 @@ from tests.support.admin import firing, trajectory
 from tests.support.agents import AgentScript, provider_for, support_run, trace_id_of
 from tests.support.prometheus import prometheus
 from tests.support.server import RunningServer
-from tests.support.wait import wait_for
+from tests.support.wait import eventually, wait_for
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy/grafana/dashboards/sextant.json"
 SUPPORT = {"service": "support-desk", "agent": "support-agent", "version": "2.3.1"}
@@ -83,25 +83,32 @@ def traffic(server: RunningServer) -> list[dict]:
 def test_per_target_metrics_after_real_traffic(deciding_server: RunningServer) -> None:
     runs = traffic(deciding_server)
     firing(deciding_server, "QUARANTINE", service_name="support-desk")
-    text = scrape(deciding_server)
     support = [t for t in runs if t["service_name"] == "support-desk"]
     verdicts = [t["verdict"] for t in support]
-    for verdict in ("pass", "fail"):
-        found = value(text, "sextant_target_runs_total", **SUPPORT, verdict=verdict)
-        assert found == verdicts.count(verdict), verdict
-    assert value(text, "sextant_target_runs_total", **SUPPORT, verdict="review") == 0
-    assert value(text, "sextant_target_run_duration_seconds_count", **SUPPORT) == len(support)
-    seconds = sum(t["duration_ms"] for t in support) / 1000
-    assert abs(value(text, "sextant_target_run_duration_seconds_sum", **SUPPORT) - seconds) < 1e-6
-    tokens = sum(t["input_tokens"] for t in support)
-    assert tokens > 0
-    assert value(text, "sextant_target_tokens_total", **SUPPORT, type="input") == tokens
-    output = sum(t["output_tokens"] for t in support)
-    assert value(text, "sextant_target_tokens_total", **SUPPORT, type="output") == output
-    cost = sum(t["cost_usd"] or 0 for t in support)
-    assert abs(value(text, "sextant_target_cost_usd_total", **SUPPORT) - cost) < 1e-9
-    assert value(text, "sextant_target_tool_errors_total", **SUPPORT) == 0
-    assert value(text, "sextant_target_tool_errors_total", **TRAVEL) == 1
+
+    def counted() -> str:
+        """A scrape that counts every run (a stored batch is counted just after its commit)."""
+        text = scrape(deciding_server)
+        for verdict in ("pass", "fail"):
+            found = value(text, "sextant_target_runs_total", **SUPPORT, verdict=verdict)
+            assert found == verdicts.count(verdict), verdict
+        assert value(text, "sextant_target_runs_total", **SUPPORT, verdict="review") == 0
+        assert value(text, "sextant_target_run_duration_seconds_count", **SUPPORT) == len(support)
+        seconds = sum(t["duration_ms"] for t in support) / 1000
+        duration = value(text, "sextant_target_run_duration_seconds_sum", **SUPPORT)
+        assert abs(duration - seconds) < 1e-6
+        tokens = sum(t["input_tokens"] for t in support)
+        assert tokens > 0
+        assert value(text, "sextant_target_tokens_total", **SUPPORT, type="input") == tokens
+        output = sum(t["output_tokens"] for t in support)
+        assert value(text, "sextant_target_tokens_total", **SUPPORT, type="output") == output
+        cost = sum(t["cost_usd"] or 0 for t in support)
+        assert abs(value(text, "sextant_target_cost_usd_total", **SUPPORT) - cost) < 1e-9
+        assert value(text, "sextant_target_tool_errors_total", **SUPPORT) == 0
+        assert value(text, "sextant_target_tool_errors_total", **TRAVEL) == 1
+        return text
+
+    text = eventually(counted)
     # The decisions table's row: why and whose, on the same target labels.
     info = [
         dict(labels)

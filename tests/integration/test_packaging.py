@@ -46,9 +46,25 @@ def build_wheel(tmp_path: Path) -> Path:
         else:
             shutil.copy(ROOT / name, source / name)
     pip = [sys.executable, "-m", "pip"]
-    run(*pip, "wheel", source, "--no-deps", "-q", "-w", tmp_path / "dist", cwd=tmp_path)
+    # The Rust dependencies' compiled crates are kept between runs, and checkouts, as a
+    # developer's target/ keeps them (cargo rebuilds what changed; it locks the folder while it
+    # builds): a release build from nothing takes minutes on a busy machine.
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    env = {**os.environ, "CARGO_TARGET_DIR": str(cache / "sextant-tests" / "cargo-target")}
+    run(*pip, "wheel", source, "--no-deps", "-q", "-w", tmp_path / "dist", cwd=tmp_path, env=env)
     (wheel,) = (tmp_path / "dist").glob("sextant_otel-*.whl")
     return wheel
+
+
+def wheelhouse(config: pytest.Config) -> Path:
+    """Where the dependencies' wheels are kept between runs: pytest's cache, or build/ when its
+    plugin is off (`-p no:cacheprovider`)."""
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        return cache.mkdir("sextant-wheelhouse")
+    kept = ROOT / "build" / "test-wheelhouse"  # ignored by git
+    kept.mkdir(parents=True, exist_ok=True)
+    return kept
 
 
 def install(wheel: Path, target: Path, wheelhouse: Path) -> Path:
@@ -95,8 +111,7 @@ except SextantError as exc:
 
 @pytest.mark.slow
 def test_a_wheel_in_a_fresh_venv_runs_the_demo(tmp_path: Path, request: pytest.FixtureRequest):
-    wheelhouse = request.config.cache.mkdir("sextant-wheelhouse")
-    python = install(build_wheel(tmp_path), tmp_path / "venv", wheelhouse)
+    python = install(build_wheel(tmp_path), tmp_path / "venv", wheelhouse(request.config))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only what was installed
     where = run(python, "-c", "import collector; print(collector.__file__)", cwd=tmp_path, env=env)
     assert str(tmp_path / "venv") in where

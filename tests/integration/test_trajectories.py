@@ -13,6 +13,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from tests.support.admin import trajectory
 from tests.support.agents import AgentScript, booking_run, provider_for, trace_id_of
 from tests.support.server import FAST, RunningServer, start_server
+from tests.support.wait import wait_for
 
 
 @pytest.fixture
@@ -73,8 +74,9 @@ def test_single_agent_run(fast: RunningServer) -> None:
     assert (t["input"], t["final_output"]) == ("Book LIS-OSL", "Booked SK0836.")
     assert t["agent_run"] is True
     assert t["duration_ms"] > 0 and t["span_count"] == 6
+    # counted just after the commit that made the trajectory visible
+    wait_for(lambda: fast.metric("sextant_assembler_steps_total", {"kind": "tool"}) == 2)
     assert fast.metric("sextant_assembler_traces_closed_total", {"reason": "complete"}) == 1
-    assert fast.metric("sextant_assembler_steps_total", {"kind": "tool"}) == 2
 
 
 def test_nested_agents_keep_their_own_steps(fast: RunningServer) -> None:
@@ -175,8 +177,8 @@ def test_a_late_span_reopens_the_trajectory(fast: RunningServer) -> None:
     assert current == [(2,)]
     old = requests.get(f"{fast.admin_url}/api/v1/trajectories/{trace_id}?revision=1").json()
     assert (old["steps"], old["is_current"]) == (2, False)
+    wait_for(lambda: fast.metric("sextant_assembler_late_spans_total") == 1)  # after the commit
     assert fast.metric("sextant_assembler_reopened_trajectories_total") == 1
-    assert fast.metric("sextant_assembler_late_spans_total") == 1
 
 
 def test_a_trace_whose_root_never_arrives_closes_incomplete(fast: RunningServer) -> None:
@@ -195,9 +197,8 @@ def test_a_trace_whose_root_never_arrives_closes_incomplete(fast: RunningServer)
     assert time.monotonic() - started >= 2  # waited for max_trace_age, not the quiet period
     assert (t["status"], t["close_reason"]) == ("incomplete", "incomplete_timeout")
     assert "root_missing" in t["incomplete_reasons"]
-    assert (
-        fast.metric("sextant_assembler_traces_closed_total", {"reason": "incomplete_timeout"}) == 1
-    )
+    closed = {"reason": "incomplete_timeout"}
+    wait_for(lambda: fast.metric("sextant_assembler_traces_closed_total", closed) == 1)
     p.shutdown()
 
 

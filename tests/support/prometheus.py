@@ -1,12 +1,17 @@
-"""Real Prometheus and Alertmanager processes, and the alert sink, on free loopback ports."""
+"""Real Prometheus and Alertmanager processes, and the alert sink, on free loopback ports.
+
+Each binds port 0 and the test reads the port it got from its log: a port found free by the test
+and handed to the child could be bound by another process in between (tests run side by side).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,31 +22,79 @@ import requests
 from tests.support.binaries import binary
 from tests.support.wait import wait_for
 
+# How Prometheus and Alertmanager (their web toolkit) say which address they bound.
+LISTENING = re.compile(r'msg="Listening on" address=127\.0\.0\.1:(\d+)')
+# How `sextant alerts sink` says it.
+SINK_LISTENING = re.compile(r"alert sink listening on 127\.0\.0\.1:(\d+)")
+
 
 def free_port() -> int:
+    """A port free now, for a process that must keep its port across a restart; anything else
+    binds port 0 and says which port it got."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def run(
-    args: list[str], ready_url: str, log: Path, stderr: int = subprocess.STDOUT
+    args: list[str],
+    ready_url: str,
+    log: Path,
+    stderr: int = subprocess.STDOUT,
 ) -> subprocess.Popen:
     """Start `args` with its output in `log` (and its errors too, unless `stderr` says
     otherwise), and wait until `ready_url` answers 200."""
     out = log.open("wb")
     process = subprocess.Popen(args, stdout=out, stderr=stderr)
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"{args[0]} exited: {log.read_text()[-2000:]}")
-        try:
-            return requests.get(ready_url, timeout=1).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    wait_for(ready, timeout=30, interval=0.2)
+    wait_ready(process, args[0], lambda: ready_url, log)
     return process
+
+
+def run_on_port_0(
+    args: list[str],
+    ready_path: str,
+    log: Path,
+    listening: re.Pattern[str] = LISTENING,
+    errors: Path | None = None,
+) -> tuple[subprocess.Popen, str]:
+    """Start `args`, told to listen on 127.0.0.1:0, with its output in `log` (its errors in
+    `errors` when given, else in `log` too); wait until it says which port it bound (the
+    `listening` line of `errors` or `log`) and `ready_path` answers 200 there. The process and
+    its base URL."""
+    out = log.open("wb")
+    err = errors.open("wb") if errors is not None else None
+    process = subprocess.Popen(args, stdout=out, stderr=err or subprocess.STDOUT)
+    said = errors if errors is not None else log
+
+    def base_url() -> str | None:
+        found = listening.search(said.read_text(errors="replace"))
+        return f"http://127.0.0.1:{found.group(1)}" if found else None
+
+    url = wait_ready(process, args[0], base_url, said, ready_path)
+    return process, url
+
+
+def wait_ready(
+    process: subprocess.Popen,
+    name: str,
+    base_url: Callable[[], str | None],
+    log: Path,
+    ready_path: str = "",
+) -> str:
+    """The base URL once `process` answers 200 on it (at `ready_path`); fails if it exits."""
+
+    def ready() -> str | None:
+        if process.poll() is not None:
+            raise AssertionError(f"{name} exited: {log.read_text(errors='replace')[-2000:]}")
+        url = base_url()
+        if url is None:
+            return None
+        try:
+            return url if requests.get(url + ready_path, timeout=1).status_code == 200 else None
+        except requests.ConnectionError:
+            return None
+
+    return wait_for(ready, timeout=30, interval=0.2)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -73,7 +126,6 @@ class Prometheus:
 def prometheus(tmp: Path, sextant: str, rule_files: Sequence[Path] = ()) -> Iterator[Prometheus]:
     """Real Prometheus scraping the admin address `sextant` (host:port) as job `sextant` every
     second and evaluating `rule_files` every second."""
-    port = free_port()
     config = tmp / "prometheus.yml"
     config.write_text(
         json.dumps(
@@ -86,15 +138,14 @@ def prometheus(tmp: Path, sextant: str, rule_files: Sequence[Path] = ()) -> Iter
             }
         )
     )
-    url = f"http://127.0.0.1:{port}"
-    process = run(
+    process, url = run_on_port_0(
         [
             binary("prometheus"),
             f"--config.file={config}",
             f"--storage.tsdb.path={tmp / 'prom-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
+            "--web.listen-address=127.0.0.1:0",
         ],
-        f"{url}/-/ready",
+        "/-/ready",
         tmp / "prometheus.log",
     )
     try:
@@ -106,17 +157,15 @@ def prometheus(tmp: Path, sextant: str, rule_files: Sequence[Path] = ()) -> Iter
 @contextmanager
 def alertmanager(config: Path, tmp: Path) -> Iterator[str]:
     """The real Alertmanager on `config`, alone (no cluster) on a free loopback port: its URL."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = run(
+    process, url = run_on_port_0(
         [
             binary("prometheus-alertmanager", "alertmanager"),
             f"--config.file={config}",
             f"--storage.path={tmp / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
+            "--web.listen-address=127.0.0.1:0",
             "--cluster.listen-address=",
         ],
-        f"{url}/-/ready",
+        "/-/ready",
         tmp / "alertmanager.log",
     )
     try:
@@ -140,12 +189,11 @@ class Sink:
 @contextmanager
 def alert_sink(tmp: Path) -> Iterator[Sink]:
     """`sextant alerts sink` in its own process on a free loopback port."""
-    port = free_port()
     out = tmp / "sink.jsonl"
-    url = f"http://127.0.0.1:{port}"
-    args = [sys.executable, "-m", "collector.cli", "alerts", "sink", "--addr", f"127.0.0.1:{port}"]
+    args = [sys.executable, "-m", "collector.cli", "alerts", "sink", "--addr", "127.0.0.1:0"]
     # its stdout is what it received, one JSON line each: nothing else may go there
-    process = run(args, url, out, stderr=subprocess.DEVNULL)
+    errors = tmp / "sink.log"
+    process, url = run_on_port_0(args, "", out, SINK_LISTENING, errors)
     try:
         yield Sink(url, out, process)
     finally:

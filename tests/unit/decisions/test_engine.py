@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -370,6 +370,51 @@ def test_lost_coverage_is_a_review_with_its_reason_for_the_targets_it_blinds(sto
         clock.advance(CONFIG.window_seconds + CONFIG.resolve_after_seconds)
         engine.evaluate()
         assert engine.snapshot().states == []
+    finally:
+        engine.shutdown(deadline_in(1))
+
+
+class ArrivingRejections:
+    """Rejection counts (none from a known sender) that a round reads: `meanwhile` runs once, as
+    the next read begins, for what happens while a round is under way."""
+
+    backlog = 0
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.meanwhile: Callable[[], None] | None = None
+
+    @property
+    def rejected(self) -> dict[str, float]:
+        if self.meanwhile is not None:
+            happens, self.meanwhile = self.meanwhile, None
+            happens()
+        return {"": self.total}
+
+
+def test_a_rejection_after_a_resolution_reopens_even_while_a_round_runs(store):
+    clock, notifier = FakeClock(), Notifier()
+    counts = ArrivingRejections()
+    engine = engine_over(store, clock, notifier, counts)
+    try:
+        counts.total = 1
+        [first] = engine.evaluate()
+        assert (first.key.target, first.state) == (COLLECTOR_TARGET, State.FIRING)
+
+        def resolved_then_rejected() -> None:
+            clock.advance(1)
+            engine.resolve(first.id, "ana", "")
+            clock.advance(1)
+            counts.total = 2  # a request refused after the resolution: new evidence
+
+        counts.meanwhile = resolved_then_rejected
+        clock.advance(1)
+        engine.evaluate()
+        clock.advance(1)
+        engine.evaluate()
+        [again] = [s for s in engine.snapshot().states if s.key.target == COLLECTOR_TARGET]
+        assert again.id != first.id and again.state == State.FIRING
+        assert "2 span(s) or undecodable request(s)" in again.finding.summary
     finally:
         engine.shutdown(deadline_in(1))
 

@@ -21,9 +21,9 @@ def refused(text: str) -> str:
 
 
 def test_a_deeply_nested_pack_is_refused_at_once() -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: other processes on a busy machine do not count
     error = refused(HEAD + "rules: " + "[" * 100_000 + "]" * 100_000 + "\n")
-    assert time.perf_counter() - started < 2
+    assert time.process_time() - started < 2
     assert error.startswith("p.yaml:4:") and "nest" in error
 
 

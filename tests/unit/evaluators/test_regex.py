@@ -11,6 +11,7 @@ from evaluators.rulepack import RulePackError, load_text
 
 CATASTROPHIC = "^(a+)+$"  # exponential under a backtracking engine
 EVIL_TEXT = "a" * 5000 + "!"  # `re` would need longer than the universe for this
+# Times below are this process's CPU time: other processes on a busy machine do not count.
 
 
 def pack(rule: str) -> str:
@@ -26,10 +27,10 @@ def test_a_catastrophic_pattern_runs_in_linear_time() -> None:
         "p.yaml",
     ).pack
     matcher = loaded.rules[0].args["q"]
-    started = time.perf_counter()
+    started = time.process_time()
     assert matcher.check(EVIL_TEXT) is False
     assert matcher.check("aaaa") is True
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < 0.5
 
 
 @pytest.mark.parametrize(
@@ -57,7 +58,7 @@ def test_json_schema_patterns_are_linear_too() -> None:
         "p.yaml",
     ).pack
     matcher = loaded.rules[0].args["q"]
-    started = time.perf_counter()
+    started = time.process_time()
     assert matcher.check(EVIL_TEXT) is False
     assert matcher.check("aa") is True
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < 0.5

@@ -65,15 +65,17 @@ def test_duplicates_in_and_across_commits_are_stored_once(store) -> None:
 
 def test_full_queue_refuses_without_blocking(store) -> None:
     _, writer, registry = store
-    writer.submit("spans", batch(60))
+    queued = writer.submit("spans", batch(60))
     with pytest.raises(Overloaded):
         writer.submit("spans", batch(60))
     assert (
         registry.get_sample_value("sextant_store_queue_dropped_total", {"reason": "queue_full"})
         == 60
     )
-    # A single request larger than the whole queue is still taken when the queue is empty.
+    # A single request larger than the whole queue is still taken when the queue is empty,
+    # which it is once the queued rows are committed (not merely once the writer starts).
     writer.start()
+    queued.result(10)
     writer.submit("spans", batch(150)).result(10)
 
 
