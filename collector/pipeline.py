@@ -10,16 +10,7 @@ from collections.abc import Awaitable, Callable
 import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
-from collector.admin.baselines import BaselineRoutes
-from collector.admin.decisions import DecisionRoutes
-from collector.admin.health import HealthRoutes
-from collector.admin.http import RouteGroup
-from collector.admin.judges import JudgeRoutes
-from collector.admin.replay import ReplayRoutes
 from collector.admin.server import AdminServer
-from collector.admin.sessions import SessionRoutes
-from collector.admin.sql import SqlRoutes
-from collector.admin.trajectories import TrajectoryRoutes
 from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler
 from collector.assembler.prices import PriceTable
@@ -28,13 +19,6 @@ from collector.clock import Clock, SystemClock
 from collector.cluster import other_peers, peer_token
 from collector.config import SextantConfig
 from collector.console.access import ConsoleAccess
-from collector.console.decisions import DecisionPages
-from collector.console.login import LoginRoutes
-from collector.console.packs import PacksPage
-from collector.console.routes import ConsoleRoutes
-from collector.console.sessions import SessionPages
-from collector.console.sql import SqlPage
-from collector.console.trajectories import TrajectoryPages
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector
 from collector.drift.scheduler import DriftScheduler
@@ -53,6 +37,7 @@ from collector.normalize.wire import decode_request
 from collector.receivers.ingest import Ingest
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
+from collector.routes import admin_routes
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.stage import SessionStage
 from collector.store.checkpointer import Checkpointer
@@ -164,7 +149,7 @@ class Pipeline:
         """The admin server with every route group, the console's login in front of its pages."""
         self.console = ConsoleAccess(self.config.admin, auth, self.clock.monotonic)
         return AdminServer(
-            self.config.admin, self._routes(), auth, grace, self.console, self.writer.settled
+            self.config.admin, admin_routes(self), auth, grace, self.console, self.writer.settled
         )
 
     def _watch_the_store(self) -> None:
@@ -240,26 +225,6 @@ class Pipeline:
         )
         self.registry.register(DecisionCollector(engine.snapshot, self.target_cap))
         return notifier, engine
-
-    def _routes(self) -> list[RouteGroup]:
-        sql = SqlRoutes(self.config.sql, self.database)  # the console's SQL page shares it
-        return [
-            HealthRoutes(self.registry, self.not_ready_reason, self.evaluation.status),
-            TrajectoryRoutes(self.database, self.clock.now),
-            SessionRoutes(self.database, self.clock.now),
-            DecisionRoutes(self.decisions, self.notifier, self.database),
-            sql,
-            ReplayRoutes(self.writer),
-            BaselineRoutes(self.database, self.writer, self.clock.now),
-            JudgeRoutes(self.packs, self.database, self.writer, self.clock.now),
-            ConsoleRoutes(self.decisions, self.database, self.clock.now),
-            LoginRoutes(self.console),
-            DecisionPages(self.decisions, self.database, self.clock.now),
-            TrajectoryPages(self.database, self.clock.now),
-            SessionPages(self.database),
-            PacksPage(self.evaluation.status),
-            SqlPage(sql, self.config.cluster, self.peer_token),
-        ]
 
     def _store_upkeep(
         self, config: SextantConfig

@@ -79,4 +79,5 @@ def test_validate_command_exit_codes() -> None:
     bad = run(str(BUILTIN_RULES), str(BAD / "unknown_key.yaml"))
     assert bad.returncode == 1
     assert "unknown_key.yaml:11: rules[0](id=approval).then.colour: unknown key" in bad.stderr
-    assert run(str(Path("/nonexistent"))).returncode == 1
+    # a pack that cannot be read is a usage error (2), not an invalid pack (1)
+    assert run(str(Path("/nonexistent"))).returncode == 2

@@ -1,0 +1,47 @@
+"""The admin port's route groups (API and console), in the order a request is matched."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from collector.admin.baselines import BaselineRoutes
+from collector.admin.decisions import DecisionRoutes
+from collector.admin.health import HealthRoutes
+from collector.admin.http import RouteGroup
+from collector.admin.judges import JudgeRoutes
+from collector.admin.replay import ReplayRoutes
+from collector.admin.sessions import SessionRoutes
+from collector.admin.sql import SqlRoutes
+from collector.admin.trajectories import TrajectoryRoutes
+from collector.console.decisions import DecisionPages
+from collector.console.login import LoginRoutes
+from collector.console.packs import PacksPage
+from collector.console.routes import ConsoleRoutes
+from collector.console.sessions import SessionPages
+from collector.console.sql import SqlPage
+from collector.console.trajectories import TrajectoryPages
+
+if TYPE_CHECKING:
+    from collector.pipeline import Pipeline
+
+
+def admin_routes(pipeline: Pipeline) -> list[RouteGroup]:
+    """Every route group, each handed only the parts of the pipeline it reads or acts on."""
+    sql = SqlRoutes(pipeline.config.sql, pipeline.database)  # the console's SQL page shares it
+    return [
+        HealthRoutes(pipeline.registry, pipeline.not_ready_reason, pipeline.evaluation.status),
+        TrajectoryRoutes(pipeline.database, pipeline.clock.now),
+        SessionRoutes(pipeline.database, pipeline.clock.now),
+        DecisionRoutes(pipeline.decisions, pipeline.notifier, pipeline.database),
+        sql,
+        ReplayRoutes(pipeline.writer),
+        BaselineRoutes(pipeline.database, pipeline.writer, pipeline.clock.now),
+        JudgeRoutes(pipeline.packs, pipeline.database, pipeline.writer, pipeline.clock.now),
+        ConsoleRoutes(pipeline.decisions, pipeline.database, pipeline.clock.now),
+        LoginRoutes(pipeline.console),
+        DecisionPages(pipeline.decisions, pipeline.database, pipeline.clock.now),
+        TrajectoryPages(pipeline.database, pipeline.clock.now),
+        SessionPages(pipeline.database),
+        PacksPage(pipeline.evaluation.status),
+        SqlPage(sql, pipeline.config.cluster, pipeline.peer_token),
+    ]
