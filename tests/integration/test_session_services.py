@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.integration.test_captures import send
 from tests.support.admin import decisions, firing, scraped
 from tests.support.conversations import Call, Service
+from tests.support.paths import TESTDATA
 from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve
 from tests.support.wait import wait_for
 
@@ -183,5 +185,48 @@ def test_a_session_across_services_is_a_configured_choice(tmp_path: Path) -> Non
         assert d["evidence_trace_ids"] == [written]
         rules = {r["rule_id"]: r["verdict"] for r in found["results"]}
         assert rules == {"fresh-approval": "fail", "failing-tools": "pass"}
+    finally:
+        running.stop()
+
+
+BILLING_PACK = """
+name: billing-sessions
+version: "1"
+owner: billing-oncall
+selector: {service: billing-desk}
+rules:
+  - id: failing-tools
+    type: repeated_failures
+    min_turns: 2
+    reason: repeated_tool_failure
+    on_fail: DOWNGRADE
+"""
+CAPTURE = TESTDATA / "otlp-multi" / "python_sdk-genai_semconv-two_services.otlp.json"
+
+
+def test_the_captured_services_sharing_a_conversation_are_judged_apart(tmp_path: Path) -> None:
+    """Recorded from two SDK providers: billing approves and fails twice, support writes with
+    no approval of its own, then a billing host a day fast sends the latest-stamped turn."""
+    running = serve(
+        tmp_path,
+        {"support": PACK, "billing": BILLING_PACK},
+        assembler=FAST,
+        decisions=DECIDE_FAST,
+        sessions={"tick_seconds": 0.1},
+    )
+    try:
+        send(running, CAPTURE, "http/json")
+        d = firing(running, "QUARANTINE", service_name="support-desk")
+        down = firing(running, "DOWNGRADE", service_name="billing-desk")
+        both = sessions_of(running, "user-4711-9f2c", 2)
+        assert (both["support-desk"]["turns"], both["billing-desk"]["turns"]) == (1, 3)
+        (written,) = both["support-desk"]["trace_ids"]
+        assert d["reasons"] == ["stale_approval"] and d["evidence_trace_ids"] == [written]
+        assert len(down["evidence_trace_ids"]) == 2
+        assert written not in down["evidence_trace_ids"]
+        support = one(running, "user-4711-9f2c", "support-desk")
+        rules = {r["rule_id"]: r["verdict"] for r in support["results"]}
+        assert rules == {"fresh-approval": "fail", "failing-tools": "pass"}
+        assert [x for x in decisions(running) if x["decision"] == "DOWNGRADE"] == [down]
     finally:
         running.stop()
