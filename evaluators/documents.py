@@ -83,6 +83,8 @@ def listed(attributes: dict[str, Any]) -> list[dict[str, Any]] | None:
     genai = decoded(attributes.get("gen_ai.retrieval.documents"))
     if isinstance(genai, list):
         return [d for d in genai if isinstance(d, dict)]
+    if attributes.get("retrieval.documents") == []:  # OpenInference's empty array, unflattened
+        return []
     for key in OUTPUTS:
         out = decoded(attributes.get(key))
         if isinstance(out, list) and not out:  # a bare empty answer
