@@ -1,8 +1,9 @@
 """Session rules: checks over a conversation of many runs (turns), not over one run.
 
-A session is the runs of one conversation (`gen_ai.conversation.id`, OpenInference
+A session is the runs of one service's conversation (`gen_ai.conversation.id`, OpenInference
 `session.id`, OpenLLMetry association properties, or a configured attribute) in the order they
-started. Its rules see every turn so far, each read by the pack's approval recogniser:
+arrived, on the session's clock (collector/sessions/turns.py). Its rules see every turn so far
+that the pack selects, each read by the pack's approval recogniser:
 - `budget` with `scope: session`: the run budgets summed over the session, plus `max_turns`;
 - `approval_lifetime`: an approval covers writes for at most `max_age` and `max_turns` turns,
   and only for the same resource; a write without a covering approval fails, with the write's
@@ -28,7 +29,7 @@ from evaluators.window import Seconds
 
 @dataclass
 class Session:
-    """One conversation's turns so far, by start time."""
+    """One conversation's turns so far, in the order they arrived (on the session's clock)."""
 
     session_id: str
     turns: list[Trajectory] = field(default_factory=list)
