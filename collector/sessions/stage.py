@@ -193,7 +193,7 @@ class SessionStage(ReadingStage):
         ordered = {}
         for key, traces in wanted.items():
             known = list(dict.fromkeys(before.get(key, {}).get("trace_ids") or []))
-            new = {t for t in traces if t not in set(known)}
+            new = set(traces) - set(known)
             ordered[key] = [t for t in known if t in times] + sorted(
                 new & times.keys(), key=lambda t: (times[t][0], times[t][1], t)
             )
