@@ -7,6 +7,8 @@
 - OpenLLMetry: the retriever task's output, `traceloop.entity.output` (or `gen_ai.task.output`):
   `{"documents": [{"page_content", "metadata"}], ...}`.
 A document's score is its own, else `score` (or `relevance_score`) in its metadata.
+An empty list written by any of them (`{"documents": []}`, `[]`) is a retrieval that found
+nothing, which is known; no list at all is a retrieval whose documents are unknown.
 """
 
 from __future__ import annotations
@@ -75,28 +77,35 @@ def document(fields: dict[str, Any]) -> Document:
     )
 
 
-def listed(attributes: dict[str, Any]) -> list[dict[str, Any]]:
-    """The documents of a `{"documents": [...]}` output or a GenAI documents list."""
+def listed(attributes: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The documents of a `{"documents": [...]}` output or a GenAI documents list (an empty
+    list when it says none); None when the span has no such list."""
     genai = decoded(attributes.get("gen_ai.retrieval.documents"))
     if isinstance(genai, list):
         return [d for d in genai if isinstance(d, dict)]
+    if attributes.get("retrieval.documents") == []:  # OpenInference's empty array, unflattened
+        return []
     for key in OUTPUTS:
         out = decoded(attributes.get(key))
+        if isinstance(out, list) and not out:  # a bare empty answer
+            return []
         if isinstance(out, dict) and isinstance(out.get("documents"), list):
             return [d for d in out["documents"] if isinstance(d, dict)]
-    return []
+    return None
 
 
-def documents_of(attributes: dict[str, Any]) -> list[Document]:
-    """The retrieval's documents in the order it returned them; [] when it recorded none."""
+def documents_of(attributes: dict[str, Any]) -> list[Document] | None:
+    """The retrieval's documents in the order it returned them: [] when it recorded that it
+    found none, None when it recorded nothing about them."""
     flat: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
         m = FLAT.match(key)
         if m:
             flat.setdefault(int(m.group(1)), {})[m.group(2)] = value
-    others = listed(attributes)
+    listing = listed(attributes)
+    others = listing or []
     if not flat:
-        return [document(d) for d in others]
+        return None if listing is None else [document(d) for d in others]
     out = []
     for i in sorted(flat):
         fields = flat[i]
@@ -106,5 +115,5 @@ def documents_of(attributes: dict[str, Any]) -> list[Document]:
     return out
 
 
-def documents(step: Step) -> list[Document]:
+def documents(step: Step) -> list[Document] | None:
     return documents_of(step.attributes)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from evaluators.approvals import DEFAULT_APPROVALS, with_approvals
 from evaluators.base import Decision, Finding, Result, Verdict
 from evaluators.matchers import MISSING
@@ -140,22 +142,31 @@ def result_of(pack: RulePack, version: str | None, rule: Rule, finding: Finding)
 def evaluate_session_pack(
     session: Session, pack: RulePack, pack_version: str | None = None
 ) -> list[Result]:
-    """Results of the pack's session rules over the turns so far; nothing when the pack does
-    not select the session's latest turn (whose target the session's results are about)."""
+    """Results of the pack's session rules over the turns whose target the pack selects (a
+    turn is judged only by the packs that select it, and is evidence only for them); nothing
+    when it selects none. A result that names no turn is about the latest turn it read."""
     rules = [r for r in pack.rules if is_session_rule(r)]
-    last = session.turns[-1] if session.turns else None
-    if not rules or last is None or not last.agent_run:
+    if not rules:
         return []
-    selects, selector_error = selected(pack, last)
-    if not selects:
+    taken: list[Trajectory] = []
+    failure = None
+    for t in session.turns:
+        selects, selector_error = selected(pack, t) if t.agent_run else (False, None)
+        if selects:
+            taken.append(t)
+            if selector_error is not None and failure is None:
+                failure = replace(review_for(selector_error), traces=(t.trace_id,))
+    if not taken:
         return []
-    failure = review_for(selector_error) if selector_error is not None else None
     approvals = pack.approvals or DEFAULT_APPROVALS
-    read = Session(session.session_id, [with_approvals(t, approvals) for t in session.turns])
-    return [
-        result_of(pack, pack_version, rule, failure or session_finding(read, rule))
-        for rule in rules
-    ]
+    read = Session(session.session_id, [with_approvals(t, approvals) for t in taken])
+    results = []
+    for rule in rules:
+        finding = failure or session_finding(read, rule)
+        if not finding.traces:
+            finding = replace(finding, traces=(taken[-1].trace_id,))
+        results.append(result_of(pack, pack_version, rule, finding))
+    return results
 
 
 def session_finding(session: Session, rule: Rule) -> Finding:

@@ -6,7 +6,9 @@ a run without a retrieval fails only a rule that asks for one (`before_answer`, 
 at least `min_documents` documents (scoring at least `min_score` when given); none older than
 `max_age` by the date at `age_field` in its metadata, at the retrieval's time; none whose access
 label (`access.label` in its metadata) the run's user may not see. A check the documents cannot
-answer (no score, no date, no label) is a review, never a pass.
+answer (no score, no date, no label, a retrieval that recorded nothing about its documents) is
+a review, never a pass; a retrieval that recorded an empty list found nothing, which grounds
+nothing: it fails every check.
 """
 
 from __future__ import annotations
@@ -90,11 +92,16 @@ def evaluate_retrieval(t: Trajectory, rule: RetrievalRule) -> Finding:
         where = " before the answer" if rule.before_answer and answer is not None else ""
         shown = (answer.span_id,) if answer is not None and where else ()
         return Finding(Verdict.FAIL, f"no {rule.steps.describe()} step{where}", shown)
-    docs = [(s, d) for s in retrievals for d in documents(s)]
+    found = [(s, documents(s)) for s in retrievals]
+    docs = [(s, d) for s, listed in found for d in listed or ()]
     checks = rule.min_documents or rule.min_score is not None or rule.max_age or rule.access
-    if not docs and checks:  # no instrumentation records an empty answer the same way
+    if not docs and checks:
         asked = tuple(s.span_id for s in retrievals)
-        message = "the retrieval recorded no documents"
+        if all(listed is not None for _, listed in found):
+            message = "the retrieval returned no documents: nothing grounds the answer"
+            return Finding(Verdict.FAIL, message, asked)
+        # the instrumentation wrote no list at all: what came back is not known
+        message = "the retrieval recorded nothing about its documents"
         return Finding(Verdict.REVIEW, message, asked, reason="document_unknown")
     failed: list[str] = []
     unknown: list[str] = []

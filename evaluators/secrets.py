@@ -1,6 +1,11 @@
 """secrets / pii: tool arguments and results carry no keys, e-mail addresses or card numbers.
 
-Evidence names the step and the detector, never the matched text.
+`api_key` is detect-secrets' detector set (evaluators/known_secrets.py: provider token formats
+such as Stripe's `sk_live_`/`rk_live_`, keyword assignments such as `STRIPE_SECRET_KEY=...`),
+or the patterns kept beside it for what it lacks or reads narrower (OpenAI project keys
+`sk-proj-`, Google `AIza` keys, Slack `xox*-` tokens of any shape, `api-key`/`bearer` values).
+Evidence names the step and the detector, never
+the matched text.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import orjson
 import re2
 from pydantic import Field, field_validator
 
+from evaluators import known_secrets
 from evaluators.base import Finding, Verdict
 from evaluators.model import Step, Trajectory
 from evaluators.regex import OPTIONS, compile_pattern
@@ -29,6 +35,7 @@ DETECTORS: dict[str, re.Pattern[str]] = {
 }
 
 
+API_KEY = DETECTORS["api_key"]
 # Python's `\s` over ASCII text; RE2's `\s` is only [\t\n\f\r ].
 ASCII_SPACE = r"[\t\n\x0b\x0c\r \x1c-\x1f]"
 
@@ -125,8 +132,14 @@ class Scanner:
         sources.update(patterns)
         self.names = list(self.checks)
         self.set = re2.Set.SearchSet(OPTIONS)
+        self.named: list[str] = []  # the detector each pattern of the set stands for
         for name in self.names:
             self.set.Add(sources[name])
+            self.named.append(name)
+        if self.checks.get("api_key") is API_KEY:  # the maintained set's own net
+            for source in known_secrets.prefilters():
+                self.set.Add(source)
+                self.named.append("api_key")
         self.set.Compile()
 
     def __reduce__(self) -> tuple[type[Scanner], tuple[list[str], dict[str, str]]]:
@@ -138,7 +151,8 @@ class Scanner:
             matched = self.set.Match(text)
             if matched is None:
                 return []
-            candidates = [self.names[i] for i in sorted(matched)]
+            named = {self.named[i] for i in matched}
+            candidates = [name for name in self.names if name in named]
         else:
             candidates = self.names
         return [name for name in candidates if found(name, self.checks[name], text)]
@@ -172,6 +186,8 @@ def card_inside(run: str) -> bool:
 
 def found(detector: str, pattern: Any, text: str) -> bool:
     """`pattern`: a built-in detector (`re`) or a pack's own pattern (RE2)."""
+    if pattern is API_KEY and known_secrets.holds(text):
+        return True
     if not might_hold(detector, text):
         return False
     for match in pattern.finditer(text):

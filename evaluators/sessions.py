@@ -1,8 +1,9 @@
 """Session rules: checks over a conversation of many runs (turns), not over one run.
 
-A session is the runs of one conversation (`gen_ai.conversation.id`, OpenInference
+A session is the runs of one service's conversation (`gen_ai.conversation.id`, OpenInference
 `session.id`, OpenLLMetry association properties, or a configured attribute) in the order they
-started. Its rules see every turn so far, each read by the pack's approval recogniser:
+arrived, on the session's clock (collector/sessions/turns.py). Its rules see every turn so far
+that the pack selects, each read by the pack's approval recogniser:
 - `budget` with `scope: session`: the run budgets summed over the session, plus `max_turns`;
 - `approval_lifetime`: an approval covers writes for at most `max_age` and `max_turns` turns,
   and only for the same resource (`same_resource`, or `same_subject` bindings of the approval's
@@ -37,7 +38,7 @@ from evaluators.window import Seconds
 
 @dataclass
 class Session:
-    """One conversation's turns so far, by start time."""
+    """One conversation's turns so far, in the order they arrived (on the session's clock)."""
 
     session_id: str
     turns: list[Trajectory] = field(default_factory=list)
@@ -147,22 +148,40 @@ def is_session_rule(rule: Any) -> bool:
 
 
 def evaluate_session_budget(session: Session, rule: BudgetRule) -> Finding:
-    turns = len(session.turns)
-    if rule.max_turns is not None and turns > rule.max_turns:
-        last = session.turns[-1]
+    """A breach is named by the turn that went over and the steps that did, not by the latest
+    turn: a session stays over budget, and every later turn must find the same failure."""
+    turns = session.turns
+    if rule.max_turns is not None and len(turns) > rule.max_turns:
+        over = turns[rule.max_turns]
         return Finding(
             Verdict.FAIL,
-            f"over budget: turns {turns} > {rule.max_turns}",
-            (last.root_span_id,) if last.root_span_id else (),
-            traces=(last.trace_id,),
+            f"over budget: turns {len(turns)} > {rule.max_turns}",
+            (over.root_span_id,) if over.root_span_id else (),
+            traces=(over.trace_id,),
         )
     found = evaluate_budget(session.merged(), rule)
     if found.verdict != Verdict.FAIL:
         return found
-    spans = session.trace_of()
+    first = Session(session.session_id, turns[: first_over(session, rule)])
+    found = evaluate_budget(first.merged(), rule)
+    spans = first.trace_of()
     traces = tuple(dict.fromkeys(spans[s] for s in found.evidence if s in spans))
-    # Totals have no steps to point at: the turn that went over is the last one.
-    return replace(found, traces=traces or (session.turns[-1].trace_id,))
+    # Totals have no steps to point at: the turn that went over.
+    return replace(found, traces=traces or (first.turns[-1].trace_id,))
+
+
+def first_over(session: Session, rule: BudgetRule) -> int:
+    """How many turns it took to go over (the whole session is over): every limit only grows
+    with turns, so a bisection finds it."""
+    low, high = 1, len(session.turns)
+    while low < high:
+        middle = (low + high) // 2
+        prefix = Session(session.session_id, session.turns[:middle])
+        if evaluate_budget(prefix.merged(), rule).verdict == Verdict.FAIL:
+            high = middle
+        else:
+            low = middle + 1
+    return high
 
 
 def granted(rule: ApprovalLifetimeRule, step: Step) -> bool:
@@ -304,6 +323,8 @@ def evaluate_approval_lifetime(session: Session, rule: ApprovalLifetimeRule) -> 
 
 
 def evaluate_repeated_failures(session: Session, rule: RepeatedFailuresRule) -> Finding:
+    """The failure is the first tool to fail in `min_turns` turns, named by those turns only,
+    so that later failing turns find the same failure rather than a new one."""
     failing: dict[str, list[tuple[int, Step]]] = {}
     for i, t in enumerate(session.turns):
         for s in t.steps:
@@ -311,24 +332,28 @@ def evaluate_repeated_failures(session: Session, rule: RepeatedFailuresRule) -> 
                 turns = failing.setdefault(s.tool_name or s.name, [])
                 if not turns or turns[-1][0] != i:
                     turns.append((i, s))
+    breaches = []
     for tool, turns in failing.items():
-        run = longest_run(turns) if rule.consecutive else turns
+        run = first_run(turns, rule.min_turns) if rule.consecutive else turns[: rule.min_turns]
         if len(run) >= rule.min_turns:
-            where = ", ".join(str(i + 1) for i, _ in run)
-            return Finding(
-                Verdict.FAIL,
-                f"{tool} failed in {len(run)} turns ({where})",
-                tuple(s.span_id for _, s in run),
-                traces=tuple(session.turns[i].trace_id for i, _ in run),
-            )
+            breaches.append((run[-1][0], tool, run))
+    if breaches:
+        _, tool, run = min(breaches, key=lambda b: b[0])
+        where = ", ".join(str(i + 1) for i, _ in run)
+        return Finding(
+            Verdict.FAIL,
+            f"{tool} failed in {len(run)} turns ({where})",
+            tuple(s.span_id for _, s in run),
+            traces=tuple(session.turns[i].trace_id for i, _ in run),
+        )
     return Finding(Verdict.PASS, f"no step failed in {rule.min_turns} turns")
 
 
-def longest_run(turns: list[tuple[int, Step]]) -> list[tuple[int, Step]]:
-    best: list[tuple[int, Step]] = []
+def first_run(turns: list[tuple[int, Step]], length: int) -> list[tuple[int, Step]]:
+    """The first `length` failing turns in a row (fewer when no run is that long)."""
     current: list[tuple[int, Step]] = []
     for item in turns:
         current = [*current, item] if current and current[-1][0] == item[0] - 1 else [item]
-        if len(current) > len(best):
-            best = current
-    return best
+        if len(current) == length:
+            return current
+    return []

@@ -11,7 +11,12 @@ from aiohttp import web
 
 from collector.admin.http import MAX_LIST, json_error, list_limit, reply
 from collector.store.database import Database
-from collector.store.sessions import SESSION_FILTERS, list_sessions, load_session
+from collector.store.sessions import (
+    SESSION_FILTERS,
+    AmbiguousSession,
+    list_sessions,
+    load_session,
+)
 from evaluators.durations import parse_time
 
 
@@ -46,8 +51,17 @@ class SessionRoutes:
         return reply({"sessions": found})
 
     async def _one(self, request: web.Request) -> web.Response:
+        """One session; `service` names which, when services share the conversation id."""
         session_id = request.match_info["session_id"]
-        found = await asyncio.to_thread(self.database.read, load_session, session_id)
+        unknown = set(request.query) - {"service"}
+        if unknown:
+            return json_error(400, f"unknown parameter {sorted(unknown)[0]!r}; only: service")
+        service = request.query.get("service")
+        try:
+            found = await asyncio.to_thread(self.database.read, load_session, session_id, service)
+        except AmbiguousSession as exc:
+            return json_error(409, str(exc))
         if found is None:
-            return json_error(404, f"no session {session_id!r} (yet)")
+            where = f" of service {service!r}" if service is not None else ""
+            return json_error(404, f"no session {session_id!r}{where} (yet)")
         return reply(found)

@@ -52,9 +52,10 @@ class LiveSource:
         except NotFound:
             return None
 
-    def session(self, session_id: str) -> dict[str, Any] | None:
+    def session(self, session_id: str, service: str | None = None) -> dict[str, Any] | None:
+        query = f"?service={quote(service, safe='')}" if service is not None else ""
         try:
-            return self.client.get_json(f"/api/v1/sessions/{quote(session_id, safe='')}")
+            return self.client.get_json(f"/api/v1/sessions/{quote(session_id, safe='')}{query}")
         except NotFound:
             return None
 

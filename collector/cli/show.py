@@ -24,6 +24,9 @@ def register(sub: Any) -> None:
     show.add_argument("trace_id", nargs="?", help="32 hex digits")
     show.add_argument("--latest", action="store_true", help="the most recently closed trajectory")
     show.add_argument("--session", metavar="ID", help="a session: its turns and session results")
+    show.add_argument(
+        "--service", help="with --session: the service whose session (when several use the id)"
+    )
     show.add_argument("--revision", type=positive_int, help="a past revision (default: current)")
     add_source(show)
     add_cluster(show)
@@ -38,10 +41,12 @@ def run(args: argparse.Namespace) -> int:
 
     if sum((args.trace_id is not None, args.latest, args.session is not None)) != 1:
         raise UsageError("give a TRACE_ID, --latest or --session ID (one of them)")
+    if args.service is not None and args.session is None:
+        raise UsageError("--service names a session's service: give --session ID too")
     if args.session is not None:
         from collector.cli.show_session import show_session
 
-        return show_session(SourceSpec.of(args), args.session, args.format)
+        return show_session(SourceSpec.of(args), args.session, args.format, args.service)
     if args.cluster is not None:
         trajectory = fetch_in_cluster(args)
     else:

@@ -11,12 +11,16 @@ TURN_COLUMNS = ["turn", "trace_id", "status", "verdict", "steps", "tool_calls", 
                 "output_tokens", "duration_ms", "start_time"]  # fmt: skip
 
 
-def show_session(spec: Any, session_id: str, format: str) -> int:
+def show_session(spec: Any, session_id: str, format: str, service: str | None = None) -> int:
+    from collector.cli._errors import UsageError
     from collector.cli._output import Table, emit
+    from collector.store.sessions import AmbiguousSession
 
     source = spec.open()
     try:
-        session = source.session(session_id)
+        session = source.session(session_id, service)
+    except AmbiguousSession as exc:
+        raise UsageError(f"{exc} (--service)") from exc
     finally:
         source.close()
     if session is None:
@@ -34,6 +38,7 @@ def render(s: dict[str, Any], turns: list[dict[str, Any]]) -> str:
     cost = f"${s['cost_usd']:.4f}" if s.get("cost_usd") is not None else "cost unknown"
     lines = [
         f"session {s['session_id']}  {s['status']}"
+        + (f"  (service {s['session_service']})" if s.get("session_service") else "")
         + (f" (reopened {s['reopened']}x)" if s.get("reopened") else ""),
         f"target  {s['service_name']} / {s['agent_name']} / {s['service_version']}"
         + (f"  user {s['user_id']}" if s.get("user_id") else ""),

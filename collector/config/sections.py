@@ -343,6 +343,11 @@ class SessionsConfig(Strict):
         description="Span attribute holding the session id, before the conventions'"
         " (gen_ai.conversation.id, session.id, traceloop.association.properties.*).",
     )
+    across_services: bool = Field(
+        False,
+        description="Group one conversation id across services into one session (default: a"
+        " session is one service's conversation; two services that reuse an id stay apart).",
+    )
     idle_seconds: Seconds = Field(
         1800.0, gt=0, description="A session with no new turn for this long is closed."
     )

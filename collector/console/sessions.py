@@ -10,7 +10,7 @@ from aiohttp import web
 
 from collector.console.render import page
 from collector.store.database import Database
-from collector.store.sessions import list_sessions, load_session
+from collector.store.sessions import AmbiguousSession, list_sessions, load_session
 
 PAGE_SIZE = 100
 STATUSES = ("open", "closed")
@@ -48,7 +48,17 @@ class SessionPages:
 
     async def _one(self, request: web.Request) -> web.Response:
         session_id = request.match_info["session_id"]
-        found = await asyncio.to_thread(self.database.read, load_session, session_id)
+        service = request.query.get("service") or None
+        try:
+            found = await asyncio.to_thread(self.database.read, load_session, session_id, service)
+        except AmbiguousSession as exc:  # services that share the id: one link each
+            return page(
+                "session_missing.html",
+                status=409,
+                nav="sessions",
+                session_id=session_id,
+                services=exc.services,
+            )
         if found is None:
             return page("session_missing.html", status=404, nav="sessions", session_id=session_id)
         turn_of = {t["trace_id"]: i + 1 for i, t in enumerate(found["turns_detail"])}

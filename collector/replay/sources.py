@@ -26,8 +26,8 @@ class Source(Protocol):
         """The document `GET /api/v1/trajectories/{id}` returns; None when there is none."""
         ...
 
-    def session(self, session_id: str) -> dict[str, Any] | None:
-        """The document `GET /api/v1/sessions/{id}` returns; None when there is none."""
+    def session(self, session_id: str, service: str | None = None) -> dict[str, Any] | None:
+        """The document `GET /api/v1/sessions/{id}?service=` returns; None when there is none."""
         ...
 
     def rules_status(self) -> dict[str, Any] | None:
@@ -65,10 +65,10 @@ class DuckDBSource:
 
         return load_trajectory(self.con.cursor(), trace_id, revision)
 
-    def session(self, session_id: str) -> dict[str, Any] | None:
+    def session(self, session_id: str, service: str | None = None) -> dict[str, Any] | None:
         from collector.store.sessions import load_session
 
-        return load_session(self.con.cursor(), session_id)
+        return load_session(self.con.cursor(), session_id, service)
 
     def rules_status(self) -> dict[str, Any] | None:
         return None  # a file has no packs in force, only the ones it recorded

@@ -26,8 +26,9 @@ def session_row(
     last_turn_at: datetime,
     results: list[Result],
 ) -> dict[str, Any]:
-    """The open session after a turn: totals over the turns it could load; a closed one that
-    got a late turn is open again and counts the reopening."""
+    """The open session after a turn: totals over the turns it could load, the target of the
+    turn that arrived last; a closed one that got a late turn is open again and counts the
+    reopening."""
     turns = session.turns
     last = turns[-1]
     whole = session.merged()
@@ -59,20 +60,19 @@ def session_row(
 def session_result_rows(
     session: Session, results: list[Result], shas: dict[str, str], at: datetime
 ) -> list[dict[str, Any]]:
-    """Each result is about the turn it names last (the write, the latest failure), else the
-    latest turn; its evidence runs are every turn it names. The session's target is its latest
-    turn's, which the pack selected."""
+    """Each result is about the turn it names last (the write, the latest failure, else the
+    latest turn its pack read), and takes that turn's target, which its pack selected; its
+    evidence runs are every turn it names."""
     by_trace = {t.trace_id: t for t in session.turns}
-    last = session.turns[-1]
-    rows = trajectory_result_rows(last, results, shas, at)
-    for row, result in zip(rows, results, strict=True):
+    rows = []
+    for result in results:
         turn = by_trace.get(result.traces[-1]) if result.traces else None
-        turn = turn or last
+        turn = turn or session.turns[-1]
+        (row,) = trajectory_result_rows(turn, [result], shas, at)
         row.update(
-            trace_id=turn.trace_id,
-            revision=turn.revision,
             scope="session",
             session_id=session.session_id,
             evidence_trace_ids=list(result.traces) or [turn.trace_id],
         )
+        rows.append(row)
     return rows

@@ -1,6 +1,7 @@
-"""The session stage: runs closed since the last look are grouped into their sessions, each
-touched session's row is replaced, its session rules run over all its turns, and sessions
-with no new turn for `idle_seconds` close.
+"""The session stage: runs closed since the last look are grouped into their sessions (one
+service's conversation, or one conversation across services when configured), each touched
+session's row is replaced, its session rules run over all its turns on the session's clock,
+and sessions with no new turn for `idle_seconds` close.
 
 Like the judge stage it runs beside the pipeline in its own thread with a cursor over the
 runs in the order they closed, so a backlog costs no memory and a restart goes back
@@ -24,6 +25,7 @@ from collector.replay.load import load_trajectories
 from collector.replay.sources import DuckDBSource
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.rows import session_result_rows, session_row
+from collector.sessions.turns import on_session_clock
 from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow
 from collector.store.queries import rows_as_dicts
@@ -46,15 +48,19 @@ CONFIGURED = (
     " WHERE s.trace_id = t.trace_id), t.conversation_id)"
 )
 NEW_TURNS = f"""
-SELECT t.trace_id, t.closed_at, {{session}} AS session_id, t.store_seq FROM trajectories t
+SELECT t.trace_id, t.closed_at, {{session}} AS session_id, coalesce(t.service_name, ''),
+       t.store_seq
+FROM trajectories t
 WHERE t.is_current AND t.agent_run IS NOT false AND t.{NEW} AND t.closed_at >= $oldest
 {IN_ORDER.replace("store_seq", "t.store_seq")}
 """
 LAST_RESULTS = """
-SELECT session_id, pack, rule_id, pack_version, verdict, reason, evidence_span_ids, trace_id,
-       revision
+SELECT session_id, coalesce(service_name, ''), pack, rule_id,
+       pack_version, verdict, reason, evidence_span_ids, trace_id, revision
 FROM results WHERE scope = 'session' AND origin = 'live' AND session_id IN ?
-QUALIFY row_number() OVER (PARTITION BY session_id, pack, rule_id ORDER BY evaluated_at DESC) = 1
+QUALIFY row_number() OVER (
+  PARTITION BY session_id, coalesce(service_name, ''), pack, rule_id ORDER BY evaluated_at DESC
+) = 1
 """
 
 
@@ -95,10 +101,11 @@ class SessionStage(ReadingStage):
         try:
             with self.reader.cursor() as cursor:
                 rows = cursor.execute(self._sql, self._scan(oldest)).fetchall()
-                turns: dict[str, list[tuple[str, datetime]]] = {}
-                for trace_id, closed_at, session_id, _ in rows:
+                turns: dict[Key, list[tuple[str, datetime]]] = {}
+                for trace_id, closed_at, session_id, service, _ in rows:
                     if session_id:
-                        turns.setdefault(session_id, []).append((trace_id, closed_at))
+                        key = (session_id, ACROSS if self.config.across_services else service)
+                        turns.setdefault(key, []).append((trace_id, closed_at))
                 sessions, results = self._grouped(cursor, turns, texts, now)
                 idle = self._idle(cursor, now, set(turns))
             self._store([*sessions, *idle], results)
@@ -114,7 +121,7 @@ class SessionStage(ReadingStage):
                 self._failures = []
         self.metrics.events.labels("closed").inc(len(idle))
         if rows:
-            self.follow.advance(rows[-1][3])
+            self.follow.advance(rows[-1][4])
             self._last_closed = rows[-1][1]
         self._behind = len(rows) == SCAN_ROWS
         last_closed = self._last_closed if self._behind else None
@@ -130,58 +137,68 @@ class SessionStage(ReadingStage):
     def _grouped(
         self,
         cursor: Any,
-        turns: dict[str, list[tuple[str, datetime]]],
+        turns: dict[Key, list[tuple[str, datetime]]],
         texts: list[PackText],
         now: datetime,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The touched sessions' new rows, and their session rules' changed results."""
-        before = {r["session_id"]: r for r in rows_of(cursor, SESSIONS_OF, [list(turns)])}
+        ids = list({sid for sid, _ in turns})
+        before = {
+            (r["session_id"], r["session_service"]): r for r in rows_of(cursor, SESSIONS_OF, [ids])
+        }
         # Runs a session holds already (read again after a restart) change nothing.
-        fresh = {sid: new for sid, new in turns.items() if is_news(before.get(sid), new)}
+        fresh = {key: new for key, new in turns.items() if is_news(before.get(key), new)}
         if not fresh:
             return [], []
-        ordered = self._ordered(cursor, fresh, before)
+        ordered, arrived = self._ordered(cursor, fresh, before)
         window = self.config.max_turns
         loaded = load_trajectories(
             DuckDBSource(cursor, "store"), [t for ts in ordered.values() for t in ts[-window:]]
         )
         by_trace = {t.trace_id: t for t in loaded}
-        stored = cursor.execute(LAST_RESULTS, [list(fresh)]).fetchall()
-        last = {tuple(r[:3]): tuple(v or None for v in r[3:]) for r in stored}
+        stored = cursor.execute(LAST_RESULTS, [list({sid for sid, _ in fresh})]).fetchall()
+        last = {tuple(r[:4]): tuple(v or None for v in r[4:]) for r in stored}
         shas = {t.name: t.sha256 for t in texts}
         sessions, results = [], []
-        for sid, traces in ordered.items():
+        for key, traces in ordered.items():
+            sid, service = key
             runs = [by_trace[t] for t in traces[-window:] if t in by_trace]
             if not runs:
                 continue
-            session = Session(sid, runs)
+            session = Session(sid, on_session_clock(runs, arrived))
             found = self._evaluate(session, texts, truncated=len(traces) > len(runs))
             rows = session_result_rows(session, found, shas, now)
-            changed = [r for r in rows if last.get((sid, r["pack"], r["rule_id"])) != key_of(r)]
+            changed = [r for r in rows if last.get(result_key(sid, r)) != key_of(r)]
             results.extend(changed)
-            closed_at = max(at for _, at in fresh[sid])
-            sessions.append(session_row(session, traces, before.get(sid), closed_at, found))
-            self._count(before.get(sid), fresh[sid], changed)
+            closed_at = max(at for _, at in fresh[key])
+            row = session_row(session, traces, before.get(key), closed_at, found)
+            sessions.append({**row, "session_service": service})
+            self._count(before.get(key), fresh[key], changed)
         return sessions, results
 
     def _ordered(
         self,
         cursor: Any,
-        fresh: dict[str, list[tuple[str, datetime]]],
-        before: dict[str, dict[str, Any]],
-    ) -> dict[str, list[str]]:
-        """Each session's turns still stored, in the order they began (a turn retention
-        deleted drops out)."""
+        fresh: dict[Key, list[tuple[str, datetime]]],
+        before: dict[Key, dict[str, Any]],
+    ) -> tuple[dict[Key, list[str]], dict[str, datetime]]:
+        """Each session's turns still stored, in the order they arrived (a turn retention
+        deleted drops out), and when each first closed. The turns a session held keep their
+        order; new ones follow by when they first closed, then by start."""
         wanted = {
-            sid: {*(before.get(sid, {}).get("trace_ids") or []), *(t for t, _ in new)}
-            for sid, new in fresh.items()
+            key: [*(before.get(key, {}).get("trace_ids") or []), *(t for t, _ in new)]
+            for key, new in fresh.items()
         }
-        every = [t for traces in wanted.values() for t in traces]
-        starts = dict(cursor.execute(TURN_STARTS, [every]).fetchall())
-        return {
-            sid: sorted(traces & starts.keys(), key=lambda t: (starts[t], t))
-            for sid, traces in wanted.items()
-        }
+        every = list({t for traces in wanted.values() for t in traces})
+        times = {t: (at, start) for t, at, start in cursor.execute(TURN_TIMES, [every]).fetchall()}
+        ordered = {}
+        for key, traces in wanted.items():
+            known = list(dict.fromkeys(before.get(key, {}).get("trace_ids") or []))
+            new = set(traces) - set(known)
+            ordered[key] = [t for t in known if t in times] + sorted(
+                new & times.keys(), key=lambda t: (times[t][0], times[t][1], t)
+            )
+        return ordered, {t: at for t, (at, _) in times.items()}
 
     def _evaluate(self, session: Session, texts: list[PackText], truncated: bool) -> list[Result]:
         out: list[Result] = []
@@ -197,14 +214,14 @@ class SessionStage(ReadingStage):
             out.extend(found)
         return out
 
-    def _idle(self, cursor: Any, now: datetime, touched: set[str]) -> list[dict[str, Any]]:
+    def _idle(self, cursor: Any, now: datetime, touched: set[Key]) -> list[dict[str, Any]]:
         """Open sessions whose last turn closed over `idle_seconds` ago, closed now."""
         cutoff = now - timedelta(seconds=self.config.idle_seconds)
         rows = rows_of(cursor, IDLE, {"cutoff": cutoff})
         return [
             {**r, "status": "closed", "closed_at": now}
             for r in rows
-            if r["session_id"] not in touched
+            if (r["session_id"], r["session_service"]) not in touched
         ]
 
     def _store(self, sessions: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
@@ -236,11 +253,15 @@ class SessionStage(ReadingStage):
             self.rules_metrics.results.labels(*labels).inc()
 
 
+Key = tuple[str, str]  # (session id, its service, or ACROSS)
+ACROSS = "*"  # the service of a session grouped across services
 SESSIONS_OF = "SELECT * FROM sessions WHERE session_id IN ?"
 IDLE = "SELECT * FROM sessions WHERE status = 'open' AND last_turn_at < $cutoff"
-TURN_STARTS = (
-    "SELECT trace_id, start_time_unix_nano FROM trajectories WHERE is_current AND trace_id IN ?"
-)
+# when a turn first closed (its first revision), and when its current revision began
+TURN_TIMES = """
+SELECT trace_id, min(closed_at), max(start_time_unix_nano) FILTER (WHERE is_current)
+FROM trajectories WHERE trace_id IN ? GROUP BY trace_id HAVING bool_or(is_current)
+"""
 KEY = ("pack_version", "verdict", "reason", "evidence_span_ids", "trace_id", "revision")
 
 
@@ -256,6 +277,11 @@ def is_news(before: dict[str, Any] | None, new: list[tuple[str, datetime]]) -> b
         return True
     known = set(before["trace_ids"] or ())
     return any(t not in known or at > before["last_turn_at"] for t, at in new)
+
+
+def result_key(session_id: str, row: dict[str, Any]) -> tuple[str, str, str, str]:
+    """Whose last result a new one is compared with: the session's rule, for the turn's service."""
+    return (session_id, row["service_name"] or "", row["pack"], row["rule_id"])
 
 
 def key_of(row: dict[str, Any]) -> tuple[Any, ...]:

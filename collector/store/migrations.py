@@ -13,7 +13,7 @@ from collector.store.schema import (
     RESULTS_V3,
     RESULTS_V4,
     RULE_PACKS,
-    SESSIONS,
+    SESSIONS_V10,
     SPANS_V1,
     STEPS_V2,
     TRAJECTORIES_V2,
@@ -21,7 +21,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -85,7 +85,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE results ADD COLUMN session_id VARCHAR",
         "ALTER TABLE steps ADD COLUMN mcp JSON",
         # No key: a session's row is replaced (deleted, then inserted) in one transaction.
-        create_table("sessions", SESSIONS),
+        create_table("sessions", SESSIONS_V10),
         "CREATE INDEX sessions_session_id ON sessions (session_id)",
     ],
     11: [
@@ -103,5 +103,10 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     13: [
         create_table("mcp_servers", MCP_SERVERS),
+    ],
+    14: [
+        "ALTER TABLE sessions ADD COLUMN session_service VARCHAR",
+        # a session stored before was keyed by its id alone: it keeps its latest turn's service
+        "UPDATE sessions SET session_service = coalesce(service_name, '')",
     ],
 }

@@ -63,7 +63,8 @@ def load_trajectory(
                 step[key] = orjson.loads(step[key])
         step["attributes"] = orjson.loads(attributes.get(step["span_id"]) or "{}")
         if step["kind"] == "retrieval":  # what it returned, whatever wrote it (ids, scores...)
-            step["documents"] = [asdict(d) for d in documents_of(step["attributes"])]
+            listed = documents_of(step["attributes"])  # None: it recorded nothing about them
+            step["documents"] = None if listed is None else [asdict(d) for d in listed]
     steps = [jsonable(step) for step in steps]
     trajectory["steps_detail"] = steps
     cursor.execute(

@@ -213,8 +213,8 @@ RESULTS_V9 = (*RESULTS_V4, ("label", "VARCHAR", pa.string()))
 RESULTS = (*RESULTS_V9, ("session_id", "VARCHAR", pa.string()))
 
 # One row per session (conversation of many runs), replaced whenever a turn arrives or it
-# closes: what `GET /api/v1/sessions` lists. The turns are its traces, in the order they began.
-SESSIONS = (
+# closes: what `GET /api/v1/sessions` lists. The turns are its traces, in the order they arrived.
+SESSIONS_V10 = (
     ("session_id", "VARCHAR NOT NULL", pa.string()),
     ("status", "VARCHAR NOT NULL", pa.string()),  # open | closed
     ("service_name", "VARCHAR", pa.string()),  # of the latest turn
@@ -238,6 +238,10 @@ SESSIONS = (
     ("last_turn_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),  # when its last turn closed
     ("closed_at", "TIMESTAMP", pa.timestamp("us")),
 )
+# Version 14: a session is one service's conversation; its key is (session_id, session_service),
+# session_service being every turn's service.name, or '*' for a conversation grouped across
+# services (`sessions.across_services`).
+SESSIONS = (*SESSIONS_V10, ("session_service", "VARCHAR", pa.string()))
 
 # Version 13: the MCP inventory, one row per MCP server a service's runs reached: the tools it
 # was seen to offer (called or listed). A service's rows are replaced together whenever one of

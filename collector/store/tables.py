@@ -59,8 +59,13 @@ def retire_revisions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
 
 
 def replace_sessions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
-    """A session's new row replaces its old one."""
-    con.execute("DELETE FROM sessions WHERE session_id IN ?", [batch["session_id"].to_pylist()])
+    """A session's new row replaces its old one (same id, same service)."""
+    keys = batch.select(["session_id", "session_service"]).to_pylist()
+    con.execute(
+        "DELETE FROM sessions WHERE (session_id, session_service) IN"
+        " (SELECT unnest($ids), unnest($services))",
+        {"ids": [k["session_id"] for k in keys], "services": [k["session_service"] for k in keys]},
+    )
 
 
 def replace_mcp_servers(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:

@@ -17,6 +17,7 @@ from tests.integration.test_captures import send
 from tests.support.admin import decisions, firing, scraped, trajectory
 from tests.support.agents import AgentScript, provider_for, trace_id_of
 from tests.support.cli import sextant
+from tests.support.conversations import Call, Service
 from tests.support.paths import TESTDATA
 from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve
 from tests.support.wait import wait_for
@@ -299,5 +300,55 @@ def test_captured_langgraph_threads_are_sessions(tmp_path: Path, path: Path) -> 
         d = firing(running, "QUARANTINE", service_name="support-desk")
         assert d["reasons"] == ["stale_approval"]
         assert set(d["evidence_trace_ids"]) == {first, written}
+    finally:
+        running.stop()
+
+
+ONCE_PACK = """
+name: session-limits
+version: "1"
+owner: support-oncall
+selector: {service: support-desk}
+rules:
+  - id: session-turns
+    type: budget
+    scope: session
+    max_turns: 2
+    reason: session_too_long
+  - id: session-tools
+    type: budget
+    scope: session
+    max_tool_calls: 3
+    reason: session_over_budget
+  - id: failing-tools
+    type: repeated_failures
+    min_turns: 2
+    reason: repeated_tool_failure
+"""
+
+
+def test_a_session_gone_over_its_budget_stores_one_failure(tmp_path: Path) -> None:
+    """Every later turn finds the same breach: the turn that went over, not the latest."""
+    running = serve(
+        tmp_path, {"sessions": ONCE_PACK}, assembler=FAST, sessions={"tick_seconds": 0.1}
+    )
+    try:
+        agent = Service(running, "support-desk", "2.4.0")
+        lookup = Call("lookup_customer", {"customer": "C-1"}, '{"tier": "gold"}')
+        fails = Call("charge_card", {"customer": "C-1"}, error="CardDeclined")
+        traces = []
+        for n in range(5):
+            traces.append(agent.turn("conv-over", [lookup, fails], ago=50 - 10 * n))
+            session(running, "conv-over", turns=n + 1)  # each turn judged on its own tick
+        failures = running.query_dicts(
+            "SELECT rule_id, trace_id, evidence_trace_ids FROM results"
+            " WHERE session_id = 'conv-over' AND verdict = 'fail' ORDER BY rule_id"
+        )
+        assert [(f["rule_id"], f["trace_id"]) for f in failures] == [
+            ("failing-tools", traces[1]),
+            ("session-tools", traces[1]),
+            ("session-turns", traces[2]),
+        ]
+        assert failures[0]["evidence_trace_ids"] == traces[:2]
     finally:
         running.stop()

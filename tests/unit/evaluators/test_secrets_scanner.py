@@ -27,7 +27,7 @@ def reference(checks: dict[str, re.Pattern[str]], text: str) -> list[str]:
 
 
 def set_names(scanner: Scanner, text: str) -> set[str]:
-    return {scanner.names[i] for i in scanner.set.Match(text) or ()}
+    return {scanner.named[i] for i in scanner.set.Match(text) or ()}
 
 
 @pytest.mark.parametrize(
@@ -79,9 +79,10 @@ def test_random_near_misses_give_the_same_detectors() -> None:
         expected = reference(checks, text)
         assert scanner.hits(text) == expected, text
         if text.isascii():
-            # The set itself is exact there, not only a net that the confirmation trims.
+            # The set holds every pattern: it names at least what they find there (and, for
+            # api_key, what detect-secrets' detectors might, which `found` then confirms).
             searched = {n for n in ALL if DETECTORS[n].search(text)}
-            assert set_names(scanner, text) == searched, text
+            assert set_names(scanner, text) >= searched, text
         for name in expected:
             hits[name] += 1
     assert all(count > 100 for count in hits.values()), hits  # the fragments do reach matches

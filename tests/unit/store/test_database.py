@@ -99,3 +99,24 @@ def test_a_version_10_store_numbers_its_rows_and_new_rows_follow_them(tmp_path: 
     new = cursor.execute("SELECT store_seq FROM logs WHERE trace_id = 'v'").fetchone()
     assert new is not None and new[0] > old[0]
     database.close()
+
+
+def test_a_version_10_store_keys_its_sessions_by_their_service(tmp_path: Path) -> None:
+    """Sessions stored when a conversation id alone was the key keep their latest turn's
+    service as theirs, and the next turn of that service replaces that row only."""
+    path = tmp_path / "v10.duckdb"
+    con = duckdb.connect(str(path))
+    for version in range(1, 11):
+        for statement in MIGRATIONS[version]:
+            con.execute(statement)
+        con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+    con.execute(
+        "INSERT INTO sessions (session_id, status, service_name, turns, reopened, last_turn_at)"
+        " VALUES ('user-4711', 'open', 'support-desk', 2, 0, now())"
+    )
+    con.close()
+    database = Database(path)
+    database.open()
+    rows = database.cursor().execute("SELECT session_id, session_service FROM sessions").fetchall()
+    assert rows == [("user-4711", "support-desk")]
+    database.close()
