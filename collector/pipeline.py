@@ -19,6 +19,7 @@ from collector.admin.replay import ReplayRoutes
 from collector.admin.server import AdminServer
 from collector.admin.sessions import SessionRoutes
 from collector.admin.sql import SqlRoutes
+from collector.admin.throttle import FailedLogins, LoginMetrics
 from collector.admin.trajectories import TrajectoryRoutes
 from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler
@@ -160,9 +161,23 @@ class Pipeline:
 
     def _admin(self, auth: BearerAuth, grace: float) -> AdminServer:
         """The admin server with every route group, the console's login in front of its pages."""
-        self.console = ConsoleAccess(self.config.admin, auth, self.clock.monotonic)
+        admin = self.config.admin
+        throttle = FailedLogins(
+            admin.login_burst,
+            admin.login_refill_seconds,
+            self.clock.monotonic,
+            LoginMetrics(self.registry),
+        )
+        self.console = ConsoleAccess(admin, auth, self.clock.monotonic, throttle)
         return AdminServer(
-            self.config.admin, self._routes(), auth, grace, self.console, self.writer.settled
+            admin,
+            self._routes(),
+            auth,
+            grace,
+            self.console,
+            self.writer.settled,
+            throttle,
+            self.config.cluster.peers,
         )
 
     def _watch_the_store(self) -> None:
