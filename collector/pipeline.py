@@ -19,7 +19,7 @@ from collector.admin.replay import ReplayRoutes
 from collector.admin.server import AdminServer
 from collector.admin.sessions import SessionRoutes
 from collector.admin.sql import SqlRoutes
-from collector.admin.throttle import FailedLogins, LoginMetrics
+from collector.admin.throttle import FailedLogins
 from collector.admin.trajectories import TrajectoryRoutes
 from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler
@@ -161,24 +161,10 @@ class Pipeline:
 
     def _admin(self, auth: BearerAuth, grace: float) -> AdminServer:
         """The admin server with every route group, the console's login in front of its pages."""
-        admin = self.config.admin
-        throttle = FailedLogins(
-            admin.login_burst,
-            admin.login_refill_seconds,
-            self.clock.monotonic,
-            LoginMetrics(self.registry),
-        )
-        self.console = ConsoleAccess(admin, auth, self.clock.monotonic, throttle)
-        return AdminServer(
-            admin,
-            self._routes(),
-            auth,
-            grace,
-            self.console,
-            self.writer.settled,
-            throttle,
-            self.config.cluster.peers,
-        )
+        admin, settled, peers = self.config.admin, self.writer.settled, self.config.cluster.peers
+        throttle = FailedLogins.configured(admin, self.clock.monotonic, self.registry)
+        self.console = console = ConsoleAccess(admin, auth, self.clock.monotonic, throttle)
+        return AdminServer(admin, self._routes(), auth, grace, console, settled, throttle, peers)
 
     def _watch_the_store(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
+from collector.config.sections import AdminConfig
+
 MAX_CLIENTS = 10_000  # addresses remembered; beyond, the longest quiet one is forgotten
 
 
@@ -44,6 +46,14 @@ class FailedLogins:
         self.metrics = metrics
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tries, at
         self._lock = threading.Lock()
+
+    @classmethod
+    def configured(
+        cls, config: AdminConfig, monotonic: Callable[[], float], registry: CollectorRegistry
+    ) -> FailedLogins:
+        """admin.login_burst and admin.login_refill_seconds, counted in `registry`."""
+        metrics = LoginMetrics(registry)
+        return cls(config.login_burst, config.login_refill_seconds, monotonic, metrics)
 
     def _tries(self, client: str, now: float) -> float:
         tries, at = self._buckets.get(client, (float(self.burst), now))
