@@ -3,6 +3,7 @@ check: a few mistakes are free, guessing is not."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -90,5 +91,10 @@ def too_many(wait: float) -> web.Response:
         {"error": f"too many wrong tokens from this address; try again in {wait:.0f} s"},
         status=429,
     )
-    response.headers["Retry-After"] = str(max(1, round(wait + 0.5)))
+    response.headers["Retry-After"] = retry_after(wait)
     return response
+
+
+def retry_after(wait: float) -> str:
+    """Whole seconds, rounded up, at least 1."""
+    return str(max(1, math.ceil(wait)))

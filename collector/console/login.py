@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from collector.admin.throttle import client_of
+from collector.admin.throttle import client_of, retry_after
 from collector.console.access import (
     COOKIE,
     CSRF,
@@ -59,7 +59,11 @@ class LoginRoutes:
         client = client_of(request)
         wait = self.access.throttle.wait_seconds(client)
         if wait is not None:
-            return self._page(request, next_path, 429, f"Too many wrong tokens: wait {wait:.0f} s.")
+            refused = self._page(
+                request, next_path, 429, f"Too many wrong tokens: wait {wait:.0f} s."
+            )
+            refused.headers["Retry-After"] = retry_after(wait)
+            return refused
         token = form.get("token")
         session = self.access.login(token) if isinstance(token, str) and token else None
         if session is None:

@@ -79,6 +79,7 @@ def test_the_console_login_is_throttled_like_the_api(guarded: RunningServer) -> 
             assert wrong.status_code == 401 and "not one of the configured tokens" in wrong.text
         refused = session.post(url, data={"token": TOKEN}, timeout=5, allow_redirects=False)
         assert refused.status_code == 429 and "Too many wrong tokens" in refused.text
+        assert 1 <= int(refused.headers["Retry-After"]) <= 2
         assert "sextant_session" not in refused.cookies
         # the API shares the count: this address is throttled there too
         api = session.get(guarded.admin_url + "/api/v1/targets", headers=bearer(TOKEN))
