@@ -141,3 +141,25 @@ def test_settings_read_the_process_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("SEXTANT_GRPC__ADDR", "127.0.0.1:7000")
     monkeypatch.setenv("SEXTANT_TOKEN", "the CLI's")
     assert SextantConfig().grpc.addr == "127.0.0.1:7000"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"auth": {"tokens": [A, "short"]}}, "auth.tokens.1: Value error, 5 characters"),
+        ({"admin": {"allowed_hosts": ["https://ops.example"]}}, "admin.allowed_hosts.0"),
+        ({"admin": {"allowed_hosts": ["ops.example:443"]}}, "admin.allowed_hosts.0"),
+    ],
+)
+def test_short_tokens_and_host_names_with_more_than_a_name_are_refused(
+    overrides: dict, key: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, environ={}, overrides=overrides)
+    assert key in str(refused.value)
+    assert "short" not in str(refused.value)
+
+
+def test_allowed_hosts_are_compared_lower_case() -> None:
+    config = load_config(None, environ={}, overrides={"admin": {"allowed_hosts": ["Ops.Example."]}})
+    assert config.admin.allowed_hosts == ["ops.example"]
