@@ -11,6 +11,7 @@ import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from collector.admin.server import AdminServer
+from collector.admin.throttle import FailedLogins
 from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler
 from collector.assembler.prices import PriceTable
@@ -147,9 +148,11 @@ class Pipeline:
 
     def _admin(self, auth: BearerAuth, grace: float) -> AdminServer:
         """The admin server with every route group, the console's login in front of its pages."""
-        self.console = ConsoleAccess(self.config.admin, auth, self.clock.monotonic)
+        admin, settled, peers = self.config.admin, self.writer.settled, self.config.cluster.peers
+        throttle = FailedLogins.configured(admin, self.clock.monotonic, self.registry)
+        self.console = console = ConsoleAccess(admin, auth, self.clock.monotonic, throttle)
         return AdminServer(
-            self.config.admin, admin_routes(self), auth, grace, self.console, self.writer.settled
+            admin, admin_routes(self), auth, grace, console, settled, throttle, peers
         )
 
     def _watch_the_store(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import orjson
 from aiohttp import web
 
+from collector.admin.throttle import FailedLogins, client_of, too_many
 from collector.auth import BearerAuth
 from collector.errors import PermanentError, SextantError, TransientError, Unauthenticated
 
@@ -89,20 +90,33 @@ def bearer_checked(auth: BearerAuth, request: web.Request) -> bool:
     return True
 
 
-def guard(auth: BearerAuth, certificates: bool = False, console: ConsoleGate | None = None) -> Any:
+def guard(
+    auth: BearerAuth,
+    certificates: bool = False,
+    console: ConsoleGate | None = None,
+    throttle: FailedLogins | None = None,
+) -> Any:
     """Middleware: every path but OPEN_PATHS needs the token (deny by default, so a new route
     is never open by mistake); 401 with a Bearer challenge otherwise. The console's paths (all
-    outside API_PREFIX) are handed to `console`, which also accepts its login's cookie."""
+    outside API_PREFIX) are handed to `console`, which also accepts its login's cookie. A
+    client that sent too many wrong tokens is answered 429 before its token is read."""
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path in OPEN_PATHS:
             return await handler(request)
+        guessing = throttle is not None and "Authorization" in request.headers
+        if throttle is not None and guessing:
+            wait = throttle.wait_seconds(client_of(request))
+            if wait is not None:
+                return too_many(wait)
         failure = None
         try:
             authorize(auth, request, certificates)
         except Unauthenticated as exc:
             failure = exc
+            if throttle is not None and guessing:
+                throttle.failed(client_of(request))
         if console is not None and not request.path.startswith(API_PREFIX):
             refused = await console.admit(request, failure, bearer_checked(auth, request))
             return refused if refused is not None else await handler(request)

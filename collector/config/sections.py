@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from collector.config.access import HostName, Token
 from evaluators.durations import parse_duration
 
 # Every `*_seconds` key takes a number of seconds or the one duration grammar: 30s, 5m, 1h, 7d.
@@ -96,12 +97,28 @@ class AdminConfig(Listener):
     session_hours: float = Field(
         12.0, gt=0, description="A console login lasts this long (hours), then asks again."
     )
+    allowed_hosts: list[HostName] = Field(
+        default_factory=list,
+        description="Host names a browser may reach the console and API by, besides localhost,"
+        " IP addresses, admin.addr's host and cluster.peers' hosts (others get 403: DNS"
+        " rebinding); e.g. [sextant.example.com].",
+    )
+    login_burst: int = Field(
+        10,
+        ge=1,
+        description="Wrong tokens a client address may send (console login or API bearer) before"
+        " it is throttled.",
+    )
+    login_refill_seconds: Seconds = Field(
+        6.0, gt=0, description="Once throttled, a client earns one more try per this long."
+    )
 
 
 class AuthConfig(Strict):
-    tokens: list[SecretStr] = Field(
+    tokens: list[Token] = Field(
         default_factory=list,
-        description="Bearer tokens accepted by the receivers; empty means no authentication.",
+        description="Bearer tokens (16 characters or more) accepted by the receivers and the"
+        " admin port; empty means no authentication.",
     )
 
     @field_validator("tokens", mode="before")

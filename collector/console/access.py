@@ -13,11 +13,13 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
+from collector.admin.browser import UNSAFE, cross_site
 from collector.admin.http import unauthorized
+from collector.admin.throttle import FailedLogins
 from collector.auth import BearerAuth
 from collector.config.sections import AdminConfig
 from collector.errors import Unauthenticated
@@ -25,7 +27,6 @@ from collector.errors import Unauthenticated
 COOKIE = "sextant_session"
 CSRF_FIELD = "csrf"
 MAX_SESSIONS = 10_000  # beyond, the oldest login is forgotten
-UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Reachable without a login: the login form itself and what it is styled with.
 PUBLIC_PREFIXES = ("/login", "/static/")
 NOT_SERVED = (
@@ -53,18 +54,32 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def local_path(target: str | None) -> str:
-    """`next` as a path on this server (never another site: no scheme, no `//host`)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+def local_path(target: str | None) -> str | None:
+    """`next` as a path on this server, None for anything else ("/" when not given). Only
+    printable ASCII without spaces: browsers drop tabs and newlines from a URL, so `/\t/host`
+    would be `//host`, another site; and a control character cannot go in a header at all."""
+    if not target:
         return "/"
+    if not all("!" <= c <= "~" for c in target) or "\\" in target:
+        return None
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
+        return None
     return target
 
 
 class ConsoleAccess:
     """The admin guard's gate for console paths (`admit`) and the sessions behind it."""
 
-    def __init__(self, config: AdminConfig, auth: BearerAuth, monotonic: Callable[[], float]):
+    def __init__(
+        self,
+        config: AdminConfig,
+        auth: BearerAuth,
+        monotonic: Callable[[], float],
+        throttle: FailedLogins,
+    ):
         self.auth = auth
+        self.throttle = throttle
         self.monotonic = monotonic
         self.secure = config.tls is not None
         self.host = config.host_port[0]
@@ -150,7 +165,7 @@ class ConsoleAccess:
     ) -> web.StreamResponse | None:
         if not self.served:
             return unauthorized(failure) if failure is not None else refusal(404, NOT_SERVED)
-        if request.method in UNSAFE and not same_origin(request):
+        if request.method in UNSAFE and cross_site(request):
             return refusal(403, "a form from another site is refused")
         request[CSRF] = self.csrf(request)
         if request.path.startswith(PUBLIC_PREFIXES):
@@ -158,7 +173,8 @@ class ConsoleAccess:
         session = self.session_of(request)
         if failure is not None and session is None:
             if request.method == "GET" and "text/html" in request.headers.get("Accept", ""):
-                return see_other("/login?next=" + quote(request.path_qs, safe=""))
+                back = local_path(request.path_qs) or "/"
+                return see_other("/login?next=" + quote(back, safe=""))
             return unauthorized(failure)
         if request.method in UNSAFE and not bearer:
             # A cookie or a client certificate comes with any form, wherever it was served:
@@ -167,14 +183,6 @@ class ConsoleAccess:
             if not isinstance(sent, str) or not hmac.compare_digest(sent, request[CSRF]):
                 return refusal(403, "missing or wrong CSRF token: reload the page and try again")
         return None
-
-
-def same_origin(request: web.Request) -> bool:
-    """No Origin header (an old client, curl) or the Origin of this very host."""
-    origin = request.headers.get("Origin")
-    if origin is None:
-        return True
-    return origin.partition("://")[2] == request.host
 
 
 def see_other(location: str) -> web.Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from collector.admin.throttle import client_of, retry_after
 from collector.console.access import (
     COOKIE,
     CSRF,
@@ -13,6 +14,8 @@ from collector.console.access import (
     see_other,
 )
 from collector.console.render import page
+
+BAD_NEXT = "next must be a path on this server (/decisions?state=firing, say), nothing else."
 
 
 class LoginRoutes:
@@ -27,7 +30,7 @@ class LoginRoutes:
         app.router.add_post("/logout", self._logout)
 
     def _page(
-        self, request: web.Request, next_path: str | None, status: int = 200, error: str = ""
+        self, request: web.Request, next_path: str, status: int = 200, error: str = ""
     ) -> web.Response:
         return page(
             "login.html",
@@ -35,24 +38,38 @@ class LoginRoutes:
             nav="login",
             tokens=self.access.auth.enabled,
             signed_in=self.access.session_of(request) is not None,
-            next=local_path(next_path),
+            next=next_path,
             csrf=request[CSRF],
             csrf_field=CSRF_FIELD,
             error=error,
         )
 
     async def _form(self, request: web.Request) -> web.Response:
-        return self._page(request, request.query.get("next"))
+        next_path = local_path(request.query.get("next"))
+        if next_path is None:
+            return web.Response(status=400, text=BAD_NEXT)
+        return self._page(request, next_path)
 
     async def _login(self, request: web.Request) -> web.Response:
         form = await request.post()
+        asked = form.get("next")
+        next_path = local_path(asked if isinstance(asked, str) else None)
+        if next_path is None:
+            return web.Response(status=400, text=BAD_NEXT)
+        client = client_of(request)
+        wait = self.access.throttle.wait_seconds(client)
+        if wait is not None:
+            refused = self._page(
+                request, next_path, 429, f"Too many wrong tokens: wait {wait:.0f} s."
+            )
+            refused.headers["Retry-After"] = retry_after(wait)
+            return refused
         token = form.get("token")
         session = self.access.login(token) if isinstance(token, str) and token else None
-        asked = form.get("next")
-        next_path = asked if isinstance(asked, str) else None
         if session is None:
+            self.access.throttle.failed(client)
             return self._page(request, next_path, 401, "That is not one of the configured tokens.")
-        response = see_other(local_path(next_path))
+        response = see_other(next_path)
         self.access.set_cookie(response, session)
         return response
 

@@ -10,13 +10,17 @@ from tests.support.agents import support_run
 from tests.support.cli import sextant
 from tests.support.server import RunningServer, serve_deciding
 
-TOKEN = "r3ad-t0ken"
+TOKEN = "r3ad-t0ken-0f-the-api"
 
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory) -> tuple[RunningServer, str, str]:
     """A deciding server with a token, one stored run and its firing decision."""
-    server = serve_deciding(tmp_path_factory.mktemp("auth"), auth={"tokens": [TOKEN]})
+    server = serve_deciding(
+        tmp_path_factory.mktemp("auth"),
+        auth={"tokens": [TOKEN]},
+        admin={"login_burst": 100},  # a wrong token on every route, none of them throttled
+    )
     bad = support_run(server, approve=False)
     trajectory(server, bad)
     decision = firing(server, "QUARANTINE")["decision_id"]

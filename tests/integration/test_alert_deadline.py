@@ -37,7 +37,7 @@ def post_alert_tests(
 
     def one() -> None:
         started = time.monotonic()
-        reply = requests.post(f"{url}/api/v1/alerts/test", timeout=120)
+        reply = requests.post(f"{url}/api/v1/alerts/test", json={}, timeout=120)
         answers.append((reply.status_code, time.monotonic() - started, reply.json()))
 
     threads = [threading.Thread(target=one) for _ in range(count)]

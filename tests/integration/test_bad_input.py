@@ -216,14 +216,16 @@ def test_wrong_path_is_404_and_wrong_method_405(server: RunningServer) -> None:
 
 
 def test_bearer_token_auth(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "data", auth={"tokens": ["s3cret", "other"]})
+    server = start_server(
+        tmp_path / "data", auth={"tokens": ["s3cret-0123456789", "other-0123456789"]}
+    )
     try:
         body = trace_request(simple_spans(1)).SerializeToString()
         assert grpc_error(server, body).code() == grpc.StatusCode.UNAUTHENTICATED
         error = grpc_error(server, body, metadata=(("authorization", "Bearer wrong"),))
         assert error.code() == grpc.StatusCode.UNAUTHENTICATED
         assert "invalid bearer token" in error.details()
-        grpc_export(server, body, metadata=(("authorization", "Bearer s3cret"),))
+        grpc_export(server, body, metadata=(("authorization", "Bearer s3cret-0123456789"),))
 
         url = f"{server.http_url}/v1/traces"
         reply = requests.post(url, data=body, headers=PROTOBUF)
@@ -233,7 +235,7 @@ def test_bearer_token_auth(tmp_path: Path) -> None:
         assert reply.status_code == 401
         other = trace_request(simple_spans(1)).SerializeToString()
         reply = requests.post(
-            url, data=other, headers={**PROTOBUF, "Authorization": "Bearer other"}
+            url, data=other, headers={**PROTOBUF, "Authorization": "Bearer other-0123456789"}
         )
         assert reply.status_code == 200
         assert server.query("SELECT count(*) FROM spans")[0][0] == 2

@@ -46,9 +46,9 @@ def test_the_cli_token_exported_beside_serve_is_the_cli_s_alone(tmp_path: Path) 
     the CLI sends the exported token, accepted from a comma list of tokens."""
     env = {
         **os.environ,
-        "SEXTANT_TOKEN": "s3cret",
+        "SEXTANT_TOKEN": "s3cret-0123456789",
         "SEXTANT_SOMETHING_ELSE": "another tool's",
-        "SEXTANT_AUTH__TOKENS": "other, s3cret",
+        "SEXTANT_AUTH__TOKENS": "other-0123456789, s3cret-0123456789",
     }
     serve = Serve([*EPHEMERAL, "--data-dir", str(tmp_path / "d")], tmp_path, env=env)
     try:

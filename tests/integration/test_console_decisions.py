@@ -10,7 +10,9 @@ from urllib.parse import quote
 import pytest
 import requests
 from playwright.sync_api import Browser, Page
+from prometheus_client import CollectorRegistry
 
+from collector.admin.throttle import FailedLogins, LoginMetrics
 from collector.auth import BearerAuth
 from collector.config.sections import AdminConfig
 from collector.console.access import ConsoleAccess
@@ -210,7 +212,8 @@ def test_the_console_is_served_on_loopback_or_with_tokens_unless_told(
     addr: str, console: str, tokens: list[str], served: bool
 ) -> None:
     config = AdminConfig.model_validate({"addr": addr, "console": console})
-    assert ConsoleAccess(config, BearerAuth(tokens), lambda: 0.0).served is served
+    throttle = FailedLogins(10, 6.0, lambda: 0.0, LoginMetrics(CollectorRegistry()))
+    assert ConsoleAccess(config, BearerAuth(tokens), lambda: 0.0, throttle).served is served
 
 
 def test_with_the_console_off_its_pages_are_not_found_and_the_api_still_answers(

@@ -18,6 +18,7 @@ from tests.support.cli import sextant
 from tests.support.server import DECIDE_FAST, RunningServer, serve_deciding
 from tests.support.wait import wait_for
 
+TOKEN = "t0ken-0123456789"
 TARGET = {"service": "support-desk", "agent": "support-agent", "version": "2.3.1"}
 
 
@@ -339,7 +340,7 @@ def test_an_evidence_bundle_of_a_real_quarantine(deciding_server, capsys, tmp_pa
 
 
 def test_writes_through_the_admin_api_need_the_token_when_one_is_set(tmp_path, capsys):
-    server = serve_deciding(tmp_path, auth={"tokens": ["t0ken"]})
+    server = serve_deciding(tmp_path, auth={"tokens": [TOKEN]})
     try:
         trajectory(server, support_run_with_token(server))
         d = firing(server, "QUARANTINE")
@@ -347,14 +348,14 @@ def test_writes_through_the_admin_api_need_the_token_when_one_is_set(tmp_path, c
         code, out = sextant(capsys, "decisions", "ack", d["decision_id"], "--by", "ana", *url)
         assert code == 1 and "HTTP 401" in out
         code, out = sextant(
-            capsys, "decisions", "ack", d["decision_id"], "--by", "ana", "--token", "t0ken", *url
+            capsys, "decisions", "ack", d["decision_id"], "--by", "ana", "--token", TOKEN, *url
         )
         assert code == 0, out
         code, out = sextant(capsys, "baseline", "save", "before-fix", *url)
         assert code == 1 and "HTTP 401" in out
-        code, out = sextant(capsys, "baseline", "save", "before-fix", "--token", "t0ken", *url)
+        code, out = sextant(capsys, "baseline", "save", "before-fix", "--token", TOKEN, *url)
         assert code == 0 and "baseline before-fix saved" in out
-        reply = requests.post(f"{server.admin_url}/api/v1/alerts/test", timeout=5)
+        reply = requests.post(f"{server.admin_url}/api/v1/alerts/test", json={}, timeout=5)
         assert reply.status_code == 401
     finally:
         server.stop()
@@ -363,7 +364,9 @@ def test_writes_through_the_admin_api_need_the_token_when_one_is_set(tmp_path, c
 def support_run_with_token(server: RunningServer) -> str:
     provider = provider_for(
         OTLPSpanExporter(
-            endpoint=server.grpc_endpoint, insecure=True, headers={"authorization": "Bearer t0ken"}
+            endpoint=server.grpc_endpoint,
+            insecure=True,
+            headers={"authorization": f"Bearer {TOKEN}"},
         ),
         service="support-desk",
         version="2.3.1",

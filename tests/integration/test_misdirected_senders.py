@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from tests.support.server import RunningServer, serve
 
 MISDIRECTED = "sextant_receiver_misdirected_requests_total"
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-0123456789"
 
 
 @pytest.fixture

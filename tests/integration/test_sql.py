@@ -16,7 +16,7 @@ from tests.support.otlp import TRACE_EXPORT, simple_spans, trace_request
 from tests.support.server import FAST, RunningServer, start_server
 from tests.support.wait import wait_for
 
-TOKEN = "sql-token"
+TOKEN = "sql-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 

@@ -122,7 +122,9 @@ def test_a_client_without_a_certificate_is_refused(mutual, certs, protocol, monk
 def test_the_admin_port_over_tls_takes_the_token_or_a_client_certificate(
     tmp_path, certs, capsys, monkeypatch
 ):
-    server = start_server(tmp_path / "data", admin={"tls": certs.tls()}, auth={"tokens": ["adm1n"]})
+    server = start_server(
+        tmp_path / "data", admin={"tls": certs.tls()}, auth={"tokens": ["adm1n-0123456789ab"]}
+    )
     try:
         url, ca = server.admin_url, str(certs.ca)
         assert url.startswith("https://")
@@ -130,14 +132,14 @@ def test_the_admin_port_over_tls_takes_the_token_or_a_client_certificate(
             assert requests.get(url + path, verify=ca, timeout=5).status_code == 200
         reads = f"{url}/api/v1/trajectories"
         assert requests.get(reads, verify=ca, timeout=5).status_code == 401
-        token = {"Authorization": "Bearer adm1n"}
+        token = {"Authorization": "Bearer adm1n-0123456789ab"}
         assert requests.get(reads, verify=ca, headers=token, timeout=5).status_code == 200
         reply = requests.get(reads, verify=ca, cert=certs.client_pair, timeout=5)
         assert reply.status_code == 200
         with pytest.raises(requests.exceptions.SSLError):  # a client that does not trust it
             requests.get(url + "/healthz", timeout=5)
         monkeypatch.setenv("SSL_CERT_FILE", ca)  # what the CLI trusts, as OpenSSL reads it
-        code, out = sextant(capsys, "trajectories", "--url", url, "--token", "adm1n")
+        code, out = sextant(capsys, "trajectories", "--url", url, "--token", "adm1n-0123456789ab")
         assert code == 0, out
     finally:
         server.stop()

@@ -138,7 +138,7 @@ def test_alerts_test_reports_each_channel(tmp_path, receiver):
     )
     receiver.statuses = []
     try:
-        reply = requests.post(f"{server.admin_url}/api/v1/alerts/test", timeout=10).json()
+        reply = requests.post(f"{server.admin_url}/api/v1/alerts/test", json={}, timeout=10).json()
         by_name = {c["channel"]: c for c in reply["channels"]}
         assert by_name["ok-hook"]["ok"] is True
         assert by_name["down-hook"]["ok"] is False

@@ -24,11 +24,16 @@ def chromium_path() -> str:
 
 
 @contextmanager
-def browser() -> Iterator[Browser]:
+def browser(loopback_names: tuple[str, ...] = ()) -> Iterator[Browser]:
+    """Chromium; the host names in `loopback_names` resolve to 127.0.0.1, as an attacker's
+    DNS name does once rebound."""
+    args = ["--no-sandbox"]  # CI runs as root, where Chromium's sandbox cannot start.
+    if loopback_names:
+        rules = ", ".join(f"MAP {name} 127.0.0.1" for name in loopback_names)
+        args.append(f"--host-resolver-rules={rules}")
     with sync_playwright() as playwright:
-        # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
         launched = playwright.chromium.launch(
-            executable_path=chromium_path(), headless=True, args=["--no-sandbox"]
+            executable_path=chromium_path(), headless=True, args=args
         )
         try:
             yield launched

@@ -10,6 +10,8 @@ from collector.config import load_config
 from collector.config.sections import WriterConfig
 from collector.errors import ConfigError
 
+A, B = "first-token-0123456789", "second-token-0123456789"  # auth.tokens need 16 characters
+
 
 def test_embedded_defaults() -> None:
     config = load_config(None, environ={})
@@ -28,14 +30,14 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         path,
         environ={
             "SEXTANT_LIMITS__MAX_REQUEST_BYTES": "2048",
-            "SEXTANT_AUTH__TOKENS": "a, b",
+            "SEXTANT_AUTH__TOKENS": f"{A}, {B}",
             "SEXTANT_GRPC__ADDR": "127.0.0.1:5000",
             "OTHER": "ignored",
         },
         overrides={"grpc": {"addr": "127.0.0.1:6000"}},
     )
     assert config.limits.max_request_bytes == 2048
-    assert [t.get_secret_value() for t in config.auth.tokens] == ["a", "b"]
+    assert [t.get_secret_value() for t in config.auth.tokens] == [A, B]
     assert config.grpc.addr == "127.0.0.1:6000"
 
 
@@ -82,8 +84,9 @@ def test_every_seconds_key_takes_the_duration_grammar(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["a,b", " a , b ", "[a, b]", '["a", "b"]'], ids=repr)
 def test_list_keys_from_the_environment_take_a_comma_list_or_yaml_or_json(value: str) -> None:
+    value = value.replace("a", A).replace("b", B)
     config = load_config(None, environ={"SEXTANT_AUTH__TOKENS": value})
-    assert [t.get_secret_value() for t in config.auth.tokens] == ["a", "b"]
+    assert [t.get_secret_value() for t in config.auth.tokens] == [A, B]
 
 
 def test_rules_keys_from_the_environment() -> None:
@@ -138,3 +141,25 @@ def test_settings_read_the_process_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("SEXTANT_GRPC__ADDR", "127.0.0.1:7000")
     monkeypatch.setenv("SEXTANT_TOKEN", "the CLI's")
     assert SextantConfig().grpc.addr == "127.0.0.1:7000"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"auth": {"tokens": [A, "short"]}}, "auth.tokens.1: Value error, 5 characters"),
+        ({"admin": {"allowed_hosts": ["https://ops.example"]}}, "admin.allowed_hosts.0"),
+        ({"admin": {"allowed_hosts": ["ops.example:443"]}}, "admin.allowed_hosts.0"),
+    ],
+)
+def test_short_tokens_and_host_names_with_more_than_a_name_are_refused(
+    overrides: dict, key: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, environ={}, overrides=overrides)
+    assert key in str(refused.value)
+    assert "short" not in str(refused.value)
+
+
+def test_allowed_hosts_are_compared_lower_case() -> None:
+    config = load_config(None, environ={}, overrides={"admin": {"allowed_hosts": ["Ops.Example."]}})
+    assert config.admin.allowed_hosts == ["ops.example"]

@@ -1,0 +1,67 @@
+"""The names the admin port answers to, and the `next` paths its login follows."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.admin.browser import allowed_hosts, host_allowed, host_name
+from collector.console.access import local_path
+
+NAMES = allowed_hosts(
+    "0.0.0.0", ["http://replica-1.replicas.svc:9464", "https://u@replica-2:9464/"], ["ops.example"]
+)
+
+
+@pytest.mark.parametrize(
+    ("host", "name"),
+    [
+        ("LocalHost:9464", "localhost"),
+        ("[::1]:9464", "::1"),
+        ("ops.example.", "ops.example"),
+        ("10.0.0.7", "10.0.0.7"),
+        ("ops.example:x", "ops.example:x"),
+    ],
+)
+def test_the_name_of_a_host_header(host: str, name: str) -> None:
+    assert host_name(host) == name
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("localhost:1", True),
+        ("127.0.0.1:9464", True),
+        ("[::1]:9464", True),
+        ("10.1.2.3", True),
+        ("replica-1.replicas.svc:9464", True),
+        ("replica-2", True),
+        ("ops.example:443", True),
+        (None, True),
+        ("rebind.evil.example:9464", False),
+        ("localhost.evil.example", False),
+        ("0.0.0.0.evil.example", False),
+        ("replica-1", False),
+    ],
+)
+def test_which_hosts_the_admin_port_answers_to(host: str | None, allowed: bool) -> None:
+    assert host_allowed(host, NAMES) is allowed
+
+
+@pytest.mark.parametrize(
+    ("target", "path"),
+    [
+        (None, "/"),
+        ("", "/"),
+        ("/decisions?state=firing", "/decisions?state=firing"),
+        ("/a%20b", "/a%20b"),
+        ("/\t/evil", None),
+        ("/\x7f", None),
+        ("//evil", None),
+        ("/\\evil", None),
+        ("http://evil/", None),
+        ("evil", None),
+        ("/é", None),
+    ],
+)
+def test_login_follows_only_plain_local_paths(target: str | None, path: str | None) -> None:
+    assert local_path(target) == path
