@@ -12,22 +12,24 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from collector.config.decisions import AlertsConfig, DecisionsConfig
 from collector.config.environment import SextantEnvironment, environment_values
+from collector.config.evaluation import (
+    DriftConfig,
+    EvaluationEventsConfig,
+    JudgesConfig,
+    SessionsConfig,
+)
 from collector.config.sections import (
     AdminConfig,
     AssemblerConfig,
     AuthConfig,
     ClusterConfig,
-    DriftConfig,
-    EvaluationEventsConfig,
     ExportConfig,
     GrpcConfig,
     HttpConfig,
     IngestConfig,
-    JudgesConfig,
     LimitsConfig,
     PricingConfig,
     RulesConfig,
-    SessionsConfig,
     SqlConfig,
     StorageConfig,
     WorkersConfig,

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 
 from collector.clock import Clock, SystemClock, naive_utc
-from collector.config.sections import DriftConfig
+from collector.config.evaluation import DriftConfig
 from collector.drift.evaluate import evaluate_drift
 from collector.drift.outcome import EVALUATION_ERROR, WindowOutcome
 from collector.drift.reliability import evaluate_reliability

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from collector.clock import Clock, SystemClock
-from collector.config.sections import JudgesConfig
+from collector.config.evaluation import JudgesConfig
 from collector.evaluation.packs import PackSource, compiled
 from collector.evaluation.results import trajectory_result_rows
 from collector.judges.metrics import EventMetrics

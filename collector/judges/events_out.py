@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, SeverityNumber
 
 from collector import __version__
-from collector.config.sections import EvaluationEventsConfig
+from collector.config.evaluation import EvaluationEventsConfig
 from collector.judges.metrics import EventMetrics
 from collector.lifecycle import remaining
 from collector.replay.resend import Sender, SendError, key_values

@@ -20,7 +20,7 @@ import aiohttp
 
 from collector.assembler.prices import PriceTable
 from collector.clock import Clock, SystemClock
-from collector.config.sections import JudgesConfig
+from collector.config.evaluation import JudgesConfig
 from collector.evaluation.packs import PackSource, PackText, compiled
 from collector.judges.budget import Budget, JudgementCache
 from collector.judges.cards import trust

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from collector.clock import Clock, SystemClock
-from collector.config.sections import SessionsConfig
+from collector.config.evaluation import SessionsConfig
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackSource, PackText, compiled
 from collector.replay.load import load_trajectories
