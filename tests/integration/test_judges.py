@@ -5,6 +5,7 @@ that hangs holding up nothing but its own judgements."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -330,3 +331,48 @@ def test_runs_beyond_one_look_are_each_judged_once(
         assert server.metric("sextant_judge_lag_seconds") == 0
     finally:
         server.stop()
+
+
+SECRET_KEY = "judge-secret-7f3a9c1d"  # no well-known shape: only its value can find it
+
+
+@pytest.mark.parametrize("answer", ["ECHO", "LEAK"])
+def test_a_judge_error_that_quotes_the_key_is_stored_and_shown_without_it(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET_KEY)
+    pack = judge_pack(judge_server.base_url)
+    server = serve(tmp_path, {"judges": pack}, assembler=FAST, judges={"tick_seconds": 0.05})
+    try:
+        trace_id = run(server, answer)
+        result = judged(server, [trace_id])[trace_id]
+        assert judge_server.requests[0]["authorization"] == f"Bearer {SECRET_KEY}"
+        assert (result["verdict"], result["reason"]) == ("review", "judge_unavailable")
+        (error,) = server.query("SELECT error FROM judge_calls WHERE trace_id = ?", [trace_id])[0]
+        assert "HTTP 500" in error if answer == "ECHO" else "HTTP 401" in error
+        assert "[REDACTED]" in error and "[REDACTED]" in result["message"]
+        assert SECRET_KEY[:8] not in error and SECRET_KEY[:8] not in result["message"]
+        with urllib.request.urlopen(f"{server.admin_url}/trajectories/{trace_id}") as reply:
+            shown = reply.read().decode()
+        assert "judge_unavailable" in shown and "[REDACTED]" in shown
+        assert SECRET_KEY[:8] not in shown
+    finally:
+        server.stop()
+
+
+def test_a_judge_redirected_to_another_origin_is_not_followed(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = start_judge()
+    judge_server.redirect_to = elsewhere.base_url.replace("127.0.0.1", "localhost")
+    server = serve_judges(tmp_path, {"judges": judge_pack(judge_server.base_url)}, monkeypatch)
+    try:
+        trace_id = run(server, "GOOD ELSEWHERE")
+        result = judged(server, [trace_id])[trace_id]
+        assert (result["verdict"], result["reason"]) == ("review", "judge_unavailable")
+        assert "another origin" in result["message"] and "localhost" in result["message"]
+        assert elsewhere.requests == []
+        assert server.query("SELECT outcome FROM judge_calls") == [("provider_error",)]
+    finally:
+        server.stop()
+        elsewhere.close()
