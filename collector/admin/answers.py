@@ -4,14 +4,13 @@ what is sent."""
 
 from __future__ import annotations
 
-import csv
 import decimal
-import io
 from typing import Any
 
 import orjson
 import pyarrow as pa
 
+from collector.spreadsheet import csv_text, defused
 from collector.store.readonly import QueryOutcome, rows_within
 
 JSON_OPTIONS = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
@@ -104,14 +103,15 @@ class ArrowAnswer:
 
 
 def csv_cell(value: Any) -> Any:
-    """A CSV cell: nothing for null, lists and mappings as JSON (so they can be read back)."""
+    """A CSV cell: nothing for null, lists and mappings as JSON (so they can be read back),
+    text that a spreadsheet would run as a formula defused."""
     if value is None:
         return ""
     if isinstance(value, list | dict):
         return dumps(value).decode()
     if isinstance(value, bytes):
         return value.hex()
-    return value
+    return defused(value)
 
 
 class CsvAnswer:
@@ -122,7 +122,7 @@ class CsvAnswer:
         self.parts: list[bytes] = []
 
     def start(self, schema: pa.Schema) -> None:
-        self.parts = [self._encode([schema.names])]
+        self.parts = [self._encode([[defused(name) for name in schema.names]])]
         self.size = len(self.parts[0])
 
     def write(self, batch: pa.RecordBatch, room: int) -> int:
@@ -151,9 +151,7 @@ class CsvAnswer:
 
     @staticmethod
     def _encode(rows: list[list[Any]]) -> bytes:
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(rows)
-        return out.getvalue().encode()
+        return csv_text(rows).encode()
 
     def body(self) -> bytes:
         return b"".join(self.parts)
