@@ -47,3 +47,17 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = _HEADER.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
     text = _SCHEME.sub(lambda m: f"{m[1]} {REDACTED}", text)
     return _SHAPES.sub(REDACTED, text)
+
+
+CREDENTIAL_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key"}
+)
+
+
+def header_secrets(headers: dict[str, str]) -> list[str]:
+    """The credentials among request headers: each value, and its token without the scheme."""
+    found = []
+    for name, value in headers.items():
+        if name.lower() in CREDENTIAL_HEADERS and value:
+            found += [value, value.split(" ", 1)[-1]]
+    return found
