@@ -133,8 +133,11 @@ class JudgeStage(ReadingStage):
         lag = 0.0
         now = self.clock.now()
         oldest = now - timedelta(seconds=self.config.lookback_seconds)
-        for name in set(self._cursors) - {compiled(t).name for t in texts}:
+        names = {compiled(t).name for t in texts}
+        for name in set(self._cursors) - names:
             del self._cursors[name]
+        for key in [k for k in self._budgets if k[0] not in names]:
+            del self._budgets[key]
         stored = 0
         for text in texts:
             name = compiled(text).name
