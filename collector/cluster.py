@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from collector.outbound import opener
+
 if TYPE_CHECKING:  # the command line imports this module; the config (and gRPC) stays unloaded
     from collector.config.sections import AuthConfig, ClusterConfig
 
@@ -44,7 +46,7 @@ def peer_rows(
         headers["Authorization"] = f"Bearer {token}"
     body = orjson.dumps({"sql": sql, "params": params, "format": "json"}, default=str)
     request = urllib.request.Request(url.rstrip("/") + "/api/v1/sql", body, headers)
-    with urllib.request.urlopen(request, timeout=timeout) as reply:
+    with opener().open(request, timeout=timeout) as reply:
         doc = orjson.loads(reply.read())
     try:
         names = [c["name"] for c in doc["columns"]]

@@ -1,20 +1,51 @@
 """The SQL endpoint's answers, encoded batch by batch as the rows stream in: JSON, an Arrow IPC
 stream or CSV (the console's download), each counting its own bytes so the byte limit holds for
-what is sent."""
+what is sent, and sent in slices (`streamed`).
+
+An answer is built in a worker thread; the event loop that sends it also answers OTLP exports.
+Handed a 64 MiB body at once, that loop would copy it into the socket's buffer and then shift
+the rest of the buffer after every send (Python 3.11's asyncio), for a second or more in all:
+sent a slice at a time, each waiting for the socket to drain, it stays free between slices."""
 
 from __future__ import annotations
 
-import csv
 import decimal
-import io
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import orjson
 import pyarrow as pa
+from aiohttp import web
 
+from collector.spreadsheet import csv_text, defused
 from collector.store.readonly import QueryOutcome, rows_within
 
 JSON_OPTIONS = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
+SLICE_BYTES = 256 * 1024
+
+
+def streamed(
+    parts: Sequence[bytes | memoryview],
+    content_type: str,
+    headers: dict[str, str] | None = None,
+    charset: str | None = None,
+) -> web.Response:
+    """A reply whose body, `parts` joined, is written a slice at a time."""
+    views = [memoryview(p).cast("B") for p in parts]
+
+    async def slices() -> AsyncIterator[memoryview]:
+        for view in views:
+            for start in range(0, len(view), SLICE_BYTES):
+                yield view[start : start + SLICE_BYTES]
+
+    length = sum(len(v) for v in views)
+    reply = web.Response(
+        body=slices(),
+        headers={**(headers or {}), "Content-Length": str(length)},
+        content_type=content_type,
+        charset=charset,
+    )
+    return reply
 
 
 def to_json(value: Any) -> Any:
@@ -64,6 +95,10 @@ class JsonAnswer:
         self.size += len(encoded) + 1
 
     def body(self, outcome: QueryOutcome, note: str | None) -> bytes:
+        return b"".join(self.parts_of_body(outcome, note))
+
+    def parts_of_body(self, outcome: QueryOutcome, note: str | None) -> list[bytes]:
+        """The body in the parts it was built in (not joined into one more copy)."""
         tail = {
             "row_count": outcome.rows,
             "truncated": outcome.truncated,
@@ -73,7 +108,7 @@ class JsonAnswer:
         }
         head = b'{"columns":' + dumps(self.columns) + b',"rows":['
         parts, self.parts = self.parts, []
-        return b"".join([head, *parts, b"],", dumps(tail)[1:]])
+        return [head, *parts, b"],", dumps(tail)[1:]]
 
 
 class ArrowAnswer:
@@ -104,14 +139,15 @@ class ArrowAnswer:
 
 
 def csv_cell(value: Any) -> Any:
-    """A CSV cell: nothing for null, lists and mappings as JSON (so they can be read back)."""
+    """A CSV cell: nothing for null, lists and mappings as JSON (so they can be read back),
+    text that a spreadsheet would run as a formula defused."""
     if value is None:
         return ""
     if isinstance(value, list | dict):
         return dumps(value).decode()
     if isinstance(value, bytes):
         return value.hex()
-    return value
+    return defused(value)
 
 
 class CsvAnswer:
@@ -122,7 +158,7 @@ class CsvAnswer:
         self.parts: list[bytes] = []
 
     def start(self, schema: pa.Schema) -> None:
-        self.parts = [self._encode([schema.names])]
+        self.parts = [self._encode([[defused(name) for name in schema.names]])]
         self.size = len(self.parts[0])
 
     def write(self, batch: pa.RecordBatch, room: int) -> int:
@@ -151,9 +187,7 @@ class CsvAnswer:
 
     @staticmethod
     def _encode(rows: list[list[Any]]) -> bytes:
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(rows)
-        return out.getvalue().encode()
+        return csv_text(rows).encode()
 
     def body(self) -> bytes:
         return b"".join(self.parts)

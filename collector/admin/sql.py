@@ -9,7 +9,7 @@ from typing import TypeVar
 import orjson
 from aiohttp import web
 
-from collector.admin.answers import ArrowAnswer, JsonAnswer
+from collector.admin.answers import ArrowAnswer, JsonAnswer, streamed
 from collector.admin.http import error_reply
 from collector.config.sections import SqlConfig
 from collector.errors import SextantError
@@ -61,7 +61,7 @@ class SqlRoutes:
             )
         except SextantError as exc:
             return error_reply(exc)
-        return web.Response(body=body, content_type=content_type, headers=headers)
+        return streamed(body, content_type, headers)
 
     async def run(self, work: Callable[[], T]) -> T:
         """`work` (which calls `query`) in a worker thread, a few at a time: the endpoint's
@@ -105,16 +105,16 @@ class SqlRoutes:
 
     def _answer(
         self, sql: str, params: list | None, max_rows: int, fmt: str
-    ) -> tuple[bytes | memoryview, str, dict[str, str]]:
-        """The reply's body, content type and headers."""
+    ) -> tuple[list[bytes | memoryview], str, dict[str, str]]:
+        """The reply's body (in parts), content type and headers."""
         if fmt == "arrow":
             arrow = ArrowAnswer()
             outcome = self.query(sql, params, max_rows, arrow)
             headers = {"X-Sextant-Truncated": str(outcome.truncated).lower()}
             if outcome.truncated_by:
                 headers["X-Sextant-Truncated-By"] = outcome.truncated_by
-            return arrow.body(), ARROW_STREAM, headers
+            return [arrow.body()], ARROW_STREAM, headers
         json = JsonAnswer()
         outcome = self.query(sql, params, max_rows, json)
         note = truncation_note(outcome, limits_of(self.config, max_rows))
-        return json.body(outcome, note), "application/json", {}
+        return list(json.parts_of_body(outcome, note)), "application/json", {}

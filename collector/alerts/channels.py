@@ -17,6 +17,7 @@ import orjson
 
 from collector.clock import Clock
 from collector.config.decisions import AlertmanagerChannel, WebhookChannel
+from collector.redact import header_secrets, redact
 
 SIGNATURE_HEADER = "X-Sextant-Signature"
 TIMESTAMP_HEADER = "X-Sextant-Timestamp"
@@ -69,13 +70,15 @@ async def post_within(url: str, body: bytes, headers: dict[str, str], timeout: f
         ):
             if reply.status < 300:
                 return Delivery(True, False, reply.status)
-            detail = (await reply.content.read(200)).decode(errors="replace")
+            detail = (await reply.content.read(4000)).decode(errors="replace")
     except aiohttp.ClientError as exc:
         if isinstance(exc, TimeoutError):
             raise
-        return Delivery(False, True, None, f"cannot reach {url}: {exc}")
+        return Delivery(False, True, None, redact(f"cannot reach {url}: {exc}"))
     # 429 and 5xx are the receiver's trouble and pass; other 4xx will fail again the same way.
     retry = reply.status == 429 or reply.status >= 500
+    # Stored in `alerts` and logged: credentials out before it is cut, no piece of one left.
+    detail = redact(detail, header_secrets(headers))[:200]
     return Delivery(False, retry, reply.status, f"HTTP {reply.status}: {detail}")
 
 

@@ -5,7 +5,9 @@ each run picks its own fate:
 - `GOOD` / `BAD` in the prompt: a judgement with score 0.9 / 0.1 (labels helpful / unhelpful);
   a prompt with neither is judged unhelpful;
 - `SLOW`: waits past any test's timeout; `HOLD`: waits until the test calls `release()`;
-- `MALFORMED`: a message that is not JSON; `LIMITED`: HTTP 429; `BROKEN`: HTTP 500.
+- `MALFORMED`: a message that is not JSON; `LIMITED`: HTTP 429; `BROKEN`: HTTP 500;
+- `ECHO`: HTTP 500 quoting the request's headers (a proxy's debug page); `LEAK`: HTTP 401
+  quoting the bare bearer token; `ELSEWHERE`: HTTP 307 to `redirect_to` (another server).
 
 `delay` makes every answer that late: a slow judge, for the benchmark.
 """
@@ -34,6 +36,7 @@ class ScriptedJudge:
     in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     delay: float = 0.0
+    redirect_to: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -45,8 +48,16 @@ class ScriptedJudge:
     def prompts(self) -> list[str]:
         return [r["messages"][-1]["content"] for r in self.requests]
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, bytes]:
+    def answer(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes]:
         prompt = body["messages"][-1]["content"]
+        if "ECHO" in prompt:
+            echoed = {"error": "upstream failed", "request_headers": headers}
+            return 500, json.dumps(echoed).encode()
+        if "LEAK" in prompt:
+            token = headers.get("Authorization", "").removeprefix("Bearer ")
+            return 401, f"invalid api key {token} for this project".encode()
+        if "ELSEWHERE" in prompt and self.redirect_to:
+            return 307, self.redirect_to.encode()
         if self.delay:
             time.sleep(self.delay)
         if "SLOW" in prompt:
@@ -95,11 +106,13 @@ def start_judge(delay: float = 0.0) -> ScriptedJudge:
                 )
                 scripted.in_flight += 1
             try:
-                status, payload = scripted.answer(body)
+                status, payload = scripted.answer(body, dict(self.headers.items()))
             finally:
                 with scripted.lock:
                     scripted.in_flight -= 1
             self.send_response(status)
+            if status == 307:
+                self.send_header("Location", payload.decode() + "/chat/completions")
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

@@ -15,6 +15,8 @@ import orjson
 from collector.cli._errors import NotFound, Unreachable
 from collector.cli._flags import DEFAULT_URL, TOKEN_ENV, URL_ENV
 from collector.errors import SextantError
+from collector.outbound import opener
+from collector.redact import redact
 
 
 class AdminClient:
@@ -52,14 +54,17 @@ class AdminClient:
     def open(self, request: urllib.request.Request) -> Iterator[HTTPResponse]:
         """The reply; HTTP errors carry the API's `error` text, a dead address says so."""
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as reply:
+            with opener().open(request, timeout=self.timeout) as reply:
                 yield reply
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:  # a redirect to another origin, refused (outbound.py)
+                raise SextantError(f"{request.full_url}: {exc.msg}") from exc
             raw = exc.read()
             try:
                 message = orjson.loads(raw)["error"]
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 message = raw.decode(errors="replace")
+            message = redact(str(message), [self.token])
             kind = NotFound if exc.code == 404 else SextantError
             hint = self.hint(exc.code)
             raise kind(f"{request.full_url}: HTTP {exc.code}: {message}{hint}") from exc

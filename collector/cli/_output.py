@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import csv
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import orjson
+
+from collector.spreadsheet import csv_text as spreadsheet_csv
+from collector.spreadsheet import defused
 
 JSON_OPTIONS = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z | orjson.OPT_INDENT_2
 
@@ -29,6 +31,14 @@ def csv_text(value: Any) -> str:
     if isinstance(value, list | tuple):
         return orjson.dumps(value, default=str).decode()
     return text(value)
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell of `--format csv`: numbers as they are, text a spreadsheet would run as a
+    formula defused (collector.spreadsheet)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    return defused(csv_text(value))
 
 
 def dumps(doc: Any) -> str:
@@ -68,22 +78,9 @@ def render_table(table: Table) -> str:
 
 
 def render_csv(table: Table) -> str:
-    out = _Lines()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(table.columns)
-    for row in table.rows:
-        writer.writerow([csv_text(row.get(c)) for c in table.columns])
-    return "".join(out.parts).rstrip("\n")
-
-
-class _Lines:
-    """A file for csv.writer that keeps what it is given."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-
-    def write(self, part: str) -> None:
-        self.parts.append(part)
+    header = [defused(c) for c in table.columns]
+    rows = ([csv_cell(row.get(c)) for c in table.columns] for row in table.rows)
+    return spreadsheet_csv([header, *rows]).rstrip("\n")
 
 
 def emit(table: Table, fmt: str, doc: Any = None, out: TextIO | None = None) -> None:

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
 import jinja2
+import markupsafe
 from aiohttp import web
 
 from evaluators.base import Decision
+
+# Characters that reorder the text around them (Unicode's bidirectional controls): a tool named
+# "refund\u202eevil" would read as another name. Shown as <U+202E>, the way GitHub shows them.
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(value: Any) -> Any:
+    """Text with its bidirectional controls written out (`<U+202E>`); markup the templates built
+    themselves, and values that are not text, as they are."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return BIDI_CONTROLS.sub(lambda m: f"<U+{ord(m[0]):04X}>", value)
+    return value
+
 
 ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("collector.console", "templates"),
@@ -16,7 +31,9 @@ ENVIRONMENT = jinja2.Environment(
     undefined=jinja2.StrictUndefined,  # a page that names a missing value fails its test
     trim_blocks=True,
     lstrip_blocks=True,
+    finalize=visible,  # every {{ value }} of every page: stored text is never rendered raw
 )
+ENVIRONMENT.filters["visible"] = visible
 
 
 def ago(moment: datetime | None, now: datetime) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 from aiohttp import web
 
-from collector.admin.answers import CsvAnswer, dumps
+from collector.admin.answers import CsvAnswer, dumps, streamed
 from collector.admin.sql import SqlRoutes, limits_of
 from collector.cluster import other_peers
 from collector.config.sections import ClusterConfig
@@ -170,9 +170,7 @@ class SqlPage:
         }
         if outcome.truncated_by:
             headers["X-Sextant-Truncated-By"] = outcome.truncated_by
-        return web.Response(
-            body=answer.body(), content_type="text/csv", charset="utf-8", headers=headers
-        )
+        return streamed(answer.parts, "text/csv", headers, charset="utf-8")
 
     async def _page(self, request: web.Request, result: Result, ran: bool) -> web.Response:
         views = await asyncio.to_thread(self.endpoint.database.read, view_columns)

@@ -1,5 +1,10 @@
 """A pack's judge budget: calls in any minute, USD in any hour (sliding windows), and a cache of
-judgements by prompt hash so a run seen twice (a late span, a replica's replay) costs once."""
+judgements by prompt hash so a run seen twice (a late span, a replica's replay) costs once.
+
+Spend is known only once a call has answered, so a call is planned against what was spent *and*
+what the calls still in flight may cost: each reserves its estimated most (`estimate_usd`) when
+planned and gives the reservation back for its real cost when it ends. Many calls planned in one
+look can therefore never spend past `usd_per_hour` together."""
 
 from __future__ import annotations
 
@@ -16,9 +21,11 @@ class Budget:
     settings: JudgeSettings
     calls: deque[float] = field(default_factory=deque)  # monotonic times of calls made
     spend: deque[tuple[float, float]] = field(default_factory=deque)  # (time, USD)
+    reserved: float = 0.0  # USD the calls in flight may cost at most
 
-    def refused(self, now: float) -> str | None:
-        """Why one more call is over budget now (the rule then reviews the run), or None."""
+    def refused(self, now: float, estimate: float | None = None) -> str | None:
+        """Why one more call, which may cost `estimate` USD, is over budget now (the rule then
+        reviews the run), or None."""
         while self.calls and self.calls[0] <= now - MINUTE:
             self.calls.popleft()
         while self.spend and self.spend[0][0] <= now - HOUR:
@@ -27,14 +34,25 @@ class Budget:
         if limit is not None and len(self.calls) >= limit:
             return f"{limit} judge calls in the last minute (calls_per_minute)"
         usd = self.settings.usd_per_hour
-        if usd is not None and sum(cost for _, cost in self.spend) >= usd:
-            return f"USD {usd:g} spent on judges in the last hour (usd_per_hour)"
+        if usd is None:
+            return None
+        spent = sum(cost for _, cost in self.spend)
+        if spent + self.reserved + (estimate or 0.0) > usd or spent >= usd:
+            return (
+                f"USD {usd:g} an hour on judges (usd_per_hour): {spent:.4g} spent and"
+                f" {self.reserved:.4g} held by calls in flight; this call may cost"
+                f" {estimate or 0.0:.4g}"
+            )
         return None
 
-    def take(self, now: float) -> None:
+    def take(self, now: float, estimate: float | None = None) -> None:
+        """A call planned: it counts as made, and holds its estimated cost until it ends."""
         self.calls.append(now)
+        self.reserved += estimate or 0.0
 
-    def spent(self, now: float, usd: float | None) -> None:
+    def spent(self, now: float, usd: float | None, reserved: float | None = None) -> None:
+        """A call ended: its reservation given back, its real cost (if any) spent."""
+        self.reserved = max(0.0, self.reserved - (reserved or 0.0))
         if usd:
             self.spend.append((now, usd))
 

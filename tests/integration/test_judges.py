@@ -5,6 +5,7 @@ that hangs holding up nothing but its own judgements."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -212,28 +213,94 @@ def test_budgets_and_sampling_are_kept(
 def test_a_hanging_judge_holds_up_nothing_else(
     tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    fast = start_judge()
+    fast.release()  # its HOLD answers at once
+    other = (
+        judge_pack(fast.base_url)
+        .replace("name: support-judges", "name: other-judges")
+        .replace("Grade the", "Judge the")
+    )
     pack = judge_pack(judge_server.base_url).replace("timeout: 1s", "timeout: 60s")
-    server = serve_judges(tmp_path, {"judges": pack}, monkeypatch)
+    server = serve_judges(tmp_path, {"judges": pack, "other": other}, monkeypatch)
     try:
         held = run(server, "GOOD HOLD")
         wait_for(lambda: judge_server.in_flight == 1)
-        later = [run(server, "GOOD") for _ in range(5)]
+        later = [run(server, f"GOOD {i}") for i in range(5)]
         # Ingest, assembly and the deterministic rules go on while the judge has not answered.
         for trace_id in [held, *later]:
             wait_for(
                 lambda trace_id=trace_id: (
                     server.query(
-                        "SELECT verdict FROM results WHERE trace_id = ? AND rule_type = 'presence'",
+                        "SELECT verdict FROM results WHERE trace_id = ? AND rule_type = 'presence'"
+                        " AND pack = 'support-judges'",
                         [trace_id],
                     )
                     == [("pass",)]
                 )
             )
-        assert server.query("SELECT count(*) FROM results WHERE rule_type = 'judge'") == [(0,)]
+        # So do the other pack's judge, and this judge's other calls: only the held run waits.
+        others = judged(server, [held, *later], pack="other-judges")
+        assert {r["verdict"] for r in others.values()} == {"pass"}
+        assert {r["verdict"] for r in judged(server, later).values()} == {"pass"}
         assert judge_server.in_flight == 1
+        assert server.query(
+            "SELECT count(*) FROM results WHERE rule_type = 'judge' AND trace_id = ?"
+            " AND pack = 'support-judges'",
+            [held],
+        ) == [(0,)]
         judge_server.release()
-        results = judged(server, [held, *later])
-        assert {r["verdict"] for r in results.values()} == {"pass"}
+        assert judged(server, [held])[held]["verdict"] == "pass"
+    finally:
+        server.stop()
+        fast.close()
+
+
+def test_usd_per_hour_holds_for_calls_in_flight(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A call costs USD 0.0006 (1000 tokens in, 50 out) but may cost up to ~0.0013 (its prompt's
+    # bytes in, max_tokens out): it is planned only if that much is left of the hour's 0.002.
+    server = serve_judges(
+        tmp_path, {"judges": judge_pack(judge_server.base_url, usd_per_hour=0.002)}, monkeypatch
+    )
+    try:
+        runs = [run(server, f"GOOD {i}") for i in range(8)]
+        results = judged(server, runs)
+        spent = server.query("SELECT sum(cost_usd) FROM judge_calls WHERE outcome = 'ok'")[0][0]
+        assert 0 < spent <= 0.002
+        refused = [r for r in results.values() if r["verdict"] != "pass"]
+        assert refused and {r["reason"] for r in refused} == {"judge_over_budget"}
+        assert "usd_per_hour" in refused[0]["message"]
+        labels = {"pack": "support-judges", "rule": "helpful-answer", "model": "judge-mini"}
+        assert server.metric("sextant_judge_cost_usd_total", labels) == pytest.approx(spent)
+    finally:
+        server.stop()
+
+
+def test_identical_prompts_in_flight_together_are_asked_once(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = serve_judges(tmp_path, {"judges": judge_pack(judge_server.base_url)}, monkeypatch)
+    try:
+        first = run(server, "BAD HOLD")
+        wait_for(lambda: judge_server.in_flight == 1)
+        twins = [run(server, "GOOD HOLD TWIN") for _ in range(3)]  # one prompt, three runs
+        for trace_id in twins:
+            wait_for(
+                lambda trace_id=trace_id: server.query(
+                    "SELECT 1 FROM results WHERE trace_id = ? AND rule_type = 'presence'",
+                    [trace_id],
+                )
+            )
+        judge_server.release()
+        results = judged(server, [first, *twins])
+        assert {results[t]["verdict"] for t in twins} == {"pass"}
+        asked = [p for p in judge_server.prompts() if "GOOD HOLD TWIN" in p]
+        assert len(asked) == 1
+        outcomes = server.query(
+            "SELECT outcome, count(*) FROM judge_calls WHERE trace_id IN ? GROUP BY 1", [twins]
+        )
+        assert sorted(outcomes) == [("cached", 2), ("ok", 1)]
     finally:
         server.stop()
 
@@ -331,3 +398,48 @@ def test_runs_beyond_one_look_are_each_judged_once(
         wait_for(lambda: server.metric("sextant_judge_lag_seconds") == 0)
     finally:
         server.stop()
+
+
+SECRET_KEY = "judge-secret-7f3a9c1d"  # no well-known shape: only its value can find it
+
+
+@pytest.mark.parametrize("answer", ["ECHO", "LEAK"])
+def test_a_judge_error_that_quotes_the_key_is_stored_and_shown_without_it(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET_KEY)
+    pack = judge_pack(judge_server.base_url)
+    server = serve(tmp_path, {"judges": pack}, assembler=FAST, judges={"tick_seconds": 0.05})
+    try:
+        trace_id = run(server, answer)
+        result = judged(server, [trace_id])[trace_id]
+        assert judge_server.requests[0]["authorization"] == f"Bearer {SECRET_KEY}"
+        assert (result["verdict"], result["reason"]) == ("review", "judge_unavailable")
+        (error,) = server.query("SELECT error FROM judge_calls WHERE trace_id = ?", [trace_id])[0]
+        assert "HTTP 500" in error if answer == "ECHO" else "HTTP 401" in error
+        assert "[REDACTED]" in error and "[REDACTED]" in result["message"]
+        assert SECRET_KEY[:8] not in error and SECRET_KEY[:8] not in result["message"]
+        with urllib.request.urlopen(f"{server.admin_url}/trajectories/{trace_id}") as reply:
+            shown = reply.read().decode()
+        assert "judge_unavailable" in shown and "[REDACTED]" in shown
+        assert SECRET_KEY[:8] not in shown
+    finally:
+        server.stop()
+
+
+def test_a_judge_redirected_to_another_origin_is_not_followed(
+    tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = start_judge()
+    judge_server.redirect_to = elsewhere.base_url.replace("127.0.0.1", "localhost")
+    server = serve_judges(tmp_path, {"judges": judge_pack(judge_server.base_url)}, monkeypatch)
+    try:
+        trace_id = run(server, "GOOD ELSEWHERE")
+        result = judged(server, [trace_id])[trace_id]
+        assert (result["verdict"], result["reason"]) == ("review", "judge_unavailable")
+        assert "another origin" in result["message"] and "localhost" in result["message"]
+        assert elsewhere.requests == []
+        assert server.query("SELECT outcome FROM judge_calls") == [("provider_error",)]
+    finally:
+        server.stop()
+        elsewhere.close()

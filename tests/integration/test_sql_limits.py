@@ -112,7 +112,10 @@ def test_a_1gb_answer_is_cut_at_the_byte_limit_while_memory_and_ingest_hold(
         f" OTLP/HTTP during: {len(during)} exports, max {worst * 1000:.0f} ms,"
         f" median {sorted(during)[len(during) // 2] * 1000:.0f} ms"
     )
-    assert grew < 450, f"RSS grew by {grew:.0f} MiB"
+    # The answer once, plus DuckDB's batches in flight: no joined copy of the body, no 64 MiB
+    # copy queued in the socket's buffer (sent in slices); that used to add 100+ MiB more.
+    limit = {"json": 150, "arrow": 220}[fmt]
+    assert grew < limit, f"RSS grew by {grew:.0f} MiB"
     assert not watch.failures
     assert len(during) >= 5 and worst < 2.0, f"OTLP/HTTP stalled {worst:.2f} s"
 

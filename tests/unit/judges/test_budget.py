@@ -34,3 +34,14 @@ def test_the_cache_keeps_the_most_recently_used() -> None:
     assert cache.get("a") is one  # now the most recent
     cache.put("c", three)
     assert cache.get("b") is None and cache.get("a") is one and cache.get("c") is three
+
+
+def test_calls_in_flight_hold_their_estimated_cost() -> None:
+    budget = Budget(JudgeSettings(endpoint=ENDPOINT, usd_per_hour=0.01))
+    for _ in range(2):  # two calls planned at once, neither answered yet
+        assert budget.refused(0.0, 0.004) is None
+        budget.take(0.0, 0.004)
+    assert "held by calls in flight" in (budget.refused(0.0, 0.004) or "")
+    budget.spent(1.0, 0.001, reserved=0.004)  # one answered, cheaper than feared
+    assert budget.refused(1.0, 0.004) is None
+    assert budget.refused(1.0, 0.006) is not None  # 0.001 + 0.004 + 0.006 > 0.01

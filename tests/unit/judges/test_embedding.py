@@ -30,3 +30,20 @@ def test_paraphrases_are_closer_than_other_answers() -> None:
     assert similarity(expected, "The parcel is on its way and will be delivered today.") > 0.6
     assert similarity(expected, "I cannot help with that request.") < 0.3
     assert similarity(expected, expected) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_comparison_runs_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    model = encoder()
+    seen: list[int] = []
+    original = model.encode
+
+    def encode(texts: list[str]) -> np.ndarray:
+        seen.extend(
+            p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"
+        )
+        return original(texts)
+
+    monkeypatch.setattr(model, "encode", encode)
+    similarity("Your parcel left the depot.", "The parcel is on its way.")
+    assert seen and set(seen) == {1}

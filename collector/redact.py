@@ -1,0 +1,63 @@
+"""Credentials taken out of error text before it is stored or shown.
+
+An error often quotes what a server answered, and a misbehaving server may answer with the
+request it was sent: its `Authorization` header, the API key. Such text reaches tables that any
+reader of the store sees (`judge_calls.error`, `results.message`), the console and the command
+line, so every error that quotes a remote answer goes through `redact` first. It removes the
+secrets it is told of (the configured key's value, wherever it appears), the values of
+credential headers, bearer and basic tokens, and the shapes of well-known API keys.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+REDACTED = "[REDACTED]"
+MIN_SECRET_CHARS = 4  # shorter "secrets" would blank out ordinary words
+
+# `Authorization: Bearer x`, `"api-key": "x"`, `x-api-key=x`: the header's value, quoted or not.
+_HEADER = re.compile(
+    r"""(?ix)
+    (?P<name>\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]key|\bx-goog-api-key)
+    (?P<sep>["']?\s*[:=]\s*["']?)
+    (?P<value>(?:(?:bearer|basic|token)\s+)?[^\s"',;&}\]]+)
+    """
+)
+_SCHEME = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}")
+_SHAPES = re.compile(
+    r"""(?x)
+    \bsk-(?:proj-|ant-(?:api\d+-)?)?[A-Za-z0-9_-]{16,}   # OpenAI, Anthropic
+    | \bAKIA[0-9A-Z]{16}\b                                # AWS access key id
+    | \bAIza[0-9A-Za-z_-]{35}                            # Google API key
+    | \bgh[pousr]_[A-Za-z0-9]{30,}                        # GitHub tokens
+    | \bgithub_pat_[A-Za-z0-9_]{30,}
+    | \bxox[abposr]-[A-Za-z0-9-]{10,}                     # Slack
+    | \bhf_[A-Za-z0-9]{30,}                               # Hugging Face
+    | \bglpat-[A-Za-z0-9_-]{20,}                          # GitLab
+    | \beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+  # a JWT
+    """
+)
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """`text` with every credential replaced by [REDACTED]."""
+    for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len)[::-1]:
+        text = text.replace(secret, REDACTED)
+    text = _HEADER.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
+    text = _SCHEME.sub(lambda m: f"{m[1]} {REDACTED}", text)
+    return _SHAPES.sub(REDACTED, text)
+
+
+CREDENTIAL_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key"}
+)
+
+
+def header_secrets(headers: dict[str, str]) -> list[str]:
+    """The credentials among request headers: each value, and its token without the scheme."""
+    found = []
+    for name, value in headers.items():
+        if name.lower() in CREDENTIAL_HEADERS and value:
+            found += [value, value.split(" ", 1)[-1]]
+    return found

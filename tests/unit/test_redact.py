@@ -1,0 +1,56 @@
+"""Credentials out of error text: each shape a server may quote back, and what stays."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.redact import redact
+
+
+@pytest.mark.parametrize(
+    ("text", "secrets", "kept"),
+    [
+        ('{"Authorization": "Bearer abc.def-123"}', [], '{"Authorization": "[REDACTED]"}'),
+        ("authorization: Basic dXNlcjpwYXNz", [], "authorization: [REDACTED]"),
+        ("'api-key': 'k-9f8e7d'", [], "'api-key': '[REDACTED]'"),
+        ("x-api-key=k-9f8e7d&x=1", [], "x-api-key=[REDACTED]&x=1"),
+        ("token was bearer zyxw9876 (expired)", [], "token was bearer [REDACTED] (expired)"),
+        ("key sk-proj-AbCdEfGhIjKlMnOpQrSt rejected", [], "key [REDACTED] rejected"),
+        ("id AKIAABCDEFGHIJKLMNOP denied", [], "id [REDACTED] denied"),
+        ("invalid key my-own-secret here", ["my-own-secret"], "invalid key [REDACTED] here"),
+        ("no credentials in HTTP 500: internal", ["abc"], "no credentials in HTTP 500: internal"),
+    ],
+)
+def test_redact(text: str, secrets: list[str], kept: str) -> None:
+    assert redact(text, secrets) == kept
+
+
+def test_an_alert_receivers_echo_of_the_request_is_stored_without_its_credentials() -> None:
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from collector.alerts.channels import post
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.dumps({"seen": dict(self.headers.items())}).encode()
+            self.send_response(500)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        headers = {"Content-Type": "application/json", "Authorization": "Bearer tok-5f1e9a77c3"}
+        delivery = post(url, b"{}", headers, timeout=10)
+    finally:
+        server.shutdown()
+    assert not delivery.ok and delivery.retry and delivery.http_status == 500
+    assert delivery.error is not None and "HTTP 500" in delivery.error
+    assert "5f1e9a" not in delivery.error
