@@ -37,7 +37,7 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 DISTRIBUTION = "sextant-otel"
 # The `similarity` extra as pyproject.toml declares it, for a checkout that is not installed.
-SIMILARITY_EXTRA = ("tokenizers>=0.15", "safetensors>=0.4")
+SIMILARITY_EXTRA = ("tokenizers>=0.15", "safetensors>=0.4", "threadpoolctl>=3.1")
 
 
 def similarity_requirements() -> list[str]:
