@@ -46,11 +46,12 @@ def build_wheel(tmp_path: Path) -> Path:
         else:
             shutil.copy(ROOT / name, source / name)
     pip = [sys.executable, "-m", "pip"]
-    # The Rust dependencies' compiled crates are kept between runs, and checkouts, as a
-    # developer's target/ keeps them (cargo rebuilds what changed; it locks the folder while it
-    # builds): a release build from nothing takes minutes on a busy machine.
+    # Cargo's build directory of scripts/bootstrap, kept between runs and checkouts (cargo
+    # rebuilds what changed and locks it while it builds): a release build of the Rust
+    # dependencies from nothing takes minutes on a busy machine.
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    env = {**os.environ, "CARGO_TARGET_DIR": str(cache / "sextant-tests" / "cargo-target")}
+    target = os.environ.get("CARGO_TARGET_DIR") or str(cache / "sextant" / "cargo-target")
+    env = {**os.environ, "CARGO_TARGET_DIR": target}
     run(*pip, "wheel", source, "--no-deps", "-q", "-w", tmp_path / "dist", cwd=tmp_path, env=env)
     (wheel,) = (tmp_path / "dist").glob("sextant_otel-*.whl")
     return wheel
