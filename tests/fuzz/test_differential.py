@@ -9,7 +9,7 @@ import random
 import pytest
 
 from tests.fuzz.differential import differences
-from tests.fuzz.requests import LIMIT, mutate, random_logs, random_traces, to_otlp_json
+from tests.fuzz.otlp_requests import LIMIT, mutate, random_logs, random_traces, to_otlp_json
 
 SEEDS = range(400)
 GENERATORS = {"traces": random_traces, "logs": random_logs}

@@ -11,7 +11,9 @@ from pathlib import Path
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from playwright.sync_api import Browser
+from prometheus_client import CollectorRegistry
 
+from collector.admin.throttle import FailedLogins, LoginMetrics
 from collector.auth import BearerAuth
 from collector.config import load_config
 from collector.console.access import ConsoleAccess
@@ -107,7 +109,8 @@ def test_a_review_beside_failed_rules_says_why_on_the_page(
 def test_the_console_is_on_at_the_default_admin_address() -> None:
     admin = load_config(None, environ={}).admin
     assert admin.host_port == ("127.0.0.1", 9464)
-    assert ConsoleAccess(admin, BearerAuth([]), lambda: 0.0).served
+    throttle = FailedLogins(10, 6.0, lambda: 0.0, LoginMetrics(CollectorRegistry()))
+    assert ConsoleAccess(admin, BearerAuth([]), lambda: 0.0, throttle).served
 
 
 def test_the_start_up_log_says_where_the_console_is(tmp_path: Path) -> None:
