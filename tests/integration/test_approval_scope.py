@@ -12,9 +12,9 @@ import pytest
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from tests.integration.test_captures import CAPTURES, expected_for, send
 from tests.support.admin import firing, trajectory
 from tests.support.agents import AgentScript, provider_for, trace_id_of
+from tests.support.captures import CAPTURES, expected_for, send
 from tests.support.cli import sextant
 from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve
 from tests.support.wait import wait_for

@@ -10,38 +10,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import grpc
 import pytest
-import requests
 
-from tests.support.otlp import TRACE_EXPORT
-from tests.support.paths import TESTDATA
-from tests.support.reference.otlp_json import traces_from_json
+from tests.support.captures import CAPTURES, expected_for, send
 from tests.support.server import RunningServer
 
-CAPTURES = TESTDATA / "otlp-captures"
 FILES = sorted([*CAPTURES.glob("*.otlp.json"), *CAPTURES.glob("*.body.json")], key=lambda p: p.name)
-
-
-def expected_for(path: Path) -> dict:
-    stem = path.name.removesuffix(".otlp.json").removesuffix(".body.json")
-    return json.loads((CAPTURES / f"{stem}.expected.json").read_text())
-
-
-def send(server: RunningServer, path: Path, transport: str) -> None:
-    body = path.read_bytes()
-    if transport == "http/json":
-        reply = requests.post(
-            f"{server.http_url}/v1/traces",
-            data=body,
-            headers={"Content-Type": "application/json"},
-            timeout=10,
-        )
-        assert reply.status_code == 200, reply.text
-        assert "partialSuccess" not in reply.json()
-    else:
-        with grpc.insecure_channel(server.grpc_endpoint) as channel:
-            channel.unary_unary(TRACE_EXPORT)(traces_from_json(body).SerializeToString())
 
 
 def arguments_match(stored: str, expected: dict, capture: str) -> bool:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.test_captures import send
 from tests.support.admin import scraped, trajectory
+from tests.support.captures import send
 from tests.support.paths import TESTDATA
 from tests.support.server import FAST, RunningServer, serve
 from tests.support.wait import wait_for

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_captures import send
 from tests.support.admin import trajectory
+from tests.support.captures import send
 from tests.support.paths import TESTDATA
 from tests.support.server import FAST, serve
 

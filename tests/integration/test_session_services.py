@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.test_captures import send
 from tests.support.admin import decisions, firing, scraped
+from tests.support.captures import send
 from tests.support.conversations import Call, Service
 from tests.support.paths import TESTDATA
 from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve

@@ -13,9 +13,9 @@ import requests
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from tests.integration.test_captures import send
 from tests.support.admin import decisions, firing, scraped, trajectory
 from tests.support.agents import AgentScript, provider_for, trace_id_of
+from tests.support.captures import send
 from tests.support.cli import sextant
 from tests.support.conversations import Call, Service
 from tests.support.paths import TESTDATA
