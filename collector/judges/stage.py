@@ -6,7 +6,8 @@ slow or failing judge delays only the judgements (its calls time out, its runs a
 never ingest, assembly or the other rules. The store is its queue: each pack follows the runs in
 the order they were stored (collector/store/follow.py) with a place of its own, so a backlog
 costs no memory and no run is passed over, and after a restart it goes back
-`lookback_seconds` and skips what was judged already.
+`lookback_seconds` and skips what was judged already (as does a pack added or renamed by a
+reload: it has no place yet).
 
 Packs do not wait on each other: a look hands its calls to the judges' event loop (calls.py)
 and goes on; each call's result is stored when its answer comes. A pack whose judge is behind
