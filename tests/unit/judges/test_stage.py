@@ -1,0 +1,108 @@
+"""The judge stage's looks, pack by pack, on a real store: a pack that is behind or failing
+shows in the lag and holds up no other pack."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from collector.assembler.prices import PriceTable
+from collector.clock import FakeClock
+from collector.config.evaluation import JudgesConfig
+from collector.evaluation.packs import PackText
+from collector.judges.metrics import JudgeMetrics
+from collector.judges.stage import JudgeStage
+from collector.store.database import Database
+
+PACK = """
+name: {name}
+version: 1.0.0
+owner: support-sre
+selector: {{service: support-desk}}
+judges:
+  endpoint: {{base_url: "{url}", model: judge-mini, timeout: 1s}}
+  price: {{input: 0.5, output: 2.0}}
+rules:
+  - id: helpful-answer
+    type: judge
+    reason: unhelpful_answer
+    prompt: "Grade: {{{{ answer }}}}"
+    pass_when: {{score_gte: 0.5}}
+"""
+
+
+def pack(name: str, url: str = "http://127.0.0.1:9/v1") -> PackText:
+    text = PACK.format(name=name, url=url)
+    return PackText(name, hashlib.sha256(text.encode()).hexdigest(), text)
+
+
+@dataclass
+class Packs:
+    texts: tuple[PackText, ...]
+
+    def snapshot(self) -> tuple[PackText, ...]:
+        return self.texts
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Database]:
+    db = Database(tmp_path / "sextant.duckdb")
+    db.open()
+    yield db
+    db.close()
+
+
+def stage_of(
+    database: Database, *names: str, batch: int = 2, kind: type[JudgeStage] = JudgeStage
+) -> JudgeStage:
+    return kind(
+        JudgesConfig(batch=batch),
+        database,
+        None,  # type: ignore[arg-type]  # nothing is stored by these looks
+        Packs(tuple(pack(n) for n in names)),
+        PriceTable.load(),
+        JudgeMetrics(CollectorRegistry()),
+        FakeClock(),
+    )
+
+
+def test_a_pack_skipped_for_its_waiting_calls_shows_its_lag(database: Database) -> None:
+    stage = stage_of(database, "slow-judges", "fast-judges")
+    now: datetime = stage.clock.now()
+    stage._pending["slow-judges"] = 2  # a look's worth of calls still waiting
+    stage._last_closed["slow-judges"] = now - timedelta(seconds=120)
+    stage.tick()
+    assert stage.metrics.lag.collect()[0].samples[0].value == 120.0
+
+
+class OnePackFails(JudgeStage):
+    """A stage whose look at one pack fails, as a look whose query or plan raises."""
+
+    looked: list[str]
+
+    def _look(self, text: PackText, now: datetime, oldest: datetime) -> tuple[int, bool]:
+        self.looked.append(text.name)
+        if text.name == "broken-judges":
+            raise RuntimeError("prompt template failed")
+        return super()._look(text, now, oldest)
+
+
+def test_a_pack_whose_look_fails_holds_up_no_other_pack(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    failing = stage_of(database, "broken-judges", "other-judges", kind=OnePackFails)
+    assert isinstance(failing, OnePackFails)
+    failing.looked = []
+    with caplog.at_level(logging.ERROR):
+        failing.tick()
+        failing.tick()
+    assert failing.looked == ["broken-judges", "other-judges"] * 2
+    failed = [r for r in caplog.records if "broken-judges" in r.getMessage()]
+    assert len(failed) == 2 and "prompt template failed" in (failed[0].exc_text or "")
