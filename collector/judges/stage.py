@@ -144,20 +144,32 @@ class JudgeStage(ReadingStage):
         for key in [k for k in self._budgets if k[0] not in names]:
             del self._budgets[key]
         stored = 0
+        failed: list[str] = []
         for text in texts:
             name = compiled(text).name
             self._follows.setdefault(name, Follow())
+            last_closed = self._last_closed.get(name, oldest)
             if self._pending.get(name, 0) >= self.config.batch:
-                continue  # its judge is behind: its runs wait for it, no other pack's do
+                # Its judge is behind: its runs wait for it, no other pack's do; its lag is
+                # the most of anyone's.
+                lag = max(lag, (now - last_closed).total_seconds())
+                continue
             try:
                 done, behind = self._look(text, now, oldest)
             except Interrupted:
                 return stored  # shutting down: looked at again after the next start
+            except Exception:  # its cursor stays: its runs are looked at again next tick
+                if not failed:  # one line a tick, however many packs fail
+                    log.exception("judge pack %s: look failed; retried next tick", name)
+                failed.append(name)
+                continue
             stored += done
             if behind:
                 self._behind = True
                 last_closed = self._last_closed.get(name, oldest)
                 lag = max(lag, (now - last_closed).total_seconds())
+        if len(failed) > 1:
+            log.warning("judge packs whose look failed this tick: %s", ", ".join(failed))
         self.metrics.lag.set(lag)
         return stored
 
