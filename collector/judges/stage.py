@@ -297,14 +297,23 @@ class JudgeStage(ReadingStage):
                     )
             flight.set_result(outcome)
             return outcome
+        except Exception as exc:  # its followers get the failure, not a cancellation
+            if not flight.done():
+                flight.set_exception(exc)
+                flight.add_done_callback(lambda f: f.exception())  # retrieved: no warning
+            raise
         finally:
             if not flight.done():
                 flight.cancel()
             del self._flights[call.key]
 
     async def _follow(self, call: Call, flight: asyncio.Future[Outcome]) -> Outcome:
-        """The answer of the identical call in flight, at no cost."""
-        first = await asyncio.shield(flight)
+        """The answer of the identical call in flight, at no cost; when that call failed, the
+        failure (the run is reviewed, its result stored like any judge error)."""
+        try:
+            first = await asyncio.shield(flight)
+        except Exception as exc:  # a cancellation (shutdown) is not one: the run waits
+            return Outcome("provider_error", error=f"{type(exc).__name__}: {exc}")
         if first.judgement is not None:
             return Outcome("cached", first.judgement, cost_usd=0.0)
         return Outcome(first.outcome, error=first.error)

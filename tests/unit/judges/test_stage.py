@@ -3,6 +3,7 @@ shows in the lag and holds up no other pack."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import Iterator
@@ -14,12 +15,17 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collector.assembler.prices import PriceTable
+from collector.bench.judge import start_judge
 from collector.clock import FakeClock
 from collector.config.evaluation import JudgesConfig
-from collector.evaluation.packs import PackText
+from collector.evaluation.packs import PackText, compiled
+from collector.judges.budget import Budget
+from collector.judges.cards import Trust
 from collector.judges.metrics import JudgeMetrics
-from collector.judges.stage import JudgeStage
+from collector.judges.plan import Call, Judge, Outcome
+from collector.judges.stage import JudgeStage, judge_rules
 from collector.store.database import Database
+from tests.support.trajectories import run
 
 PACK = """
 name: {name}
@@ -106,3 +112,44 @@ def test_a_pack_whose_look_fails_holds_up_no_other_pack(
     assert failing.looked == ["broken-judges", "other-judges"] * 2
     failed = [r for r in caplog.records if "broken-judges" in r.getMessage()]
     assert len(failed) == 2 and "prompt template failed" in (failed[0].exc_text or "")
+
+
+class PricesBroken(JudgeStage):
+    """A stage whose cost reckoning raises once the judge has answered."""
+
+    def cost(self, j: Judge, input_tokens: int | None, output_tokens: int | None) -> float | None:
+        raise ValueError("price table unreadable")
+
+
+def test_a_call_sharing_a_failed_calls_prompt_gets_its_failure(database: Database) -> None:
+    scripted = start_judge()
+    try:
+        text = pack("support-judges", scripted.base_url)
+        stage = stage_of(database, kind=PricesBroken)
+        rule = judge_rules(text)[0]
+        j = Judge(compiled(text), text.sha256, rule, Trust(False, "no card"))
+        first = Call(j, run(), "Grade: GOOD", "key-1", estimate=0.01)
+        second = Call(j, run(), "Grade: GOOD", "key-1", estimate=0.01, follows=True)
+        budget = Budget(j.pack.judges)  # type: ignore[arg-type]
+
+        async def both() -> list[Outcome | BaseException]:
+            flight = stage._flights[first.key] = asyncio.get_running_loop().create_future()
+            try:
+                return await asyncio.gather(
+                    stage._ask(first, budget, flight),
+                    stage._follow(second, flight),
+                    return_exceptions=True,
+                )
+            finally:
+                await stage.calls.session.close()
+
+        asked, followed = asyncio.run(both())
+    finally:
+        scripted.close()
+    assert isinstance(asked, ValueError)
+    assert isinstance(followed, Outcome)
+    assert (followed.outcome, followed.error) == (
+        "provider_error",
+        "ValueError: price table unreadable",
+    )
+    assert len(scripted.requests) == 1  # asked once all the same
