@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from typing import Any
@@ -113,6 +114,10 @@ class JudgeStage(ReadingStage):
         self._pending: dict[str, int] = {}
         self._flights: dict[str, asyncio.Future[Outcome]] = {}
         self._limits: dict[str, tuple[int, asyncio.Semaphore]] = {}
+        # Set on the calls' loop, taken by the next look: per pack, the lowest store_seq of a
+        # run whose judge result failed to store (its pack's cursor goes back to it).
+        self._lost: dict[str, int] = {}
+        self._lost_lock = threading.Lock()
 
     def start(self) -> None:
         if self.enabled:
@@ -178,6 +183,10 @@ class JudgeStage(ReadingStage):
         stored and whether runs are left to look at."""
         pack = compiled(text)
         follow = self._follows[pack.name]
+        with self._lost_lock:
+            lost = self._lost.pop(pack.name, None)
+        if lost is not None:
+            follow.rewind(lost)
         with self.reader.cursor() as cursor:
             rows = cursor.execute(NEW_RUNS, follow.params(oldest, SCAN_ROWS)).fetchall()
             taken, last = self._candidates(rows, [pack])
@@ -188,7 +197,10 @@ class JudgeStage(ReadingStage):
         settled: list[Settled] = []
         if judges and trajectories:
             budgets = self._budgets_of(pack.name, text.sha256, judges)
-            settled = self.calls.run(lambda: self._dispatch(trajectories, judges, done, budgets))
+            seqs = {row[0]: row[5] for row in taken}
+            settled = self.calls.run(
+                lambda: self._dispatch(trajectories, judges, done, budgets, seqs)
+            )
         similar = similarity_rows(trajectories, [(pack, text.sha256)], done, now)
         stored = self._store(settled, similar)
         if last is not None:
@@ -237,6 +249,7 @@ class JudgeStage(ReadingStage):
         judges: list[Judge],
         done: set[tuple[str, int, str, str]],
         budgets: dict[str, Budget],
+        seqs: dict[str, int],
     ) -> list[Settled]:
         """Plan the look's judgements and start its calls; returns what needs no call."""
         now = self.clock.monotonic()
@@ -252,7 +265,7 @@ class JudgeStage(ReadingStage):
             else:
                 self._flights[call.key] = flight = loop.create_future()
                 answer = self._ask(call, budgets[name], flight)
-            self.calls.spawn(self._finish(call, answer))
+            self.calls.spawn(self._finish(call, answer, seqs[call.t.trace_id]))
         return work.settled
 
     def _slots(self, call: Call) -> asyncio.Semaphore:
@@ -318,18 +331,27 @@ class JudgeStage(ReadingStage):
             return Outcome("cached", first.judgement, cost_usd=0.0)
         return Outcome(first.outcome, error=first.error)
 
-    async def _finish(self, call: Call, answer: Coroutine[Any, Any, Outcome]) -> None:
-        """Store the call's result and its call row once the answer has come."""
+    async def _finish(self, call: Call, answer: Coroutine[Any, Any, Outcome], seq: int) -> None:
+        """Store the call's result and its call row once the answer has come. A result that
+        fails to store sends the pack's cursor back to its run (`seq`): the run is judged
+        again (its judgement cached, at no cost) by the next look."""
         name = call.judge.pack.name
         try:
-            outcome = await answer
+            try:
+                outcome = await answer
+            except Exception as exc:  # the run is reviewed, not judged again (and paid again)
+                log.exception("judge call for %s failed", call.t.trace_id)
+                outcome = Outcome("provider_error", error=f"{type(exc).__name__}: {exc}")
             tables = self._rows([(call, call.judge, call.t, outcome, None)], [])
             if tables:
                 await asyncio.wrap_future(self.writer.submit_tables(tables))
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("judge result of %s not stored", call.t.trace_id)
+            log.exception("judge result of %s not stored; judged again", call.t.trace_id)
+            with self._lost_lock:
+                self._lost[name] = min(self._lost.get(name, seq), seq)
+            self.ticker.wake()
         finally:
             self._pending[name] -= 1
             if self._pending[name] == self.config.batch - 1:

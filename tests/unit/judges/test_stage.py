@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from collector.assembler.prices import PriceTable
 from collector.bench.judge import start_judge
 from collector.clock import FakeClock
 from collector.config.evaluation import JudgesConfig
+from collector.config.sections import WriterConfig
 from collector.evaluation.packs import PackText, compiled
 from collector.judges.budget import Budget
 from collector.judges.cards import Trust
@@ -25,7 +27,11 @@ from collector.judges.metrics import JudgeMetrics
 from collector.judges.plan import Call, Judge, Outcome
 from collector.judges.stage import JudgeStage, judge_rules
 from collector.store.database import Database
+from collector.store.writer import Writer
+from collector.telemetry import StoreMetrics
+from tests.support.store import RunStore
 from tests.support.trajectories import run
+from tests.support.wait import wait_for
 
 PACK = """
 name: {name}
@@ -153,3 +159,48 @@ def test_a_call_sharing_a_failed_calls_prompt_gets_its_failure(database: Databas
         "ValueError: price table unreadable",
     )
     assert len(scripted.requests) == 1  # asked once all the same
+
+
+def test_a_judge_result_that_fails_to_store_is_judged_again(tmp_path: Path) -> None:
+    runs = RunStore(tmp_path / "sextant.duckdb")
+    scripted = start_judge()
+    text = pack("support-judges", scripted.base_url)
+    stage = JudgeStage(
+        JudgesConfig(),
+        runs.database,
+        stopped := Writer(runs.database, WriterConfig(), StoreMetrics(CollectorRegistry())),
+        Packs((text,)),
+        PriceTable.load(),
+        JudgeMetrics(CollectorRegistry()),
+        FakeClock(),
+    )
+    trace_id = runs.run(["lookup_customer"], service="support-desk")
+    runs.cursor.execute(
+        "UPDATE trajectories SET closed_at = ?, store_seq = nextval('store_seq')",
+        [stage.clock.now() - timedelta(minutes=1)],
+    )
+    stopped.shutdown(0.0)  # refuses what is submitted: the result is not stored
+    live = Writer(runs.database, WriterConfig(), StoreMetrics(CollectorRegistry()))
+    live.start()
+    stage.calls.start()
+    try:
+        stage.tick()
+        wait_for(lambda: stage._pending.get("support-judges") == 0, timeout=10)
+        stage.writer = live
+        stage.tick()
+
+        def stored() -> list[tuple[str, str, str]] | None:
+            rows = runs.cursor.execute(
+                "SELECT trace_id, reason, message FROM results WHERE rule_type = 'judge'"
+            ).fetchall()
+            return rows or None
+
+        [(judged, reason, message)] = wait_for(stored, timeout=10)
+        assert (judged, reason) == (trace_id, "judge_uncalibrated")
+        assert "unhelpful (0.10)" in message  # the judgement made before the store failed
+    finally:
+        stage.calls.shutdown(time.monotonic() + 5)
+        live.shutdown(time.monotonic() + 5)
+        scripted.close()
+        runs.close()
+    assert len(scripted.requests) == 1  # judged again from the cache: asked once
