@@ -25,7 +25,10 @@ class JudgesConfig(Strict):
     tick_seconds: Seconds = Field(1.0, gt=0, description="How often new runs are looked for.")
     batch: int = Field(200, ge=1, description="Most runs taken per look.")
     lookback_seconds: Seconds = Field(
-        3600.0, gt=0, description="At start, runs closed this recently and not judged are."
+        3600.0,
+        gt=0,
+        description="At start, and for a pack added or renamed while running (reload), runs"
+        " closed this recently and not judged are judged.",
     )
     cache_entries: int = Field(
         10_000, ge=0, description="Judgements kept by prompt hash (a repeat costs nothing)."

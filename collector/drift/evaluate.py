@@ -12,6 +12,7 @@ import numpy as np
 from collector.drift import samples
 from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
 from collector.drift.sides import Side, Target, exactly, matching
+from collector.store.reader import Reader
 from evaluators.base import Verdict
 from evaluators.drift import (
     Comparison,
@@ -113,17 +114,22 @@ def evaluate_drift(
     rule: DriftRule,
     now: datetime,
     max_evidence: int = 10,
+    reader: Reader | None = None,
 ) -> list[WindowOutcome]:
     """Every target's outcomes; a target whose evaluation raises is a REVIEW of its own
-    (`evaluation_error`) and the others are evaluated all the same."""
+    (`evaluation_error`) and the others are evaluated all the same. With the `reader` whose
+    cursor this is, each target reads a snapshot of its own (a failed query aborts the
+    transaction it ran in)."""
     start = now - timedelta(seconds=rule.current.last)
     candidate = rule.compare.candidate.version if rule.compare else None
     outcomes: list[WindowOutcome] = []
-    for target in find_targets(cursor, selector, start, now, candidate):
+    for i, target in enumerate(find_targets(cursor, selector, start, now, candidate)):
         try:
+            if reader is not None and i:
+                reader.renew(cursor)
             outcomes.extend(evaluate_target(cursor, rule, target, now, max_evidence))
         except Exception as exc:
-            if is_interrupt(exc):
+            if is_interrupt(exc, reader):
                 raise
             outcomes.append(unevaluated(target, ",".join(rule.metrics), exc, start, now))
     return outcomes

@@ -8,6 +8,7 @@ from datetime import datetime
 import duckdb
 
 from collector.drift.sides import Target, describe_target
+from collector.store.reader import Reader
 from evaluators.base import Verdict
 
 
@@ -48,6 +49,8 @@ def unevaluated(
     )
 
 
-def is_interrupt(exc: Exception) -> bool:
-    """Shutdown stopping the round's query: the round ends, no target is at fault."""
-    return isinstance(exc, duckdb.InterruptException)
+def is_interrupt(exc: Exception, reader: Reader | None = None) -> bool:
+    """Shutdown stopping the round's query: the round ends, no target is at fault. DuckDB
+    says so as InterruptException, or as an OSError through an Arrow stream; once shutdown
+    has interrupted the reader, any failure is its doing."""
+    return isinstance(exc, duckdb.InterruptException) or (reader is not None and reader.interrupted)

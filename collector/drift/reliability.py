@@ -12,6 +12,7 @@ import duckdb
 from collector.drift.evaluate import find_targets
 from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
 from collector.drift.sides import Side, Target, describe_target, exactly
+from collector.store.reader import Reader
 from evaluators.base import Verdict
 from evaluators.reliability import (
     coefficient_of_variation,
@@ -175,16 +176,21 @@ def evaluate_reliability(
     rule: ReliabilityRule,
     now: datetime,
     max_evidence: int = 10,
+    reader: Reader | None = None,
 ) -> list[tuple[WindowOutcome, TargetReliability]]:
+    """Every target's reliability; as with `evaluate_drift`, a target that fails is a REVIEW
+    of its own, and with `reader` each target reads a snapshot of its own."""
     start = now - timedelta(seconds=rule.window.last)
     out = []
-    for target in find_targets(cursor, selector, start, now):
+    for i, target in enumerate(find_targets(cursor, selector, start, now)):
         side = Side(*exactly(target), start=start, end=now, runs=rule.window.runs)
         try:  # one target's failure is its own REVIEW, not the loss of the others' round
+            if reader is not None and i:
+                reader.renew(cursor)
             found = TargetReliability(target, case_runs(cursor, side, rule.rule))
             out.append((judge_target(rule, found, start, now, max_evidence), found))
         except Exception as exc:
-            if is_interrupt(exc):
+            if is_interrupt(exc, reader):
                 raise
             out.append(
                 (unevaluated(target, rule.metric, exc, start, now), TargetReliability(target))

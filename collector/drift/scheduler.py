@@ -127,7 +127,7 @@ class DriftScheduler(ReadingStage):
         limit = self.config.max_evidence
         labels = (pack.name, rule.id)
         if isinstance(rule, DriftRule):
-            outcomes = evaluate_drift(cursor, pack.selector, rule, at, limit)
+            outcomes = evaluate_drift(cursor, pack.selector, rule, at, limit, self.reader)
             for o in outcomes:
                 shown = (o.target[0] or "", o.target[1] or "", o.target[2] or "")
                 if not self.metrics.shown(shown):
@@ -136,7 +136,7 @@ class DriftScheduler(ReadingStage):
                 self.metrics.effect_size.labels(*target).set(o.effect_size or 0.0)
                 self.metrics.p_value.labels(*target).set(o.p_value if o.p_value is not None else 1)
             return outcomes
-        judged = evaluate_reliability(cursor, pack.selector, rule, at, limit)
+        judged = evaluate_reliability(cursor, pack.selector, rule, at, limit, self.reader)
         for _, found in judged:
             shown = (found.target[0] or "", found.target[1] or "", found.target[2] or "")
             if not self.metrics.shown(shown):

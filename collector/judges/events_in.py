@@ -172,7 +172,8 @@ class EvaluationEvents(ReadingStage):
             return 0
         runs = {t.trace_id: t for t in loaded}
         rows: list[dict[str, Any]] = []
-        self._pending.clear()
+        waiting: dict[tuple[Any, ...], Event] = {}
+        given_up = 0
         for event in events:
             trace_id, span_id, attributes, at, received_at = event
             key = event_key(event)
@@ -181,18 +182,22 @@ class EvaluationEvents(ReadingStage):
             t = runs.get(trace_id)
             if t is None:  # its run is not stored yet: look again next time, for a while
                 if received_at >= oldest:
-                    self._pending[key] = event
+                    waiting[key] = event
                 else:
-                    self.metrics.unmatched.inc()
+                    given_up += 1
                 continue
             found = event_of(attributes, span_id)
             rows.append(external_row(t, found, at))
             rows.extend(self._rule_rows(t, found))
-        self._bound_pending()
         if rows:
             table = rows_table("results", rows)
             self.writer.submit_tables({"results": table}).result(STORE_TIMEOUT_SECONDS)
-        self._advance(scanned)  # after the results are stored: a failed write is looked at again
+        # Only once the results are stored: after a failed write, the events waiting from
+        # earlier looks (the cursor is past them) still wait, and this batch is looked at again.
+        self._pending = waiting
+        self.metrics.unmatched.inc(given_up)
+        self._bound_pending()
+        self._advance(scanned)
         return len(events)
 
     def _advance(self, scanned: list[tuple[Any, ...]]) -> None:

@@ -6,7 +6,8 @@ slow or failing judge delays only the judgements (its calls time out, its runs a
 never ingest, assembly or the other rules. The store is its queue: each pack follows the runs in
 the order they were stored (collector/store/follow.py) with a place of its own, so a backlog
 costs no memory and no run is passed over, and after a restart it goes back
-`lookback_seconds` and skips what was judged already.
+`lookback_seconds` and skips what was judged already (as does a pack added or renamed by a
+reload: it has no place yet).
 
 Packs do not wait on each other: a look hands its calls to the judges' event loop (calls.py)
 and goes on; each call's result is stored when its answer comes. A pack whose judge is behind
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from typing import Any
@@ -112,6 +114,10 @@ class JudgeStage(ReadingStage):
         self._pending: dict[str, int] = {}
         self._flights: dict[str, asyncio.Future[Outcome]] = {}
         self._limits: dict[str, tuple[int, asyncio.Semaphore]] = {}
+        # Set on the calls' loop, taken by the next look: per pack, the lowest store_seq of a
+        # run whose judge result failed to store (its pack's cursor goes back to it).
+        self._lost: dict[str, int] = {}
+        self._lost_lock = threading.Lock()
 
     def start(self) -> None:
         if self.enabled:
@@ -143,20 +149,32 @@ class JudgeStage(ReadingStage):
         for key in [k for k in self._budgets if k[0] not in names]:
             del self._budgets[key]
         stored = 0
+        failed: list[str] = []
         for text in texts:
             name = compiled(text).name
             self._follows.setdefault(name, Follow())
+            last_closed = self._last_closed.get(name, oldest)
             if self._pending.get(name, 0) >= self.config.batch:
-                continue  # its judge is behind: its runs wait for it, no other pack's do
+                # Its judge is behind: its runs wait for it, no other pack's do; its lag is
+                # the most of anyone's.
+                lag = max(lag, (now - last_closed).total_seconds())
+                continue
             try:
                 done, behind = self._look(text, now, oldest)
             except Interrupted:
                 return stored  # shutting down: looked at again after the next start
+            except Exception:  # its cursor stays: its runs are looked at again next tick
+                if not failed:  # one line a tick, however many packs fail
+                    log.exception("judge pack %s: look failed; retried next tick", name)
+                failed.append(name)
+                continue
             stored += done
             if behind:
                 self._behind = True
                 last_closed = self._last_closed.get(name, oldest)
                 lag = max(lag, (now - last_closed).total_seconds())
+        if len(failed) > 1:
+            log.warning("judge packs whose look failed this tick: %s", ", ".join(failed))
         self.metrics.lag.set(lag)
         return stored
 
@@ -165,6 +183,10 @@ class JudgeStage(ReadingStage):
         stored and whether runs are left to look at."""
         pack = compiled(text)
         follow = self._follows[pack.name]
+        with self._lost_lock:
+            lost = self._lost.pop(pack.name, None)
+        if lost is not None:
+            follow.rewind(lost)
         with self.reader.cursor() as cursor:
             rows = cursor.execute(NEW_RUNS, follow.params(oldest, SCAN_ROWS)).fetchall()
             taken, last = self._candidates(rows, [pack])
@@ -175,7 +197,10 @@ class JudgeStage(ReadingStage):
         settled: list[Settled] = []
         if judges and trajectories:
             budgets = self._budgets_of(pack.name, text.sha256, judges)
-            settled = self.calls.run(lambda: self._dispatch(trajectories, judges, done, budgets))
+            seqs = {row[0]: row[5] for row in taken}
+            settled = self.calls.run(
+                lambda: self._dispatch(trajectories, judges, done, budgets, seqs)
+            )
         similar = similarity_rows(trajectories, [(pack, text.sha256)], done, now)
         stored = self._store(settled, similar)
         if last is not None:
@@ -224,6 +249,7 @@ class JudgeStage(ReadingStage):
         judges: list[Judge],
         done: set[tuple[str, int, str, str]],
         budgets: dict[str, Budget],
+        seqs: dict[str, int],
     ) -> list[Settled]:
         """Plan the look's judgements and start its calls; returns what needs no call."""
         now = self.clock.monotonic()
@@ -239,7 +265,7 @@ class JudgeStage(ReadingStage):
             else:
                 self._flights[call.key] = flight = loop.create_future()
                 answer = self._ask(call, budgets[name], flight)
-            self.calls.spawn(self._finish(call, answer))
+            self.calls.spawn(self._finish(call, answer, seqs[call.t.trace_id]))
         return work.settled
 
     def _slots(self, call: Call) -> asyncio.Semaphore:
@@ -284,30 +310,48 @@ class JudgeStage(ReadingStage):
                     )
             flight.set_result(outcome)
             return outcome
+        except Exception as exc:  # its followers get the failure, not a cancellation
+            if not flight.done():
+                flight.set_exception(exc)
+                flight.add_done_callback(lambda f: f.exception())  # retrieved: no warning
+            raise
         finally:
             if not flight.done():
                 flight.cancel()
             del self._flights[call.key]
 
     async def _follow(self, call: Call, flight: asyncio.Future[Outcome]) -> Outcome:
-        """The answer of the identical call in flight, at no cost."""
-        first = await asyncio.shield(flight)
+        """The answer of the identical call in flight, at no cost; when that call failed, the
+        failure (the run is reviewed, its result stored like any judge error)."""
+        try:
+            first = await asyncio.shield(flight)
+        except Exception as exc:  # a cancellation (shutdown) is not one: the run waits
+            return Outcome("provider_error", error=f"{type(exc).__name__}: {exc}")
         if first.judgement is not None:
             return Outcome("cached", first.judgement, cost_usd=0.0)
         return Outcome(first.outcome, error=first.error)
 
-    async def _finish(self, call: Call, answer: Coroutine[Any, Any, Outcome]) -> None:
-        """Store the call's result and its call row once the answer has come."""
+    async def _finish(self, call: Call, answer: Coroutine[Any, Any, Outcome], seq: int) -> None:
+        """Store the call's result and its call row once the answer has come. A result that
+        fails to store sends the pack's cursor back to its run (`seq`): the run is judged
+        again (its judgement cached, at no cost) by the next look."""
         name = call.judge.pack.name
         try:
-            outcome = await answer
+            try:
+                outcome = await answer
+            except Exception as exc:  # the run is reviewed, not judged again (and paid again)
+                log.exception("judge call for %s failed", call.t.trace_id)
+                outcome = Outcome("provider_error", error=f"{type(exc).__name__}: {exc}")
             tables = self._rows([(call, call.judge, call.t, outcome, None)], [])
             if tables:
                 await asyncio.wrap_future(self.writer.submit_tables(tables))
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("judge result of %s not stored", call.t.trace_id)
+            log.exception("judge result of %s not stored; judged again", call.t.trace_id)
+            with self._lost_lock:
+                self._lost[name] = min(self._lost.get(name, seq), seq)
+            self.ticker.wake()
         finally:
             self._pending[name] -= 1
             if self._pending[name] == self.config.batch - 1:

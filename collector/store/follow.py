@@ -35,6 +35,12 @@ class Follow:
         """The parameters of a `NEW ... IN_ORDER` query: `$after`, `$oldest`, `$limit`."""
         return {"after": -1 if self.after is None else self.after, "oldest": oldest, "limit": limit}
 
+    def rewind(self, seq: int) -> None:
+        """The row numbered `seq` is to be looked at again (what was made of it was lost);
+        the rows after it are too, and the stage skips what it has stored of them."""
+        if self.after is not None:
+            self.after = min(self.after, seq - 1)
+
     def advance(self, seq: int | None) -> None:
         """Every row numbered up to `seq` has been looked at (None: nothing new)."""
         if seq is not None:

@@ -28,6 +28,8 @@ class Reader:
     The cursor reads inside one transaction, so every query of a round sees the same snapshot:
     a round that counts a side's runs in one query and their tool calls in the next must not
     see runs committed between the two (callers that are not runs make negative counts).
+    A round of several targets calls `renew` between them: a failed query aborts DuckDB's
+    transaction, and every later query in it would fail too.
 
     A thread still inside DuckDB when the interpreter exits aborts the process (and keeps the
     store from being closed), so a stage that reads must stop reading before its deadline."""
@@ -59,6 +61,12 @@ class Reader:
                 with suppress(duckdb.Error):  # read only: nothing to keep
                     cursor.execute("ROLLBACK")
                 cursor.close()
+
+    def renew(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        """A fresh snapshot on the round's cursor, ending the one before even if a query
+        aborted it."""
+        cursor.execute("ROLLBACK")
+        cursor.execute("BEGIN TRANSACTION")
 
     def interrupt(self) -> None:
         with self._lock:

@@ -8,11 +8,12 @@ from datetime import timedelta
 from typing import Any
 
 import duckdb
+import pytest
 
 from collector.drift.evaluate import evaluate_drift
 from collector.drift.outcome import EVALUATION_ERROR
 from collector.drift.reliability import evaluate_reliability
-from collector.store.reader import Reader
+from collector.store.reader import Interrupted, Reader
 from evaluators.base import Verdict
 from evaluators.rulepack import Selector
 from evaluators.window import DriftRule, ReliabilityRule
@@ -60,14 +61,15 @@ class CommitsMidRound:
 
 
 class FailsFor:
-    """A round's cursor whose queries about one service version fail."""
+    """A round's cursor on which the first query about one service version runs a statement
+    that DuckDB itself fails (a conversion error), aborting the round's transaction."""
 
     def __init__(self, cursor: duckdb.DuckDBPyConnection, version: str) -> None:
         self.cursor, self.version = cursor, version
 
     def execute(self, sql: str, params: Any = None) -> duckdb.DuckDBPyConnection:
         if params and self.version in list(params):
-            raise duckdb.IOException("disk read error")
+            return self.cursor.execute("SELECT CAST(? AS INTEGER)", [self.version])
         return self.cursor.execute(sql, params)
 
 
@@ -90,26 +92,33 @@ def test_runs_committed_between_a_rounds_queries_are_in_none_of_them(store: RunS
     assert outcome.current_n == 30
 
 
-def test_a_target_that_fails_is_reviewed_and_the_others_are_judged(store: RunStore) -> None:
+def test_a_target_that_fails_is_reviewed_and_the_later_ones_are_judged(store: RunStore) -> None:
     send(store, "1.4.0", A)
     send(store, "1.5.0", B)
     send(store, "1.5.1", B)
-    with Reader(store.database).cursor() as cursor:
-        outcomes = evaluate_drift(FailsFor(cursor, "1.5.1"), TRAVEL, canary(), NOW)  # type: ignore[arg-type]
+    reader = Reader(store.database)
+    with reader.cursor() as cursor:  # 1.5.0 is evaluated first and fails
+        outcomes = evaluate_drift(FailsFor(cursor, "1.5.0"), TRAVEL, canary(), NOW, reader=reader)  # type: ignore[arg-type]
     by_version = {o.target[2]: o for o in outcomes}
-    assert by_version["1.5.0"].verdict == Verdict.FAIL
-    failed = by_version["1.5.1"]
+    failed = by_version["1.5.0"]
     assert (failed.verdict, failed.reason) == (Verdict.REVIEW, EVALUATION_ERROR)
-    assert "disk read error" in failed.message
+    assert "ConversionException" in failed.message
+    assert (by_version["1.5.1"].verdict, by_version["1.5.1"].current_n) == (Verdict.FAIL, 20)
 
 
-def test_a_reliability_target_that_fails_is_reviewed_and_the_others_are_judged(
+def test_a_reliability_target_that_fails_is_reviewed_and_the_later_ones_are_judged(
     store: RunStore,
 ) -> None:
-    for version in ("1.4.0", "1.5.0"):
+    for version, verdict in (("1.4.0", "pass"), ("1.5.0", "fail")):
         for case in range(3):
             for attempt in range(3):
-                store.run(A, version=version, case=f"c{case}", ago=timedelta(minutes=1 + attempt))
+                store.run(
+                    A,
+                    version=version,
+                    case=f"c{case}",
+                    verdict=verdict,
+                    ago=timedelta(minutes=1 + attempt),
+                )
     rule = ReliabilityRule.model_validate(
         {
             "id": "reliable",
@@ -122,11 +131,23 @@ def test_a_reliability_target_that_fails_is_reviewed_and_the_others_are_judged(
         }
     )
     selector = Selector(service="travel-desk")
-    with Reader(store.database).cursor() as cursor:
-        judged = evaluate_reliability(FailsFor(cursor, "1.5.0"), selector, rule, NOW)  # type: ignore[arg-type]
+    reader = Reader(store.database)
+    with reader.cursor() as cursor:  # 1.4.0 is evaluated first and fails
+        judged = evaluate_reliability(FailsFor(cursor, "1.4.0"), selector, rule, NOW, reader=reader)  # type: ignore[arg-type]
     by_version = {o.target[2]: o for o, _ in judged}
-    assert by_version["1.4.0"].verdict == Verdict.PASS
-    assert (by_version["1.5.0"].verdict, by_version["1.5.0"].reason) == (
+    assert (by_version["1.4.0"].verdict, by_version["1.4.0"].reason) == (
         Verdict.REVIEW,
         EVALUATION_ERROR,
     )
+    assert by_version["1.5.0"].verdict == Verdict.FAIL
+
+
+def test_a_failure_after_shutdown_interrupted_the_reader_ends_the_round(store: RunStore) -> None:
+    """An interrupt can surface as another error (an OSError through an Arrow stream): once
+    the reader is interrupted, no target is reviewed for it, the round is abandoned."""
+    send(store, "1.4.0", A)
+    send(store, "1.5.0", B)
+    reader = Reader(store.database)
+    with pytest.raises(Interrupted), reader.cursor() as cursor:
+        reader.interrupted = True
+        evaluate_drift(FailsFor(cursor, "1.5.0"), TRAVEL, canary(), NOW, reader=reader)  # type: ignore[arg-type]
