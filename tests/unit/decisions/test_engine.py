@@ -539,8 +539,9 @@ def test_a_stored_failing_result_fires_at_once_not_at_the_next_interval(store):
     try:
         # The interval is an hour and the fake clock stands still: only the commit can wake it.
         store.run(clock.now(), "a" * 32, CHECKOUT)
-        fired = notifier.wait_sent(1, timeout=5)
-        assert fired - commits.results[-1] < 0.25
+        # With the clock standing still and an hour's interval, firing at all is the commit's
+        # doing; a wall-clock bound would only measure how busy the machine is.
+        notifier.wait_sent(1, timeout=5)
         [(decision_id, state, event)] = notifier.sent
         assert (state, event) == (State.FIRING, Event.FIRING)
         assert engine.snapshot().decision_of(CHECKOUT)[0] == Decision.QUARANTINE
@@ -567,8 +568,7 @@ def test_a_policy_starts_its_for_at_once_and_passing_or_replayed_results_wake_no
         store.run(clock.now(), "b" * 32, CHECKOUT)
         clock.advance(1)  # newest evidence first; far from the interval (an hour)
         store.run(clock.now(), "c" * 32, CHECKOUT)  # the policy's count: 2
-        started = wait_for(pending, timeout=5, interval=0.002)
-        assert time.monotonic() - commits.results[-1] < 0.25
+        started = wait_for(pending, timeout=5, interval=0.002)  # the clock stands still
         assert started.finding.evidence == ("c" * 32, "b" * 32)
         assert notifier.sent == []  # pending never notifies; its `for` is the interval's work
         assert wakeups(engine) == 2
@@ -604,8 +604,9 @@ def test_a_pending_decision_fires_when_its_for_ends_in_real_time(store):
     try:
         store.run(engine.now(), "a" * 32, CHECKOUT)
         fired = notifier.wait_sent(1, timeout=5)
-        # pending within 250 ms of the commit, then firing 0.3 s later: not at the hour's tick
-        assert 0.3 <= fired - commits.results[-1] < 0.3 + 0.25
+        # pending at the commit, firing once its 0.3 s `for` has passed: within the 5 s wait,
+        # so not at the hour's tick (an upper bound tighter than that measures machine load)
+        assert fired - commits.results[-1] >= 0.3
         [(decision_id, state, _)] = notifier.sent
         assert state == State.FIRING
     finally:
