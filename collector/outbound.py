@@ -15,6 +15,8 @@ from http.client import HTTPMessage
 from typing import IO
 from urllib.parse import urljoin, urlsplit
 
+from collector.redact import shown_url
+
 MAX_REDIRECTS = 3
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
@@ -24,7 +26,8 @@ class CrossOriginRedirect(Exception):
 
     def __init__(self, url: str, location: str, status: int) -> None:
         super().__init__(
-            f"HTTP {status} from {url} redirects to another origin ({origin(location) or '?'});"
+            f"HTTP {status} from {shown_url(url)} redirects to another origin"
+            f" ({origin(location) or '?'});"
             " redirects are followed only within the same scheme, host and port"
         )
         self.location = location
