@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.admin.browser import allowed_hosts, host_allowed, host_name
+from collector.admin.browser import allowed_hosts, host_allowed
 from collector.admin.throttle import FailedLogins, LoginMetrics
 from collector.auth import BearerAuth
+from collector.config.access import host_name
 from collector.config.sections import AdminConfig
 from collector.console.access import ConsoleAccess, local_path
 
