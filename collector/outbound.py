@@ -73,6 +73,11 @@ class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
             same_origin_target(req.full_url, newurl, code)
         except CrossOriginRedirect as exc:
             raise urllib.error.HTTPError(req.full_url, code, str(exc), headers, fp) from exc
+        if req.data is not None and code in (301, 302, 303):
+            # urllib would ask again with a GET and no body: an export or a query that
+            # "succeeds" having sent nothing.
+            message = f"HTTP {code} from {shown_url(req.full_url)} would turn the POST into a GET"
+            raise urllib.error.HTTPError(req.full_url, code, message, headers, fp)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 

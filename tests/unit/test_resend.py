@@ -99,3 +99,23 @@ def test_an_error_echoing_the_headers_keeps_none_of_their_values(
     message = str(raised.value)
     assert "HTTP 400" in message and "bad request" in message
     assert KEY not in message and "tok-81b7d0c4" not in message
+
+
+@pytest.mark.parametrize("status", [301, 302, 303])
+def test_a_redirect_that_would_drop_the_body_is_not_followed(
+    servers: list[Recorder], status: int
+) -> None:
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        if handler.path == "/v1/traces":
+            handler.send_response(status)
+            handler.send_header("Location", "/moved/v1/traces")
+        else:
+            handler.send_response(200)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    server = Recorder(answer)
+    servers.append(server)
+    with pytest.raises(SendError, match="would turn the POST into a GET"):
+        Sender(server.url, "http/protobuf", {}).send(ExportTraceServiceRequest(), timeout=5)
+    assert [(method, path) for method, path, _ in server.seen] == [("POST", "/v1/traces")]
