@@ -17,8 +17,9 @@ if TYPE_CHECKING:  # the command line imports this module; the config (and gRPC)
 
 
 def replica_name(url: str) -> str:
-    """A replica in answers joined from several: host:port of its admin URL."""
-    return urlsplit(url).netloc or url
+    """A replica in answers joined from several: host:port of its admin URL (never a
+    `user:password@` in it)."""
+    return urlsplit(url).netloc.rpartition("@")[2] or url
 
 
 def other_peers(peers: list[str], replica: str | None) -> list[str]:

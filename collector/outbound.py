@@ -15,6 +15,8 @@ from http.client import HTTPMessage
 from typing import IO
 from urllib.parse import urljoin, urlsplit
 
+from collector.redact import shown_url
+
 MAX_REDIRECTS = 3
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
@@ -24,7 +26,8 @@ class CrossOriginRedirect(Exception):
 
     def __init__(self, url: str, location: str, status: int) -> None:
         super().__init__(
-            f"HTTP {status} from {url} redirects to another origin ({origin(location) or '?'});"
+            f"HTTP {status} from {shown_url(url)} redirects to another origin"
+            f" ({origin(location) or '?'});"
             " redirects are followed only within the same scheme, host and port"
         )
         self.location = location
@@ -70,6 +73,11 @@ class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
             same_origin_target(req.full_url, newurl, code)
         except CrossOriginRedirect as exc:
             raise urllib.error.HTTPError(req.full_url, code, str(exc), headers, fp) from exc
+        if req.data is not None and code in (301, 302, 303):
+            # urllib would ask again with a GET and no body: an export or a query that
+            # "succeeds" having sent nothing.
+            message = f"HTTP {code} from {shown_url(req.full_url)} would turn the POST into a GET"
+            raise urllib.error.HTTPError(req.full_url, code, message, headers, fp)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 

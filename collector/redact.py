@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 4  # shorter "secrets" would blank out ordinary words
@@ -38,12 +39,15 @@ _SHAPES = re.compile(
     | \beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+  # a JWT
     """
 )
+# `scheme://user:password@host`: the userinfo part of a URL quoted anywhere in the text.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@\"']+@")
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with every credential replaced by [REDACTED]."""
     for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len)[::-1]:
         text = text.replace(secret, REDACTED)
+    text = _USERINFO.sub(lambda m: f"{m[1]}{REDACTED}@", text)
     text = _HEADER.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
     text = _SCHEME.sub(lambda m: f"{m[1]} {REDACTED}", text)
     return _SHAPES.sub(REDACTED, text)
@@ -61,3 +65,28 @@ def header_secrets(headers: dict[str, str]) -> list[str]:
         if name.lower() in CREDENTIAL_HEADERS and value:
             found += [value, value.split(" ", 1)[-1]]
     return found
+
+
+def shown_url(url: str) -> str:
+    """A URL as errors show it: scheme://host:port only. The rest may be the credential itself
+    (a Slack, Discord or Teams webhook's path, a `?token=` query, `user:password@`)."""
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return "(an invalid URL)"
+    if not host:
+        return "(an invalid URL)"
+    host = f"[{host}]" if ":" in host else host
+    port = port or {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(parts.scheme)
+    return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+
+
+def url_secrets(url: str) -> list[str]:
+    """The parts of a URL `shown_url` leaves out, as secrets for `redact` (an error from an HTTP
+    library may quote the whole URL)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return [url]
+    return [url, parts.path, parts.query, parts.netloc.rpartition("@")[0]]

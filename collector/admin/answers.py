@@ -9,7 +9,6 @@ sent a slice at a time, each waiting for the socket to drain, it stays free betw
 
 from __future__ import annotations
 
-import decimal
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ import orjson
 import pyarrow as pa
 from aiohttp import web
 
-from collector.spreadsheet import csv_text, defused
+from collector.spreadsheet import csv_cell, csv_text, defused, json_default
 from collector.store.readonly import QueryOutcome, rows_within
 
 JSON_OPTIONS = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
@@ -48,16 +47,8 @@ def streamed(
     return reply
 
 
-def to_json(value: Any) -> Any:
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
-
-
 def dumps(value: Any) -> bytes:
-    return orjson.dumps(value, default=to_json, option=JSON_OPTIONS)
+    return orjson.dumps(value, default=json_default, option=JSON_OPTIONS)
 
 
 class JsonAnswer:
@@ -93,9 +84,6 @@ class JsonAnswer:
     def _add(self, encoded: bytes) -> None:
         self.parts.append(b"," + encoded if self.parts else encoded)
         self.size += len(encoded) + 1
-
-    def body(self, outcome: QueryOutcome, note: str | None) -> bytes:
-        return b"".join(self.parts_of_body(outcome, note))
 
     def parts_of_body(self, outcome: QueryOutcome, note: str | None) -> list[bytes]:
         """The body in the parts it was built in (not joined into one more copy)."""
@@ -138,18 +126,6 @@ class ArrowAnswer:
         return memoryview(self.sink.getvalue())
 
 
-def csv_cell(value: Any) -> Any:
-    """A CSV cell: nothing for null, lists and mappings as JSON (so they can be read back),
-    text that a spreadsheet would run as a formula defused."""
-    if value is None:
-        return ""
-    if isinstance(value, list | dict):
-        return dumps(value).decode()
-    if isinstance(value, bytes):
-        return value.hex()
-    return defused(value)
-
-
 class CsvAnswer:
     """CSV with a header row, encoded a batch at a time and counted like the JSON answer."""
 
@@ -188,6 +164,3 @@ class CsvAnswer:
     @staticmethod
     def _encode(rows: list[list[Any]]) -> bytes:
         return csv_text(rows).encode()
-
-    def body(self) -> bytes:
-        return b"".join(self.parts)

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from collector.admin.http import API_PREFIX, OPEN_PATHS, Handler, json_error
+from collector.config.access import host_name
 
 LOOPBACK_NAMES = frozenset({"localhost"})
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -32,17 +33,6 @@ SECURITY_HEADERS = {
     # its own forms, which the Origin check would then refuse.
     "Referrer-Policy": "same-origin",
 }
-
-
-def host_name(host: str) -> str:
-    """The name in a Host header, without port, brackets or a final dot, lower-cased."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    name, sep, port = host.rpartition(":")
-    if sep and port.isdigit():
-        host = name
-    return host.rstrip(".")
 
 
 def is_ip(name: str) -> bool:

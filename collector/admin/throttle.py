@@ -3,6 +3,7 @@ check: a few mistakes are free, guessing is not."""
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import threading
 from collections import OrderedDict
@@ -13,7 +14,8 @@ from prometheus_client import CollectorRegistry, Counter
 
 from collector.config.sections import AdminConfig
 
-MAX_CLIENTS = 10_000  # addresses remembered; beyond, the longest quiet one is forgotten
+MAX_CLIENTS = 10_000  # clients remembered; beyond, one that is not throttled is forgotten first
+IPV6_CLIENT_PREFIX = 64  # one IPv6 client holds a whole /64 and may send from any of it
 
 
 class LoginMetrics:
@@ -78,12 +80,43 @@ class FailedLogins:
             self._buckets[client] = (self._tries(client, now) - 1, now)
             self._buckets.move_to_end(client)
             while len(self._buckets) > MAX_CLIENTS:
-                self._buckets.popitem(last=False)
+                self._forget_one(now)
+
+    def _forget_one(self, now: float) -> None:
+        """Forget the longest quiet refilled bucket (forgetting it changes nothing), else the
+        longest quiet one still holding a try, and a throttled one only when all are: a flood of
+        new addresses must not free a guesser's throttled bucket."""
+        usable = None
+        for client in self._buckets:
+            tries = self._tries(client, now)
+            if tries >= self.burst:
+                usable = client
+                break
+            if usable is None and tries >= 1:
+                usable = client
+        if usable is None:
+            self._buckets.popitem(last=False)
+        else:
+            del self._buckets[usable]
 
 
 def client_of(request: web.Request) -> str:
-    """The peer address (a proxy in front makes every person one client)."""
-    return request.remote or ""
+    """The client behind the peer address (a proxy in front makes every person one client)."""
+    return client_key(request.remote or "")
+
+
+def client_key(address: str) -> str:
+    """An IPv6 address's /64 (a host picks any address in it at will, a fresh one per try),
+    an IPv4-mapped IPv6 address as the IPv4 address it is, other addresses as they are."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, IPV6_CLIENT_PREFIX), strict=False))
+    return str(ip)
 
 
 def too_many(wait: float) -> web.Response:

@@ -17,7 +17,7 @@ import orjson
 
 from collector.clock import Clock
 from collector.config.decisions import AlertmanagerChannel, WebhookChannel
-from collector.redact import header_secrets, redact
+from collector.redact import header_secrets, redact, shown_url, url_secrets
 
 SIGNATURE_HEADER = "X-Sextant-Signature"
 TIMESTAMP_HEADER = "X-Sextant-Timestamp"
@@ -57,7 +57,8 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Deli
             False,
             True,
             None,
-            f"no complete reply from {url} within {timeout:g} s (alerts.timeout_seconds)",
+            f"no complete reply from {shown_url(url)} within {timeout:g} s"
+            " (alerts.timeout_seconds)",
         )
 
 
@@ -74,11 +75,12 @@ async def post_within(url: str, body: bytes, headers: dict[str, str], timeout: f
     except aiohttp.ClientError as exc:
         if isinstance(exc, TimeoutError):
             raise
-        return Delivery(False, True, None, redact(f"cannot reach {url}: {exc}"))
+        error = redact(f"cannot reach {shown_url(url)}: {exc}", url_secrets(url))
+        return Delivery(False, True, None, error)
     # 429 and 5xx are the receiver's trouble and pass; other 4xx will fail again the same way.
     retry = reply.status == 429 or reply.status >= 500
     # Stored in `alerts` and logged: credentials out before it is cut, no piece of one left.
-    detail = redact(detail, header_secrets(headers))[:200]
+    detail = redact(detail, [*header_secrets(headers), *url_secrets(url)])[:200]
     return Delivery(False, retry, reply.status, f"HTTP {reply.status}: {detail}")
 
 

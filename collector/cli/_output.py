@@ -9,8 +9,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from collector.spreadsheet import csv_text as spreadsheet_csv
-from collector.spreadsheet import defused
+from collector.spreadsheet import csv_cell, csv_text, defused
 
 JSON_OPTIONS = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z | orjson.OPT_INDENT_2
 
@@ -24,21 +23,6 @@ def text(value: Any) -> str:
     if isinstance(value, dict | list | tuple):
         return orjson.dumps(value, default=str).decode()
     return str(value)
-
-
-def csv_text(value: Any) -> str:
-    """A CSV cell: like a table cell, but lists stay JSON so they can be read back."""
-    if isinstance(value, list | tuple):
-        return orjson.dumps(value, default=str).decode()
-    return text(value)
-
-
-def csv_cell(value: Any) -> Any:
-    """A CSV cell of `--format csv`: numbers as they are, text a spreadsheet would run as a
-    formula defused (collector.spreadsheet)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return value
-    return defused(csv_text(value))
 
 
 def dumps(doc: Any) -> str:
@@ -80,7 +64,7 @@ def render_table(table: Table) -> str:
 def render_csv(table: Table) -> str:
     header = [defused(c) for c in table.columns]
     rows = ([csv_cell(row.get(c)) for c in table.columns] for row in table.rows)
-    return spreadsheet_csv([header, *rows]).rstrip("\n")
+    return csv_text([header, *rows]).rstrip("\n")
 
 
 def emit(table: Table, fmt: str, doc: Any = None, out: TextIO | None = None) -> None:

@@ -10,11 +10,23 @@ from pydantic import AfterValidator, SecretStr
 MIN_TOKEN_LENGTH = 16
 
 
-def host_name(value: str) -> str:
-    name = value.strip().lower().rstrip(".")
-    if not name or any(c in name for c in "/:@ *"):
+def host_name(host: str) -> str:
+    """The name in a Host header, without port, brackets or a final dot, lower-cased: how
+    admin.allowed_hosts and the Host check both compare names."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    name, sep, port = host.rpartition(":")
+    if sep and port.isdigit():
+        host = name
+    return host.rstrip(".")
+
+
+def allowed_host_name(value: str) -> str:
+    """An admin.allowed_hosts entry: a bare name, compared as `host_name` gives it."""
+    if any(c in value.strip() for c in "/:@ *[]") or not host_name(value):
         raise ValueError(f"expected a host name without scheme, port or path, got {value!r}")
-    return name
+    return host_name(value)
 
 
 def long_enough(token: SecretStr) -> SecretStr:
@@ -27,5 +39,5 @@ def long_enough(token: SecretStr) -> SecretStr:
     return token
 
 
-HostName = Annotated[str, AfterValidator(host_name)]
+HostName = Annotated[str, AfterValidator(allowed_host_name)]
 Token = Annotated[SecretStr, AfterValidator(long_enough)]

@@ -97,9 +97,15 @@ class ConsoleAccess:
 
     def where(self, port: int) -> str:
         """Where a browser on this machine opens the console, for the start-up log."""
-        if not self.served:
-            return f"console off (admin.console: {self.console}; see {self.url(port)})"
-        return f"console on {self.url(port)}"
+        if self.served:
+            return f"console on {self.url(port)}"
+        if self.console == "off":
+            return "console off (admin.console: off; set admin.console: loopback to serve it)"
+        return (
+            f"console off (admin.console: {self.console} on {self.host}, not loopback, without"
+            " auth.tokens; set auth.tokens to serve it, or admin.console: always behind a proxy"
+            " that authenticates people)"
+        )
 
     def url(self, port: int) -> str:
         host = "localhost" if self.host in ("0.0.0.0", "::", "") else self.host

@@ -33,7 +33,6 @@ ENVIRONMENT = jinja2.Environment(
     lstrip_blocks=True,
     finalize=visible,  # every {{ value }} of every page: stored text is never rendered raw
 )
-ENVIRONMENT.filters["visible"] = visible
 
 
 def ago(moment: datetime | None, now: datetime) -> str:

@@ -15,7 +15,7 @@ import aiohttp
 import orjson
 
 from collector.outbound import MAX_REDIRECTS, REDIRECTS, CrossOriginRedirect, same_origin_target
-from collector.redact import redact
+from collector.redact import redact, shown_url
 from evaluators.judge import JUDGEMENT_SCHEMA, JudgeEndpoint, Judgement, parse_judgement
 
 SYSTEM = (
@@ -91,9 +91,10 @@ async def judge(
         raise Unavailable("provider_error", str(exc), key) from exc
     seconds = time.monotonic() - started
     if status == 429:
-        raise Unavailable("rate_limited", f"HTTP 429 from {url}: {quoted(body, key)}")
+        raise Unavailable("rate_limited", f"HTTP 429 from {shown_url(url)}: {quoted(body, key)}")
     if status >= 300:
-        raise Unavailable("provider_error", f"HTTP {status} from {url}: {quoted(body, key)}")
+        shown = shown_url(url)
+        raise Unavailable("provider_error", f"HTTP {status} from {shown}: {quoted(body, key)}")
     return read_reply(body, seconds, key)
 
 

@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -160,18 +161,29 @@ def blas() -> Any:
         from threadpoolctl import ThreadpoolController  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ModuleNotFoundError:
         log.warning(
-            "threadpoolctl is not installed: similarity rules use every BLAS thread"
-            " (pip install 'sextant-otel[similarity]')"
+            "threadpoolctl is not installed: similarity rules use every BLAS thread (%s)",
+            install_commands(),
         )
         return None
     return ThreadpoolController()
 
 
-def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+# threadpoolctl's limit restores, on leaving, what it found on entering: two overlapping
+# limits from two threads restore in the wrong order (the first one out puts back every BLAS
+# thread while the second still encodes, the last one out leaves the process at one thread).
+_BLAS_LIMIT = threading.Lock()
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """One BLAS thread for what runs inside, one caller at a time: the encoder's small
+    matrices gain nothing from more threads, which would only contend with the collector's."""
     controller = blas()
     if controller is None:
-        return contextlib.nullcontext()
-    return controller.limit(limits=1, user_api="blas")
+        yield
+        return
+    with _BLAS_LIMIT, controller.limit(limits=1, user_api="blas"):
+        yield
 
 
 @cache

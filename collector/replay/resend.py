@@ -17,6 +17,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from collector.errors import SextantError
+from collector.outbound import opener
+from collector.redact import header_secrets, redact, shown_url, url_secrets
 from collector.replay.selection import Selection
 from collector.replay.sources import Source
 
@@ -166,20 +168,27 @@ class Sender:
                 self.export(body, metadata=list(self.headers.items()), timeout=timeout)
             except grpc.RpcError as exc:
                 code = exc.code().name
-                message = f"{self.endpoint}: {code}: {exc.details()}"
-                raise SendError(message, code in RETRYABLE_GRPC) from exc
+                message = f"{shown_url(self.endpoint)}: {code}: {exc.details()}"
+                raise SendError(self._redacted(message), code in RETRYABLE_GRPC) from exc
             return
         headers = {"Content-Type": "application/x-protobuf", **self.headers}
+        request_ = urllib.request.Request(self.url, body, headers, method="POST")
         try:
-            with urllib.request.urlopen(
-                urllib.request.Request(self.url, body, headers, method="POST"), timeout=timeout
-            ) as reply:
+            # Redirects to another origin are refused: urllib would send the configured
+            # headers (API keys) on to whatever host the answer names.
+            with opener().open(request_, timeout=timeout) as reply:
                 reply.read()
         except urllib.error.HTTPError as exc:
-            message = f"{self.url}: HTTP {exc.code}: {exc.read()[:300]!r}"
-            raise SendError(message, exc.code in RETRYABLE_HTTP) from exc
+            message = f"{shown_url(self.url)}: HTTP {exc.code}: {exc.reason}: {exc.read()[:300]!r}"
+            raise SendError(self._redacted(message), exc.code in RETRYABLE_HTTP) from exc
         except urllib.error.URLError as exc:
-            raise SendError(f"cannot reach {self.url}: {exc.reason}", True) from exc
+            message = f"cannot reach {shown_url(self.url)}: {exc.reason}"
+            raise SendError(self._redacted(message), True) from exc
+
+    def _redacted(self, text: str) -> str:
+        """Error text without the configured header values: a server may echo its request."""
+        secrets = [*self.headers.values(), *header_secrets(self.headers)]
+        return redact(text, [*secrets, *url_secrets(self.url if self.protocol != "grpc" else "")])
 
     def close(self) -> None:
         if self.protocol == "grpc":

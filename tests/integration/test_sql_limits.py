@@ -57,6 +57,12 @@ class Watch:
                 if reply.status_code != 200:
                     self.failures.append(reply.status_code)
 
+    def wait_for_exports(self, count: int, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.latencies) < count:
+            assert time.monotonic() < deadline, f"{len(self.latencies)} exports in {timeout} s"
+            time.sleep(0.01)
+
     def __enter__(self) -> Watch:
         for thread in self.threads:
             thread.start()
@@ -79,14 +85,14 @@ def test_a_1gb_answer_is_cut_at_the_byte_limit_while_memory_and_ingest_hold(
         assert requests.post(sql_url, json={"sql": "SELECT 1"}, timeout=30).status_code == 200
         baseline = rss_mib(serve.proc.pid)
         with Watch(serve) as watch:
-            time.sleep(0.5)  # OTLP latencies before the query, for comparison
+            watch.wait_for_exports(20)  # OTLP latencies before the query, for comparison
             before = len(watch.latencies)
             started = time.monotonic()
             doc = {"sql": GIGABYTE, "max_rows": 1_000_000, "format": fmt}
             reply = requests.post(sql_url, json=doc, timeout=120)
             took = time.monotonic() - started
             time.sleep(0.2)
-        during = watch.latencies[before:]
+        idle, during = watch.latencies[:before], watch.latencies[before:]
         assert serve.proc.poll() is None, serve.output
     finally:
         serve.stop(signal.SIGTERM)
@@ -105,19 +111,26 @@ def test_a_1gb_answer_is_cut_at_the_byte_limit_while_memory_and_ingest_hold(
     assert truncated_by == "max_bytes"
     assert 50_000 < rows < 70_000  # 64 MiB of 1,000-byte rows
     grew = watch.peak - baseline
-    worst = max(during)
+    worst, idle_worst = max(during), max(idle)
     print(
         f"\n{fmt}: {took:.2f} s, {rows} rows, {len(reply.content) / MIB:.1f} MiB;"
         f" RSS {baseline:.0f} -> {watch.peak:.0f} MiB (+{grew:.0f});"
         f" OTLP/HTTP during: {len(during)} exports, max {worst * 1000:.0f} ms,"
-        f" median {sorted(during)[len(during) // 2] * 1000:.0f} ms"
+        f" median {sorted(during)[len(during) // 2] * 1000:.0f} ms;"
+        f" idle before: max {idle_worst * 1000:.0f} ms"
     )
     # The answer once, plus DuckDB's batches in flight: no joined copy of the body, no 64 MiB
     # copy queued in the socket's buffer (sent in slices); that used to add 100+ MiB more.
     limit = {"json": 150, "arrow": 220}[fmt]
     assert grew < limit, f"RSS grew by {grew:.0f} MiB"
     assert not watch.failures
-    assert len(during) >= 5 and worst < 2.0, f"OTLP/HTTP stalled {worst:.2f} s"
+    # Ingest goes on while the answer is encoded: no export waits much longer than the slowest
+    # one seconds before, on the same machine (an event loop blocked by the encoding made
+    # exports wait 0.9-2 s).
+    stall = max(0.3, 3 * idle_worst)
+    assert len(during) >= 5 and worst < stall, (
+        f"OTLP/HTTP stalled {worst:.2f} s during the query; {idle_worst:.2f} s at most before"
+    )
 
 
 def test_byte_limit_limits_route_memory_limit_and_the_command(

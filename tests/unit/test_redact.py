@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collector.redact import redact
+from collector.alerts.channels import post
+from collector.redact import redact, shown_url
 
 
 @pytest.mark.parametrize(
@@ -54,3 +55,29 @@ def test_an_alert_receivers_echo_of_the_request_is_stored_without_its_credential
     assert not delivery.ok and delivery.retry and delivery.http_status == 500
     assert delivery.error is not None and "HTTP 500" in delivery.error
     assert "5f1e9a" not in delivery.error
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://hooks.slack.com/services/T0/B0/Xs3cr3tXs3cr3t", "https://hooks.slack.com:443"),
+        ("https://user:p4ssw0rd@judge.example:8443/v1?token=t0k3n", "https://judge.example:8443"),
+        ("http://[::1]:9000/hook?token=t0k3n", "http://[::1]:9000"),
+        ("collector.internal:4318", "http://collector.internal:4318"),
+    ],
+)
+def test_errors_show_a_url_as_its_origin_only(url: str, shown: str) -> None:
+    assert shown_url(url) == shown
+
+
+def test_userinfo_in_a_quoted_url_is_redacted() -> None:
+    text = "HTTP 500 from https://alice:p4ssw0rd@judge.example/v1: see http://h/x"
+    assert redact(text) == "HTTP 500 from https://[REDACTED]@judge.example/v1: see http://h/x"
+
+
+def test_an_unreachable_webhook_is_stored_without_the_credential_in_its_path() -> None:
+    url = "http://127.0.0.1:1/services/T0000/B0000/Xs3cr3tXs3cr3tXs3cr3t?token=t0k3nt0k3n"
+    delivery = post(url, b"{}", {}, timeout=5)
+    assert not delivery.ok and delivery.error and "cannot reach" in delivery.error
+    assert "127.0.0.1:1" in delivery.error
+    assert "Xs3cr3t" not in delivery.error and "t0k3n" not in delivery.error

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from collector.admin.browser import allowed_hosts, host_allowed, host_name
-from collector.console.access import local_path
+from collector.admin.browser import allowed_hosts, host_allowed
+from collector.admin.throttle import FailedLogins, LoginMetrics
+from collector.auth import BearerAuth
+from collector.config.access import host_name
+from collector.config.sections import AdminConfig
+from collector.console.access import ConsoleAccess, local_path
 
 NAMES = allowed_hosts(
     "0.0.0.0", ["http://replica-1.replicas.svc:9464", "https://u@replica-2:9464/"], ["ops.example"]
@@ -65,3 +70,20 @@ def test_which_hosts_the_admin_port_answers_to(host: str | None, allowed: bool) 
 )
 def test_login_follows_only_plain_local_paths(target: str | None, path: str | None) -> None:
     assert local_path(target) == path
+
+
+@pytest.mark.parametrize(
+    ("admin", "told"),
+    [
+        ({"console": "off"}, "set admin.console: loopback"),
+        ({"addr": "0.0.0.0:9464"}, "set auth.tokens to serve it"),
+    ],
+)
+def test_the_start_up_line_of_a_console_that_is_off_names_the_setting(
+    admin: dict[str, str], told: str
+) -> None:
+    logins = FailedLogins(3, 6.0, lambda: 0.0, LoginMetrics(CollectorRegistry()))
+    access = ConsoleAccess(AdminConfig(**admin), BearerAuth([]), lambda: 0.0, logins)
+    line = access.where(9464)
+    assert line.startswith("console off") and told in line
+    assert "http://" not in line  # no address that answers 404

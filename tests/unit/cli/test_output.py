@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import csv
+import decimal
 import io
 import json
 from datetime import datetime
 
+import pyarrow as pa
+
+from collector.admin.answers import CsvAnswer
 from collector.cli._output import Table, emit
 
 ROWS = [
@@ -36,3 +40,15 @@ def test_csv_and_json_keep_every_value() -> None:
     rows = json.loads(printed(Table(ROWS, ["id"]), "json"))
     assert rows[0]["at"] == "2025-06-01T12:00:00Z" and rows[0]["skip"] == 1
     assert json.loads(printed(Table(ROWS, ["id"]), "json", {"whole": True})) == {"whole": True}
+
+
+def test_a_csv_cell_is_written_by_one_rule_for_the_console_and_the_commands() -> None:
+    """Numbers stay numbers (a negative one is no formula), bytes are hex, lists JSON, and text
+    that starts like a formula is defused: the console's SQL download shares this rule."""
+    row = {"n": decimal.Decimal("-1.5"), "b": b"\x01\xff", "l": ["a", 1], "f": "=1+1", "z": None}
+    printed_csv = printed(Table([row], list(row)), "csv")
+    assert printed_csv.splitlines()[1] == '-1.5,01ff,"[""a"",1]",\'=1+1,'
+    answer = CsvAnswer()
+    answer.start(pa.schema([("f", pa.string())]))
+    answer.write(pa.record_batch([pa.array(["=1+1"])], names=["f"]), 1000)
+    assert b"".join(answer.parts) == b"f\n'=1+1\n"

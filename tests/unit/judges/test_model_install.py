@@ -24,4 +24,12 @@ def test_every_install_of_the_model_pins_the_same_package_without_its_dependenci
     readme = (ROOT / "README.md").read_text()
     for command in install_commands().split(" && "):
         assert command in readme, command
-    assert "similarity" in (ROOT / "scripts/serve").read_text()
+    serve = (ROOT / "scripts/serve").read_text().splitlines()
+    assert 'source "$root/scripts/bootstrap" similarity' in serve
+
+
+def test_bootstrap_stops_when_the_requirements_cannot_be_listed() -> None:
+    """A list made inside `<(...)` fails unseen by `set -e`: pip then installs nothing."""
+    bootstrap = (ROOT / "scripts/bootstrap").read_text()
+    assert "<(requirements)" not in bootstrap
+    assert '\n  requirement_list="$(requirements)"\n' in bootstrap
