@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections import Counter
+from collections.abc import Iterator
 from functools import cache, lru_cache
 from typing import Any
 
+import re2
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins.base import RegexBasedDetector
+
+from evaluators.regex import ASCII_SPACE, OPTIONS
 
 # The plugins whose every match is a secret by its format. Left out: the high-entropy strings
 # and public IPs (not secrets by themselves), and the cloud plugins that are keyword rules (the
@@ -66,8 +71,6 @@ KEY_WORDS = (
     r"|(?:db|database|key)[_.-]*pass"
 )
 KEYWORDS = re.compile(KEY_WORDS, re.IGNORECASE)
-# RE2's `\s` is [\t\n\f\r ]; Python's also has \x0b and \x1c-\x1f.
-ASCII_SPACE = r"[\t\n\x0b\x0c\r \x1c-\x1f]"
 TRAILING_LOOKAHEAD = re.compile(r"\(\?!\\w\)$")
 LONG_REPEAT = re.compile(r"\{(\d+),(\d+)\}")  # RE2 repeats at most 1000 times
 
@@ -106,10 +109,6 @@ def unbounded(m: re.Match[str]) -> str:
 @cache
 def net() -> Any:
     """The token patterns as one RE2 set (`prefilters` less the keywords)."""
-    import re2
-
-    from evaluators.regex import OPTIONS
-
     patterns = re2.Set.SearchSet(OPTIONS)
     for source in prefilters()[:-1]:
         patterns.Add(source)
@@ -171,14 +170,42 @@ MIN_ENTROPY = 2.5  # bits per character: `hunter2hunter2` 2.8, `aaaabbbb` 1.0
 
 def keyword_secret(text: str) -> bool:
     """A key that names a secret, assigned a value that looks like one."""
+    return next(keyword_values(text), None) is not None
+
+
+def keyword_values(text: str) -> Iterator[tuple[int, int]]:
+    """Where the value of each such assignment is in the text."""
     m = ASSIGNMENT.search(text)
     while m:
         if secret_key(m["key"]):
-            value = next(v for v in (m["dq"], m["sq"], m["bq"], m["bare"]) if v is not None)
-            if credential(value, bare=m["bare"] is not None):
-                return True
+            group = next(g for g in ("dq", "sq", "bq", "bare") if m[g] is not None)
+            if credential(m[group], bare=group == "bare"):
+                yield m.span(group)
         m = ASSIGNMENT.search(text, m.end("key"))
-    return False
+
+
+TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
+TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def secret_spans(text: str) -> list[tuple[int, int]]:
+    """Where the secrets `holds` finds are in the text, to take them out: each token match
+    whole, carried on to the end of the token (a longer Stripe key than the format's 24
+    characters), and each keyword assignment's value."""
+    if not might_hold(text):
+        return []
+    spans = []
+    for detector in token_detectors():
+        for regex in detector.denylist:
+            for m in regex.finditer(text):
+                end = m.end()
+                tail = TOKEN_TAIL.match(text, end)
+                if end > m.start() and text[end - 1] in TOKEN_CHARS and tail:
+                    end = tail.end()
+                spans.append((m.start(), end))
+    if KEYWORDS.search(text):
+        spans += keyword_values(text)
+    return spans
 
 
 def secret_key(key: str) -> bool:

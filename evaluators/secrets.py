@@ -20,7 +20,7 @@ from pydantic import Field, field_validator
 from evaluators import known_secrets
 from evaluators.base import Finding, Verdict
 from evaluators.model import Step, Trajectory
-from evaluators.regex import OPTIONS, compile_pattern
+from evaluators.regex import ASCII_SPACE, OPTIONS, compile_pattern
 from evaluators.rules import RuleBase
 
 DETECTORS: dict[str, re.Pattern[str]] = {
@@ -35,8 +35,6 @@ DETECTORS: dict[str, re.Pattern[str]] = {
 
 
 API_KEY = DETECTORS["api_key"]
-# Python's `\s` over ASCII text; RE2's `\s` is only [\t\n\f\r ].
-ASCII_SPACE = r"[\t\n\x0b\x0c\r \x1c-\x1f]"
 
 
 def ascii_form(detector: re.Pattern[str]) -> str:

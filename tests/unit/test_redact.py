@@ -54,3 +54,25 @@ def test_an_alert_receivers_echo_of_the_request_is_stored_without_its_credential
     assert not delivery.ok and delivery.retry and delivery.http_status == 500
     assert delivery.error is not None and "HTTP 500" in delivery.error
     assert "5f1e9a" not in delivery.error
+
+
+LIVE = "sk_live_" + "51Hx9aQ2eZvKYlo2C8a7Rt4J"
+RESTRICTED = "rk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        (f"Invalid API Key provided: {LIVE}", "Invalid API Key provided: [REDACTED]"),
+        (f'{{"key": "{RESTRICTED}"}} rejected', '{"key": "[REDACTED]"} rejected'),
+        # a longer key than the format's 24 characters goes whole
+        (f"key {LIVE}Zx81kQ-tail expired", "key [REDACTED] expired"),
+        (f"echo: STRIPE_SECRET_KEY={LIVE}", "echo: STRIPE_SECRET_KEY=[REDACTED]"),
+        ('echo: {"db_password": "Tr0ub4dor&3x"}', 'echo: {"db_password": "[REDACTED]"}'),
+        ("echo: glpat-AbCdEfGhIjKlMnOpQrSt12 used", "echo: [REDACTED] used"),
+        ('{"password_policy": "min12chars", "passwordless": "enabled"}', None),
+    ],
+)
+def test_what_the_secrets_rule_finds_is_redacted(text: str, kept: str | None) -> None:
+    """Whatever the `api_key` detector of the secrets rules calls a secret, redaction takes out."""
+    assert redact(text) == (text if kept is None else kept)
