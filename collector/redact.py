@@ -5,7 +5,10 @@ request it was sent: its `Authorization` header, the API key. Such text reaches 
 reader of the store sees (`judge_calls.error`, `results.message`), the console and the command
 line, so every error that quotes a remote answer goes through `redact` first. It removes the
 secrets it is told of (the configured key's value, wherever it appears), the values of
-credential headers, bearer and basic tokens, and the shapes of well-known API keys.
+credential headers, bearer and basic tokens, and every secret the `api_key` detector of the
+secrets rules finds (evaluators/known_secrets.py: provider token formats such as Stripe's
+`sk_live_`, AWS, GitLab, JWTs; keyword assignments such as `"password": "..."`), with the
+shapes of API keys it reads narrower.
 """
 
 from __future__ import annotations
@@ -26,17 +29,16 @@ _HEADER = re.compile(
     """
 )
 _SCHEME = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}")
+# What detect-secrets' detectors (evaluators/known_secrets.py, which also redact) lack or read
+# narrower: keys of any length after their prefix.
 _SHAPES = re.compile(
     r"""(?x)
     \bsk-(?:proj-|ant-(?:api\d+-)?)?[A-Za-z0-9_-]{16,}   # OpenAI, Anthropic
-    | \bAKIA[0-9A-Z]{16}\b                                # AWS access key id
     | \bAIza[0-9A-Za-z_-]{35}                            # Google API key
     | \bgh[pousr]_[A-Za-z0-9]{30,}                        # GitHub tokens
     | \bgithub_pat_[A-Za-z0-9_]{30,}
     | \bxox[abposr]-[A-Za-z0-9-]{10,}                     # Slack
     | \bhf_[A-Za-z0-9]{30,}                               # Hugging Face
-    | \bglpat-[A-Za-z0-9_-]{20,}                          # GitLab
-    | \beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+  # a JWT
     """
 )
 # `scheme://user:password@host`: the userinfo part of a URL quoted anywhere in the text.
@@ -45,12 +47,28 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@\"']+@")
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with every credential replaced by [REDACTED]."""
+    # Imported here: the command line redacts errors, and should not load the detectors to start.
+    from evaluators.known_secrets import secret_spans
+
     for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len)[::-1]:
         text = text.replace(secret, REDACTED)
     text = _USERINFO.sub(lambda m: f"{m[1]}{REDACTED}@", text)
     text = _HEADER.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
     text = _SCHEME.sub(lambda m: f"{m[1]} {REDACTED}", text)
-    return _SHAPES.sub(REDACTED, text)
+    text = _SHAPES.sub(REDACTED, text)
+    return cut(text, secret_spans(text))
+
+
+def cut(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each span (overlapping ones as one) replaced by [REDACTED]."""
+    out, at = [], 0
+    for start, end in sorted(spans):
+        if start < at:  # overlaps the one before: that one grows
+            at = max(at, end)
+            continue
+        out += [text[at:start], REDACTED]
+        at = end
+    return "".join([*out, text[at:]])
 
 
 CREDENTIAL_HEADERS = frozenset(

@@ -21,6 +21,10 @@ from pydantic import Field, model_validator
 from evaluators.matchers import MISSING, Strict, at_path
 from evaluators.model import CLOCK_SLACK_NS, Step, Trajectory
 
+# Reason codes of a review when a check cannot tell.
+SUBJECT_UNKNOWN = "approval_subject_unknown"
+CAUSAL_UNKNOWN = "causal_order_unknown"
+
 
 class SubjectBinding(Strict):
     """One JSON path of the approval (arguments or result) that must equal one of the action's
@@ -52,7 +56,8 @@ class SubjectBinding(Strict):
 
 @dataclass(frozen=True)
 class SubjectCheck:
-    """`matches` True/False, or None with `unreadable` saying which side could not be read."""
+    """`matches` True/False, or None (cannot tell) with `detail` saying which side could not be
+    read; `detail` says what differed when False."""
 
     matches: bool | None
     detail: str

@@ -18,6 +18,8 @@ from typing import Literal
 from pydantic import Field
 
 from evaluators.authorization import (
+    CAUSAL_UNKNOWN,
+    SUBJECT_UNKNOWN,
     SubjectBinding,
     check_subject,
     decided_after,
@@ -28,9 +30,6 @@ from evaluators.base import Finding, Verdict
 from evaluators.matchers import StepMatcher
 from evaluators.model import CLOCK_SLACK_NS, Step, Trajectory
 from evaluators.rules import REASON_PATTERN, RuleBase
-
-SUBJECT_UNKNOWN = "approval_subject_unknown"
-CAUSAL_UNKNOWN = "causal_order_unknown"
 
 
 class PrecedesRule(RuleBase):

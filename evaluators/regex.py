@@ -17,6 +17,9 @@ import re2
 
 OPTIONS = re2.Options()
 OPTIONS.log_errors = False  # a refused pattern is reported once, by the pack loader
+# Python's `\s` over ASCII text, spelled for RE2, whose `\s` is only [\t\n\f\r ]: a pattern
+# written for `re` means the same in RE2 with its `\s` replaced by this.
+ASCII_SPACE = r"[\t\n\x0b\x0c\r \x1c-\x1f]"
 
 
 @functools.lru_cache(maxsize=4096)

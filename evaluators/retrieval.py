@@ -7,8 +7,9 @@ at least `min_documents` documents (scoring at least `min_score` when given); no
 `max_age` by the date at `age_field` in its metadata, at the retrieval's time; none whose access
 label (`access.label` in its metadata) the run's user may not see. A check the documents cannot
 answer (no score, no date, no label, a retrieval that recorded nothing about its documents) is
-a review, never a pass; a retrieval that recorded an empty list found nothing, which grounds
-nothing: it fails every check.
+a review, never a pass. A retrieval that recorded an empty list found nothing: that grounds
+nothing, so `min_documents` and `min_score` fail (`no_documents`), and holds nothing stale or
+forbidden, so `max_age` and `access` pass.
 """
 
 from __future__ import annotations
@@ -97,12 +98,15 @@ def evaluate_retrieval(t: Trajectory, rule: RetrievalRule) -> Finding:
     checks = rule.min_documents or rule.min_score is not None or rule.max_age or rule.access
     if not docs and checks:
         asked = tuple(s.span_id for s in retrievals)
-        if all(listed is not None for _, listed in found):
+        if any(listed is None for _, listed in found):
+            # the instrumentation wrote no list at all: what came back is not known
+            message = "the retrieval recorded nothing about its documents"
+            return Finding(Verdict.REVIEW, message, asked, reason="document_unknown")
+        if rule.min_documents or rule.min_score is not None:
             message = "the retrieval returned no documents: nothing grounds the answer"
-            return Finding(Verdict.FAIL, message, asked)
-        # the instrumentation wrote no list at all: what came back is not known
-        message = "the retrieval recorded nothing about its documents"
-        return Finding(Verdict.REVIEW, message, asked, reason="document_unknown")
+            return Finding(Verdict.FAIL, message, asked, reason="no_documents")
+        message = "the retrieval returned no documents: none is stale or beyond access"
+        return Finding(Verdict.PASS, message, asked)
     failed: list[str] = []
     unknown: list[str] = []
     evidence: dict[str, None] = {}

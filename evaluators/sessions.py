@@ -22,9 +22,12 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from evaluators.authorization import (
+    CAUSAL_UNKNOWN,
+    SUBJECT_UNKNOWN,
     SubjectBinding,
     check_subject,
     decided_after,
+    requester,
     unknown_requester,
 )
 from evaluators.base import Finding, Verdict
@@ -59,10 +62,6 @@ class Session:
             end_time_unix_nano=max(t.end_time_unix_nano for t in self.turns),
             input=first.input,
         )
-
-
-SUBJECT_UNKNOWN = "approval_subject_unknown"
-CAUSAL_UNKNOWN = "causal_order_unknown"
 
 
 class SessionRule(RuleBase):
@@ -217,7 +216,7 @@ class Uncovered:
 
 
 def decided_before(
-    rule: ApprovalLifetimeRule, a: Step, i: int, write: Step, requester: Step | None
+    rule: ApprovalLifetimeRule, a: Step, i: int, write: Step, asked_by: Step | None
 ) -> Uncovered | None:
     """Why an approval of the write's own turn was not there when the write was decided (None
     when it was): it ended after the write began, or after the model call that asked for the
@@ -228,11 +227,11 @@ def decided_before(
             rule.causal_reason,
             approval=a,
         )
-    if requester is None:
+    if asked_by is None:
         return Uncovered(unknown_requester(write), CAUSAL_UNKNOWN, True, a)
-    if not decided_after(a, requester):
+    if not decided_after(a, asked_by):
         return Uncovered(
-            f"{write.name} was asked for by {requester.name} (seq {requester.seq}),"
+            f"{write.name} was asked for by {asked_by.name} (seq {asked_by.seq}),"
             f" which started before the approval in turn {i + 1} had its result",
             rule.causal_reason,
             approval=a,
@@ -245,7 +244,7 @@ def uncovered(
     earlier: list[tuple[int, Step]],
     turn: int,
     write: Step,
-    requester: Step | None,
+    asked_by: Step | None,
 ) -> Uncovered | None:
     """Why none of the approvals before it covers the write (None when one does).
 
@@ -269,7 +268,7 @@ def uncovered(
             why.append(Uncovered(f"approval in turn {i + 1} is for another resource"))
             continue
         if rule.causal and i == turn:
-            out_of_order = decided_before(rule, a, i, write, requester)
+            out_of_order = decided_before(rule, a, i, write, asked_by)
             if out_of_order is not None:
                 why.append(out_of_order)
                 continue
@@ -300,10 +299,7 @@ def evaluate_approval_lifetime(session: Session, rule: ApprovalLifetimeRule) -> 
     review: Finding | None = None
     for turn, write in writes:
         earlier = before(approvals, write, turn, rule.causal)
-        requester = next(
-            (s for s in session.turns[turn].steps if s.span_id == write.requested_by), None
-        )
-        why = uncovered(rule, earlier, turn, write, requester)
+        why = uncovered(rule, earlier, turn, write, requester(session.turns[turn], write))
         if why is None:
             continue
         shown = why.approval or (earlier[-1][1] if earlier else None)

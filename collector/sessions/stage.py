@@ -3,8 +3,9 @@ service's conversation, or one conversation across services when configured), ea
 session's row is replaced, its session rules run over all its turns on the session's clock,
 and sessions with no new turn for `idle_seconds` close.
 
-Like the judge stage it runs beside the pipeline in its own thread with a cursor over the
-runs in the order they closed, so a backlog costs no memory and a restart goes back
+Like the judge stage it runs beside the pipeline in its own thread and follows the stored runs
+by their `store_seq` (collector/store/follow.py: each run looked at once, in the order it was
+stored, however many share a commit), so a backlog costs no memory and a restart goes back
 `lookback_seconds`. A late turn reopens a closed session and its rules run again. A result is
 stored only when it differs from the rule's last one for the session (a budget gone over stays
 one failure, not one per later turn), so decisions count each violation once.

@@ -1,6 +1,6 @@
 """The shipped `no-secrets-in-tools` rule on runs the real OTel SDK sends: Stripe keys and
 `*_SECRET_KEY=` assignments (detect-secrets' detectors) are found in tool calls, the key never
-shown; settings that only name a secret are not."""
+shown; settings that only name a secret, and keys that only contain a secret's name, are not."""
 
 from __future__ import annotations
 
@@ -51,3 +51,14 @@ def test_a_secret_in_a_tool_call_is_found(
 def test_settings_that_only_name_a_secret_pass(evaluating_server: RunningServer) -> None:
     named = "STRIPE_SECRET_KEY=${STRIPE_SECRET_KEY}\nsecret_rotation=true\nPASSWORD: required\n"
     assert run(evaluating_server, {"service": "payments"}, named)["verdict"] == "pass"
+
+
+def test_keys_that_only_contain_a_secret_word_pass(evaluating_server: RunningServer) -> None:
+    arguments = {
+        "secretary": "Jane",
+        "password_policy": "min12chars",
+        "passwordless": "enabled",
+        "reset_password_link": "https://acme.example/r/8f2k",
+        "api_key_id": "key-ops-2024",
+    }
+    assert run(evaluating_server, arguments, "ok")["verdict"] == "pass"

@@ -81,3 +81,25 @@ def test_an_unreachable_webhook_is_stored_without_the_credential_in_its_path() -
     assert not delivery.ok and delivery.error and "cannot reach" in delivery.error
     assert "127.0.0.1:1" in delivery.error
     assert "Xs3cr3t" not in delivery.error and "t0k3n" not in delivery.error
+
+
+LIVE = "sk_live_" + "51Hx9aQ2eZvKYlo2C8a7Rt4J"
+RESTRICTED = "rk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        (f"Invalid API Key provided: {LIVE}", "Invalid API Key provided: [REDACTED]"),
+        (f'{{"key": "{RESTRICTED}"}} rejected', '{"key": "[REDACTED]"} rejected'),
+        # a longer key than the format's 24 characters goes whole
+        (f"key {LIVE}Zx81kQ-tail expired", "key [REDACTED] expired"),
+        (f"echo: STRIPE_SECRET_KEY={LIVE}", "echo: STRIPE_SECRET_KEY=[REDACTED]"),
+        ('echo: {"db_password": "Tr0ub4dor&3x"}', 'echo: {"db_password": "[REDACTED]"}'),
+        ("echo: glpat-AbCdEfGhIjKlMnOpQrSt12 used", "echo: [REDACTED] used"),
+        ('{"password_policy": "min12chars", "passwordless": "enabled"}', None),
+    ],
+)
+def test_what_the_secrets_rule_finds_is_redacted(text: str, kept: str | None) -> None:
+    """Whatever the `api_key` detector of the secrets rules calls a secret, redaction takes out."""
+    assert redact(text) == (text if kept is None else kept)

@@ -13,8 +13,8 @@ import re2
 from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
 from collector.normalize.wire import decode_request
-from evaluators.regex import OPTIONS
-from evaluators.secrets import ASCII_SPACE, DETECTORS, Scanner, ascii_form, found, texts
+from evaluators.regex import ASCII_SPACE, OPTIONS
+from evaluators.secrets import DETECTORS, Scanner, ascii_form, found, texts
 from tests.support.paths import TESTDATA
 
 ALL = list(DETECTORS)

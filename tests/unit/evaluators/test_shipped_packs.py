@@ -22,8 +22,11 @@ CAPTURES = TESTDATA / "otlp-captures"
 PACKS = [load_pack(p).pack for p in sorted(BUILTIN_RULES.glob("*.yaml"))]
 PRICES = PriceTable.load()
 
-# scenario -> {pack/rule: (verdict, names of the evidence steps)}; every rule not named here
-# must pass (or not apply): a correct run is never failed or reviewed.
+# Model calls are named after their model, which differs by instrumentation: evidence names them so.
+MODEL_CALL = "<model call>"
+
+# scenario -> {pack/rule: (verdict, names of the evidence steps, in order)}; every rule not named
+# here must pass (or not apply): a correct run is never failed or reviewed.
 SCENARIOS: dict[str, dict[str, tuple[str, list[str]]]] = {
     "booking_ok": {},
     "handoff": {},
@@ -42,16 +45,19 @@ SCENARIOS: dict[str, dict[str, tuple[str, list[str]]]] = {
             ["request_approval", "update_account"],
         ),
     },
-    # the model call that asked for both (named after its model) between them
+    # the model call that asked for both between them
     "one_turn_approval": {
-        "support-agent/approval-before-account-change": ("fail", []),
+        "support-agent/approval-before-account-change": (
+            "fail",
+            ["request_approval", MODEL_CALL, "update_account"],
+        ),
     },
     "consecutive_loop": {
         "default/no-tool-loops": ("fail", ["lookup_customer"] * 6),
     },
     "missing_search": {
         "research-agent/literature-search-required": ("fail", []),
-        "research-agent/search-then-read": ("fail", []),
+        "research-agent/search-then-read": ("fail", ["fetch_abstract", MODEL_CALL]),
     },
 }
 
@@ -82,7 +88,7 @@ def trajectory(path: Path) -> Trajectory:
 @pytest.mark.parametrize("path", captures(), ids=lambda p: p.name.removesuffix(".otlp.json"))
 def test_every_instrumentation_gets_the_scenarios_verdicts(path: Path) -> None:
     t = trajectory(path)
-    names = {s.span_id: s.name for s in t.steps}
+    names = {s.span_id: MODEL_CALL if s.kind == "llm" else s.name for s in t.steps}
     got = {}
     reasons = {}
     for pack in PACKS:
@@ -98,8 +104,7 @@ def test_every_instrumentation_gets_the_scenarios_verdicts(path: Path) -> None:
         rule: verdict for rule, (verdict, _) in want.items()
     }
     for rule, (_, steps) in want.items():
-        if steps:
-            assert got[rule][1] == steps, rule
+        assert got[rule][1] == steps, rule
 
 
 def test_every_scenario_is_captured_from_every_instrumentation() -> None:
