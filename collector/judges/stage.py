@@ -30,10 +30,10 @@ from collector.assembler.prices import PriceTable
 from collector.clock import Clock, SystemClock
 from collector.config.evaluation import JudgesConfig
 from collector.evaluation.packs import PackSource, PackText, compiled
+from collector.judges.asking import Asker
 from collector.judges.budget import Budget, JudgementCache
 from collector.judges.calls import CallLoop
 from collector.judges.cards import trust
-from collector.judges.client import SYSTEM, Unavailable, judge
 from collector.judges.metrics import JudgeMetrics
 from collector.judges.plan import (
     Call,
@@ -70,9 +70,6 @@ WHERE is_current AND agent_run IS NOT false AND {NEW} AND closed_at >= $oldest
 {IN_ORDER}
 """
 SCAN_ROWS = 10_000  # run rows looked at per look; `judges.batch` of them are loaded at most
-# A prompt's tokens are at most its UTF-8 bytes (every token of a BPE vocabulary is at least one
-# byte), plus the chat template's few per message: the most a call's input may cost.
-TEMPLATE_TOKENS = 32
 JUDGED = """
 SELECT DISTINCT trace_id, revision, pack, rule_id FROM results
 WHERE rule_type IN ('judge', 'similarity') AND origin = 'live' AND trace_id IN ?
@@ -105,15 +102,13 @@ class JudgeStage(ReadingStage):
         self.calls = CallLoop("sextant-judge-calls")
         self._behind = False  # the last look left runs to look at: look again at once
         self.cache = JudgementCache(config.cache_entries)
+        self.asker = Asker(self.calls, self.cache, prices, self.clock)
         self._budgets: dict[tuple[str, str], Budget] = {}  # (pack, sha256) -> its budget
         # pack -> its place among the runs stored, and closed_at of the last run it looked at
         self._follows: dict[str, Follow] = {}
         self._last_closed: dict[str, datetime] = {}
-        # On the calls' loop only: calls planned and not yet stored, per pack; the answer each
-        # prompt in flight will get; each pack's (concurrency, slots).
+        # On the calls' loop only: calls planned and not yet stored, per pack.
         self._pending: dict[str, int] = {}
-        self._flights: dict[str, asyncio.Future[Outcome]] = {}
-        self._limits: dict[str, tuple[int, asyncio.Semaphore]] = {}
         # Set on the calls' loop, taken by the next look: per pack, the lowest store_seq of a
         # run whose judge result failed to store (its pack's cursor goes back to it).
         self._lost: dict[str, int] = {}
@@ -254,82 +249,21 @@ class JudgeStage(ReadingStage):
         """Plan the look's judgements and start its calls; returns what needs no call."""
         now = self.clock.monotonic()
         work = plan(
-            trajectories, judges, done, budgets, self.cache, now, self.estimate, self._flights
+            trajectories,
+            judges,
+            done,
+            budgets,
+            self.cache,
+            now,
+            self.asker.estimate,
+            self.asker.flights,
         )
-        loop = asyncio.get_running_loop()
         for call in work.calls:
             name = call.judge.pack.name
             self._pending[name] = self._pending.get(name, 0) + 1
-            if call.follows:
-                answer = self._follow(call, self._flights[call.key])
-            else:
-                self._flights[call.key] = flight = loop.create_future()
-                answer = self._ask(call, budgets[name], flight)
+            answer = self.asker.answer(call, budgets[name])
             self.calls.spawn(self._finish(call, answer, seqs[call.t.trace_id]))
         return work.settled
-
-    def _slots(self, call: Call) -> asyncio.Semaphore:
-        """The pack's calls in flight at once (`judges.concurrency`): one pack's slow judge
-        holds only its own slots."""
-        settings = call.judge.pack.judges
-        assert settings is not None
-        name = call.judge.pack.name
-        found = self._limits.get(name)
-        if found is None or found[0] != settings.concurrency:
-            found = self._limits[name] = (
-                settings.concurrency,
-                asyncio.Semaphore(settings.concurrency),
-            )
-        return found[1]
-
-    async def _ask(self, call: Call, budget: Budget, flight: asyncio.Future[Outcome]) -> Outcome:
-        """The one call for a prompt; whoever follows it gets its answer through `flight`."""
-        settings = call.judge.pack.judges
-        assert settings is not None
-        try:
-            async with self._slots(call):
-                try:
-                    reply = await judge(
-                        self.calls.session, settings.endpoint, call.judge.model, call.prompt
-                    )
-                except Unavailable as exc:
-                    budget.spent(self.clock.monotonic(), None, call.estimate)
-                    outcome = Outcome(exc.outcome, error=str(exc))
-                else:
-                    cost = self.cost(call.judge, reply.input_tokens, reply.output_tokens)
-                    budget.spent(self.clock.monotonic(), cost, call.estimate)
-                    self.cache.put(call.key, reply.judgement)
-                    outcome = Outcome(
-                        "ok",
-                        reply.judgement,
-                        None,
-                        reply.input_tokens,
-                        reply.output_tokens,
-                        cost,
-                        reply.seconds,
-                    )
-            flight.set_result(outcome)
-            return outcome
-        except Exception as exc:  # its followers get the failure, not a cancellation
-            if not flight.done():
-                flight.set_exception(exc)
-                flight.add_done_callback(lambda f: f.exception())  # retrieved: no warning
-            raise
-        finally:
-            if not flight.done():
-                flight.cancel()
-            del self._flights[call.key]
-
-    async def _follow(self, call: Call, flight: asyncio.Future[Outcome]) -> Outcome:
-        """The answer of the identical call in flight, at no cost; when that call failed, the
-        failure (the run is reviewed, its result stored like any judge error)."""
-        try:
-            first = await asyncio.shield(flight)
-        except Exception as exc:  # a cancellation (shutdown) is not one: the run waits
-            return Outcome("provider_error", error=f"{type(exc).__name__}: {exc}")
-        if first.judgement is not None:
-            return Outcome("cached", first.judgement, cost_usd=0.0)
-        return Outcome(first.outcome, error=first.error)
 
     async def _finish(self, call: Call, answer: Coroutine[Any, Any, Outcome], seq: int) -> None:
         """Store the call's result and its call row once the answer has come. A result that
@@ -356,20 +290,6 @@ class JudgeStage(ReadingStage):
             self._pending[name] -= 1
             if self._pending[name] == self.config.batch - 1:
                 self.ticker.wake()  # the pack had been skipped: look at its runs again
-
-    def estimate(self, j: Judge, prompt: str) -> float | None:
-        """The most a call may cost: every prompt byte a token, `max_tokens` answered."""
-        assert j.pack.judges is not None
-        tokens = len(SYSTEM.encode()) + len(prompt.encode()) + TEMPLATE_TOKENS
-        return self.cost(j, tokens, j.pack.judges.endpoint.max_tokens)
-
-    def cost(self, j: Judge, input_tokens: int | None, output_tokens: int | None) -> float | None:
-        settings = j.pack.judges
-        assert settings is not None
-        if settings.price is not None:
-            price = (settings.price.input, settings.price.output)
-            return PriceTable({j.model: price}).cost(j.model, input_tokens, output_tokens)
-        return self.prices.cost(j.model, input_tokens, output_tokens)
 
     # On either thread.
 

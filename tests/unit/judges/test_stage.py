@@ -21,6 +21,7 @@ from collector.clock import FakeClock
 from collector.config.evaluation import JudgesConfig
 from collector.config.sections import WriterConfig
 from collector.evaluation.packs import PackText, compiled
+from collector.judges.asking import Asker
 from collector.judges.budget import Budget
 from collector.judges.cards import Trust
 from collector.judges.metrics import JudgeMetrics
@@ -120,8 +121,8 @@ def test_a_pack_whose_look_fails_holds_up_no_other_pack(
     assert len(failed) == 2 and "prompt template failed" in (failed[0].exc_text or "")
 
 
-class PricesBroken(JudgeStage):
-    """A stage whose cost reckoning raises once the judge has answered."""
+class PricesBroken(Asker):
+    """An asker whose cost reckoning raises once the judge has answered."""
 
     def cost(self, j: Judge, input_tokens: int | None, output_tokens: int | None) -> float | None:
         raise ValueError("price table unreadable")
@@ -131,7 +132,8 @@ def test_a_call_sharing_a_failed_calls_prompt_gets_its_failure(database: Databas
     scripted = start_judge()
     try:
         text = pack("support-judges", scripted.base_url)
-        stage = stage_of(database, kind=PricesBroken)
+        stage = stage_of(database)
+        asker = PricesBroken(stage.calls, stage.cache, stage.asker.prices, stage.clock)
         rule = judge_rules(text)[0]
         j = Judge(compiled(text), text.sha256, rule, Trust(False, "no card"))
         first = Call(j, run(), "Grade: GOOD", "key-1", estimate=0.01)
@@ -139,11 +141,11 @@ def test_a_call_sharing_a_failed_calls_prompt_gets_its_failure(database: Databas
         budget = Budget(j.pack.judges)  # type: ignore[arg-type]
 
         async def both() -> list[Outcome | BaseException]:
-            flight = stage._flights[first.key] = asyncio.get_running_loop().create_future()
+            flight = asker.flights[first.key] = asyncio.get_running_loop().create_future()
             try:
                 return await asyncio.gather(
-                    stage._ask(first, budget, flight),
-                    stage._follow(second, flight),
+                    asker.ask(first, budget, flight),
+                    asker.follow(second, flight),
                     return_exceptions=True,
                 )
             finally:
