@@ -97,7 +97,9 @@ class Approvals(Strict):
     results: list[ApprovalShape] = Field(
         default_factory=list, description="Result shapes of this pack, tried before the defaults."
     )
-    defaults: bool = Field(True, description="Also try the default shapes (see the README).")
+    defaults: bool = Field(
+        True, description="Also try the default shapes (see docs/trajectories.md)."
+    )
 
     @field_validator("tools")
     @classmethod

@@ -67,7 +67,7 @@ class RulePack(Strict):
     approvals: Approvals | None = Field(
         None,
         description="Which tools are approvals and which results grant or refuse them;"
-        " without it the default recogniser applies (see the README).",
+        " without it the default recogniser applies (see docs/trajectories.md).",
     )
     rules: list[Rule] = Field(
         default_factory=list,
@@ -162,7 +162,7 @@ def field_path(loc: tuple[Any, ...], data: Any) -> str:
 
 def hint(error: ErrorDetails) -> str:
     if error["type"] == "extra_forbidden":
-        return "unknown key (check the spelling; see the rule type's fields in the README)"
+        return "unknown key (check the spelling; see the rule type's fields in docs/rules.md)"
     if error["type"] == "union_tag_invalid":
         return f"unknown rule type; known types: {', '.join(RULE_TYPES)}"
     if error["type"] == "union_tag_not_found":

@@ -1,5 +1,5 @@
-"""The figures of one end-to-end benchmark run, as text for a reader and as JSON for the README,
-and what they are read from in the collector's /metrics."""
+"""The figures of one end-to-end benchmark run, as text for a reader and as JSON for
+docs/performance.md, and what they are read from in the collector's /metrics."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the command line says when something is wrong: the exit code the README's table gives
-and a message that tells what to do next (the flag meant, the token, the address to check)."""
+"""What the command line says when something is wrong: the exit code docs/cli.md's table
+gives and a message that tells what to do next (the flag meant, the token, the address to check)."""
 
 from __future__ import annotations
 

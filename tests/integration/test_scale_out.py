@@ -332,7 +332,7 @@ def test_the_gateway_keeps_traces_and_targets_whole_through_a_replica_crash(
     }
     agents.shutdown()
 
-    # Every replica's Parquet export, queried together by DuckDB (the README's query).
+    # Every replica's Parquet export, queried together by DuckDB (the query of docs/scale-out.md).
     exports = tmp_path / "exports"
     for r in replicas:
         code, out = sextant(

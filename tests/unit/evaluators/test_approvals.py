@@ -187,7 +187,7 @@ def test_a_bad_recogniser_is_refused_with_file_line_and_field() -> None:
         "p.yaml:8: approvals.results[1]: Value error, approval shape '$.status' needs"
         " `approved` or `denied` values",
         "p.yaml:9: approvals.colour: unknown key (check the spelling; see the rule type's fields"
-        " in the README)",
+        " in docs/rules.md)",
     ]
 
 

