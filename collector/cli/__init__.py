@@ -40,6 +40,31 @@ example:
   sextant show --latest                  # the most recent one as a tree
   sextant <command> --help               # every flag of a command, with its default"""
 
+# The reference, a page per subject in the source tree's docs/; the README links the same pages.
+REFERENCE_PAGES = (
+    ("install.md", "installing the wheel elsewhere, the similarity model, the image"),
+    ("ingest.md", "what the receivers accept and answer, the ingest journal, the decoder"),
+    ("security.md", "tokens, the admin port's threat model, outbound calls, TLS"),
+    ("cli.md", "the command line's shared flags, listing runs, exit codes"),
+    ("trajectories.md", "how traces close, steps, sextant.* attributes, approvals, cost"),
+    ("rules.md", "rule packs, the step matcher, every rule type, verdicts, loading"),
+    ("sessions.md", "sessions, RAG evidence, MCP evidence"),
+    ("drift.md", "drift against a baseline or a canary, reliability over repeated cases"),
+    ("judges.md", "judge rules, EvaluatorCards, similarity rules, evaluation events"),
+    ("decisions.md", "decisions, their states and policies, alerts"),
+    ("console.md", "the console's pages and who may open it"),
+    ("configuration.md", "every configuration key, environment variables, flags"),
+    ("store.md", "the DuckDB tables and their columns"),
+    ("scale-out.md", "several replicas behind a gateway"),
+    ("sql-and-replay.md", "live read-only SQL, Parquet export, replay, cases and evidence"),
+    ("metrics.md", "the self-metrics on GET :9464/metrics"),
+    ("performance.md", "sextant bench, the current figures, the profile behind them"),
+    ("architecture.md", "how it is built, and the layout of the source tree"),
+)
+REFERENCE = "reference, in the source tree's docs/ (the README links each page):\n" + "\n".join(
+    f"  docs/{page:<18} {subject}" for page, subject in REFERENCE_PAGES
+)
+
 GROUPS = (
     serve,
     bench,
@@ -61,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="sextant",
         description="An OpenTelemetry trace collector and online evaluator for AI agents.",
-        epilog=EXIT_CODES,
+        epilog=f"{EXIT_CODES}\n\n{REFERENCE}",
         formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"sextant {__version__}")

@@ -1,5 +1,6 @@
 """The README is a newcomer's guide and docs/ holds the reference: every relative link between them
-leads to a file that exists and to a heading that file has, as GitHub renders them."""
+leads to a file that exists and to a heading that file has, as GitHub renders them; `sextant --help`
+names the same pages."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+
+from collector.cli import REFERENCE_PAGES
+from tests.support.cli import sextant
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -74,3 +78,11 @@ def test_the_readme_is_short_and_lists_every_reference_page() -> None:
     assert len(readme.splitlines()) <= MAX_README_LINES
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert f"](docs/{page.name})" in readme, page.name
+
+
+def test_sextant_help_names_every_reference_page(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = sextant(capsys, "--help")
+    assert code == 0
+    named = re.findall(r"^  docs/(\S+\.md) ", out, re.M)
+    assert named == [page for page, _ in REFERENCE_PAGES]
+    assert sorted(named) == sorted(p.name for p in (ROOT / "docs").glob("*.md"))
