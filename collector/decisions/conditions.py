@@ -22,13 +22,13 @@ from collector.decisions.state import (
     EVERY_TARGET,
     Condition,
     Key,
-    Target,
     merge,
     service_scope,
 )
 from collector.evaluation.packs import PackSource, compiled
 from collector.store.database import Database
 from collector.store.reader import Reader
+from collector.targets import Target
 from evaluators.base import Decision, Verdict
 from evaluators.policies import DecisionPolicy
 from evaluators.rulepack import RulePack

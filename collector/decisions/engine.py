@@ -31,7 +31,6 @@ from collector.decisions.state import (
     Event,
     Key,
     State,
-    Target,
     effective,
     resolved,
     step,
@@ -40,6 +39,7 @@ from collector.decisions.state import (
 from collector.store.database import Database
 from collector.store.reader import Interrupted
 from collector.store.writer import Writer
+from collector.targets import Target
 from collector.telemetry import DecisionMetrics
 from collector.ticker import Ticker
 from evaluators.base import Decision

@@ -13,18 +13,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from collector.decisions.state import (
-    Condition,
-    DecisionState,
-    Event,
-    Key,
-    State,
-    Target,
-    summary_of,
-)
+from collector.decisions.state import Condition, DecisionState, Event, Key, State, summary_of
 from collector.store.database import Database
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
+from collector.targets import Target
 from evaluators.base import Decision
 
 log = logging.getLogger(__name__)

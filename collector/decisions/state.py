@@ -9,10 +9,11 @@ condition later starts a new decision with a new id.
 from __future__ import annotations
 
 import uuid
-from dataclasses import astuple, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 
+from collector.targets import ANY, Target
 from evaluators.base import DECISION_STRENGTH, Decision, strongest
 
 MAX_EVIDENCE = 20
@@ -46,30 +47,6 @@ class Event(StrEnum):
     RESOLVE = "resolve"  # a person resolved it by hand
 
 
-@dataclass(frozen=True)
-class Target:
-    service: str
-    agent: str
-    version: str
-
-    def label(self) -> str:
-        if not any(astuple(self)):
-            return "(collector)"  # COLLECTOR_TARGET: no service, agent or version to name
-        return f"{self.service}/{self.agent}@{self.version}"
-
-    def covers(self, other: Target) -> bool:
-        """A decision for this target also holds for `other`: the same target, or a scope
-        (`*` fields) that takes it in, e.g. every target of one service."""
-        return all(
-            mine in (ANY, theirs)
-            for mine, theirs in zip(astuple(self), astuple(other), strict=True)
-        )
-
-    def is_scope(self) -> bool:
-        return ANY in astuple(self)
-
-
-ANY = "*"
 # Coverage that is lost collector-wide (backlog, alert delivery) is about every target at once:
 # it is decided for this one, and no target shows PASS while it fires.
 EVERY_TARGET = Target(ANY, ANY, ANY)

@@ -261,7 +261,8 @@ def test_the_severity_of_a_decision_comes_from_config_and_waiting_for_samples_is
 
     from collector.alerts.notifier import Notifier
     from collector.config.decisions import AlertsConfig
-    from collector.decisions.state import Condition, DecisionState, Key, State, Target
+    from collector.decisions.state import Condition, DecisionState, Key, State
+    from collector.targets import Target
     from collector.telemetry import AlertMetrics
     from evaluators.base import Decision
 

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from collector.decisions.state import (
-    MAX_EVIDENCE,
-    Condition,
-    Key,
-    Target,
-    effective,
-    step,
-    strongest_first,
-)
+from collector.decisions.state import MAX_EVIDENCE, Condition, Key, effective, step, strongest_first
+from collector.targets import Target
 from evaluators.base import Decision
 
 T0 = datetime(2026, 11, 29, 12, 0, 0)
