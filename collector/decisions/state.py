@@ -72,7 +72,7 @@ class Key:
 
 
 @dataclass(frozen=True)
-class Condition:
+class Observation:
     """What one evaluation saw for a key: the condition holds, with this evidence."""
 
     reasons: tuple[str, ...]
@@ -93,7 +93,7 @@ class DecisionState:
     state: State
     active_at: datetime
     last_seen_at: datetime
-    finding: Condition
+    finding: Observation
     fired_at: datetime | None = None
     resolved_at: datetime | None = None
     acked_by: str | None = None
@@ -110,7 +110,7 @@ def new_id() -> str:
     return "d-" + uuid.uuid4().hex[:16]
 
 
-def merge(old: Condition, new: Condition) -> Condition:
+def merge(old: Observation, new: Observation) -> Observation:
     """Reasons and rules accumulate over a decision's life; evidence keeps the newest first."""
     evidence = list(dict.fromkeys(new.evidence + old.evidence))[:MAX_EVIDENCE]
     return replace(
@@ -123,7 +123,7 @@ def merge(old: Condition, new: Condition) -> Condition:
 
 
 def step(
-    state: DecisionState | None, key: Key, found: Condition | None, now: datetime
+    state: DecisionState | None, key: Key, found: Observation | None, now: datetime
 ) -> DecisionState | None:
     """The state after one evaluation; `events` lists what happened in it (to record)."""
     if state is None or state.state == State.RESOLVED:
