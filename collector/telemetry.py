@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 import collector
 from collector.receivers.misdirected import Misdirected
-from collector.targets import OVERFLOW, TARGET_LABELS, Labels, TargetCap
+from collector.targets import OVERFLOW, TARGET_LABELS, Target, TargetCap, label_values
 
 # A `_created` series for every counter and histogram doubles what Prometheus stores and says
 # only when the process started, which `process_start_time_seconds` already says. The switch is
@@ -283,12 +283,12 @@ class DriftMetrics:
         if cap is not None:
             cap.on_release(self.remove)
 
-    def shown(self, target: Labels) -> bool:
+    def shown(self, target: Target) -> bool:
         """Whether `target` (service, agent, version) has its own series under the cap."""
         return self.cap is None or self.cap.shown(target) != OVERFLOW
 
-    def remove(self, target: Labels) -> None:
-        match = dict(zip(TARGET_LABELS, target, strict=True))
+    def remove(self, target: Target) -> None:
+        match = dict(zip(TARGET_LABELS, label_values(target), strict=True))
         for gauge in (self.effect_size, self.p_value, self.pass_at_k, self.pass_hat_k):
             gauge.remove_by_labels(match)
 

@@ -28,6 +28,7 @@ from collector.decisions.state import DecisionState, Event, State, merge, summar
 from collector.lifecycle import remaining
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
+from collector.targets import TARGET_LABELS, label_values
 from collector.telemetry import AlertMetrics
 from collector.threads import name_os_thread
 from collector.ticker import Ticker
@@ -174,9 +175,7 @@ class Notifier:
         labels = {
             "alertname": "Sextant" + state.key.decision.value.title(),
             "decision": state.key.decision.value,
-            "service": t.service,
-            "agent": t.agent,
-            "version": t.version,
+            **dict(zip(TARGET_LABELS, label_values(t), strict=True)),
             # The alert's identity must not change while it fires: the severity and the reason
             # it fired with.
             "severity": previous.labels["severity"] if previous else self.severity(state),

@@ -23,8 +23,8 @@ from scipy import stats
 from collector.bench.canaries import RULES, Run, Scenario
 from collector.drift.evaluate import evaluate_drift
 from collector.drift.outcome import WindowOutcome
-from collector.drift.sides import Target
 from collector.store.database import Database
+from collector.targets import Target
 from evaluators.base import Verdict
 from evaluators.rulepack import Selector
 from evaluators.window import DriftRule

@@ -16,8 +16,8 @@ import pyarrow as pa
 from collector.cli._client import AdminClient
 from collector.cli._errors import NotFound, Unreachable
 from collector.errors import SextantError
-from collector.replay.sources import DuckDBSource
 from collector.store.readonly import lock_down, open_file_read_only
+from collector.store.runs import DuckDBSource
 from collector.store.schema import create_table
 from collector.store.tables import TABLES
 from collector.store.views import create_views

@@ -39,7 +39,10 @@ CSRF = web.RequestKey("csrf", str)
 
 
 @dataclass(frozen=True)
-class Session:
+class Login:
+    """A person signed in to the console: the cookie's id, the CSRF token its forms carry, and
+    when it expires."""
+
     id: str
     csrf: str
     expires_at: float  # monotonic seconds
@@ -92,7 +95,7 @@ class ConsoleAccess:
         # Without tokens there are no sessions, yet forms still need a token another site
         # cannot read: one per process.
         self.open_csrf = secrets.token_urlsafe(32)
-        self._sessions: dict[str, Session] = {}
+        self._sessions: dict[str, Login] = {}
         self._lock = threading.Lock()
 
     def where(self, port: int) -> str:
@@ -114,13 +117,13 @@ class ConsoleAccess:
 
     # -- sessions --------------------------------------------------------------------------------
 
-    def login(self, token: str) -> Session | None:
+    def login(self, token: str) -> Login | None:
         """A new session for a configured token, or None."""
         try:
             self.auth.check(f"Bearer {token}")
         except Unauthenticated:
             return None
-        session = Session(
+        session = Login(
             secrets.token_urlsafe(32),
             secrets.token_urlsafe(32),
             self.monotonic() + self.lifetime,
@@ -137,7 +140,7 @@ class ConsoleAccess:
             with self._lock:
                 self._sessions.pop(session.id, None)
 
-    def session_of(self, request: web.Request) -> Session | None:
+    def session_of(self, request: web.Request) -> Login | None:
         sid = request.cookies.get(COOKIE)
         if not sid:
             return None
@@ -153,7 +156,7 @@ class ConsoleAccess:
         session = self.session_of(request)
         return session.csrf if session is not None else self.open_csrf
 
-    def set_cookie(self, response: web.StreamResponse, session: Session) -> None:
+    def set_cookie(self, response: web.StreamResponse, session: Login) -> None:
         response.set_cookie(
             COOKIE,
             session.id,

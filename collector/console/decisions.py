@@ -22,8 +22,8 @@ from collector.decisions.history import DECISION_FILTERS, STATES, decision_histo
 from collector.decisions.state import DecisionState, Event, State
 from collector.errors import SextantError
 from collector.replay.evidence import write_evidence
-from collector.replay.sources import DuckDBSource
 from collector.store.database import Database
+from collector.store.runs import DuckDBSource
 
 MAX_ROWS = 200
 

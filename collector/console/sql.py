@@ -30,7 +30,7 @@ ORDER BY table_name, column_index
 
 
 @dataclass
-class Result:
+class QueryAnswer:
     """What the page shows of one query: its columns and rows as text, or why it was refused."""
 
     sql: str
@@ -84,7 +84,7 @@ class SqlPage:
 
     async def _form(self, request: web.Request) -> web.Response:
         sql = request.query.get("sql", EXAMPLE)
-        return await self._page(request, Result(sql, self.config.default_rows), ran=False)
+        return await self._page(request, QueryAnswer(sql, self.config.default_rows), ran=False)
 
     async def _run(self, request: web.Request) -> web.Response:
         # The one POST of the page, and it only reads; its CSRF token was checked by the guard.
@@ -106,7 +106,7 @@ class SqlPage:
             if everywhere:
                 result = await self._everywhere(result, max_rows)
         except SextantError as exc:
-            result = Result(sql, self.config.default_rows, refused=str(exc))
+            result = QueryAnswer(sql, self.config.default_rows, refused=str(exc))
         return await self._page(request, result, ran=True)
 
     def _max_rows(self, given: str) -> int:
@@ -118,13 +118,13 @@ class SqlPage:
             )
         return int(given)
 
-    def _table(self, sql: str, max_rows: int) -> Result:
+    def _table(self, sql: str, max_rows: int) -> QueryAnswer:
         """In the worker thread: the query, and its rows turned into text."""
         answer = TableAnswer()
         outcome = self.endpoint.query(sql, None, max_rows, answer)
         table = answer.table()
         columns = [column.to_pylist() for column in table.columns]
-        return Result(
+        return QueryAnswer(
             sql,
             max_rows,
             columns=table.schema.names,
@@ -134,12 +134,12 @@ class SqlPage:
             elapsed_ms=round(outcome.elapsed_seconds * 1000, 1),
         )
 
-    async def _everywhere(self, here: Result, max_rows: int) -> Result:
+    async def _everywhere(self, here: QueryAnswer, max_rows: int) -> QueryAnswer:
         """This replica's answer joined with its peers', each row led by its replica."""
         others = other_peers(self.cluster.peers, self.cluster.replica)
         peers = await ask_peers(others, self.token, here.sql, max_rows)
         name = self.cluster.replica or "this replica"
-        joined = Result(
+        joined = QueryAnswer(
             here.sql,
             max_rows,
             columns=["replica", *here.columns],
@@ -172,7 +172,7 @@ class SqlPage:
             headers["X-Sextant-Truncated-By"] = outcome.truncated_by
         return streamed(answer.parts, "text/csv", headers, charset="utf-8")
 
-    async def _page(self, request: web.Request, result: Result, ran: bool) -> web.Response:
+    async def _page(self, request: web.Request, result: QueryAnswer, ran: bool) -> web.Response:
         views = await asyncio.to_thread(self.endpoint.database.read, view_columns)
         return page(
             "sql.html",

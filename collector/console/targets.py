@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 import duckdb
 
 from collector.decisions.engine import Snapshot
-from collector.decisions.state import State, Target
+from collector.decisions.state import State
+from collector.targets import Target
 
 HOURS = 24  # the chart's buckets
-Key = tuple[str, str, str]
 
 
 @dataclass
@@ -53,7 +53,7 @@ def target_rows(
 ) -> list[TargetRow]:
     """One row per target, sorted so that the versions of one agent (a canary and its
     baseline) sit together."""
-    rows: dict[Key, TargetRow] = {}
+    rows: dict[Target, TargetRow] = {}
     for target, last in snapshot.targets.items():
         decision, reasons = snapshot.decision_of(target)
         firing = [
@@ -61,13 +61,14 @@ def target_rows(
         ]
         owners = sorted({s.finding.owner for s in firing if s.finding.owner})
         strongest = firing[0].id if firing else None  # the states come strongest first
-        key = (target.service, target.agent, target.version)
-        rows[key] = TargetRow(target, decision.value, reasons, owners, last, decision_id=strongest)
+        rows[target] = TargetRow(
+            target, decision.value, reasons, owners, last, decision_id=strongest
+        )
     since = now - timedelta(hours=HOURS)
     for service, agent, version, hour, runs, passed, failed, reviewed in cursor.execute(
         COUNTS, [since, since]
     ).fetchall():
-        row = rows.get((service, agent, version))
+        row = rows.get(Target(service, agent, version))
         if row is None:
             continue  # a target the engine has not seen yet (its runs are not evaluated)
         row.runs[hour] += runs

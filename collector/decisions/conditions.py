@@ -20,15 +20,15 @@ from collector.decisions import queries
 from collector.decisions.state import (
     COLLECTOR_TARGET,
     EVERY_TARGET,
-    Condition,
     Key,
-    Target,
+    Observation,
     merge,
     service_scope,
 )
 from collector.evaluation.packs import PackSource, compiled
 from collector.store.database import Database
 from collector.store.reader import Reader
+from collector.targets import Target
 from evaluators.base import Decision, Verdict
 from evaluators.policies import DecisionPolicy
 from evaluators.rulepack import RulePack
@@ -47,7 +47,7 @@ class Coverage:
 class Found:
     """One round's conditions, and each target seen in the lookback with its last closed run."""
 
-    conditions: dict[Key, Condition] = field(default_factory=dict)
+    conditions: dict[Key, Observation] = field(default_factory=dict)
     targets: dict[Target, datetime] = field(default_factory=dict)
 
 
@@ -200,7 +200,7 @@ class ConditionFinder:
         latest: datetime,
         evidence: tuple[str, ...] = (),
     ) -> None:
-        condition = Condition(
+        condition = Observation(
             reasons=(reason,),
             owner=self.operator,
             evidence=evidence,
@@ -278,12 +278,12 @@ def matches(pack: RulePack, policy: DecisionPolicy, g: queries.Group) -> bool:
 
 def from_groups(
     pack: RulePack, hits: list[queries.Group], summary: str, timing: tuple[float, float]
-) -> Condition:
+) -> Observation:
     """The condition behind these groups (of `pack`'s policy, maybe over other packs' results):
     their reasons, rules, pack versions, newest evidence first, `pack`'s owner; `timing` is the
     policy's (`for`, `resolve_after`)."""
     hits = sorted(hits, key=lambda g: g.latest, reverse=True)
-    return Condition(
+    return Observation(
         reasons=tuple(sorted({g.reason for g in hits if g.reason})),
         rules=tuple(sorted({f"{g.pack}/{g.rule_id}" for g in hits})),
         packs=tuple(sorted({f"{g.pack}@{version_of(pack, g)}" for g in hits})),
@@ -300,7 +300,7 @@ def version_of(pack: RulePack, g: queries.Group) -> str:
     return g.pack_version or (pack.version if g.pack == pack.name else "?")
 
 
-def add(found: Found, key: Key, condition: Condition) -> None:
+def add(found: Found, key: Key, condition: Observation) -> None:
     """Conditions of one key from several sources merge; the newest result counts as latest."""
     old = found.conditions.get(key)
     if old is not None:

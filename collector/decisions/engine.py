@@ -26,12 +26,11 @@ from collector.config.decisions import DecisionsConfig
 from collector.decisions.conditions import ConditionFinder, Coverage, PackSource
 from collector.decisions.persistence import DecisionLog, row
 from collector.decisions.state import (
-    Condition,
     DecisionState,
     Event,
     Key,
+    Observation,
     State,
-    Target,
     effective,
     resolved,
     step,
@@ -40,6 +39,7 @@ from collector.decisions.state import (
 from collector.store.database import Database
 from collector.store.reader import Interrupted
 from collector.store.writer import Writer
+from collector.targets import Target
 from collector.telemetry import DecisionMetrics
 from collector.ticker import Ticker
 from evaluators.base import Decision
@@ -173,7 +173,7 @@ class DecisionEngine:
         self.metrics.last_round.set(self.clock.wall())
         return changed
 
-    def _step_all(self, conditions: dict[Key, Condition], now: datetime) -> list[DecisionState]:
+    def _step_all(self, conditions: dict[Key, Observation], now: datetime) -> list[DecisionState]:
         changed = []
         for key in set(conditions) | set(self._active):
             state = step(self._active.get(key), key, self._counted(key, conditions, now), now)
@@ -194,8 +194,8 @@ class DecisionEngine:
         return changed
 
     def _counted(
-        self, key: Key, conditions: dict[Key, Condition], now: datetime
-    ) -> Condition | None:
+        self, key: Key, conditions: dict[Key, Observation], now: datetime
+    ) -> Observation | None:
         """The key's condition, unless a person resolved it after its newest failure: only
         failures after a person resolved it count again."""
         found = conditions.get(key)

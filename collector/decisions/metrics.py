@@ -17,8 +17,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from collector.decisions.engine import Snapshot
-from collector.decisions.state import EVERY_TARGET, DecisionState, State, Target
-from collector.targets import TARGET_LABELS, Labels, TargetCap
+from collector.decisions.state import EVERY_TARGET, DecisionState, State
+from collector.targets import TARGET_LABELS, Target, TargetCap, label_values
 from evaluators.base import DECISION_PRECEDENCE, DECISION_STRENGTH, Decision, strongest
 
 LABELS = [*TARGET_LABELS, "decision"]
@@ -46,7 +46,7 @@ class DecisionCollector(Collector):
     def __init__(self, snapshot: Callable[[], Snapshot], cap: TargetCap) -> None:
         self.snapshot = snapshot
         self.cap = cap
-        self._seen: dict[Labels, set[Decision]] = {}
+        self._seen: dict[Target, set[Decision]] = {}
         self._lock = threading.Lock()  # scrapes may run at the same time
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -54,16 +54,16 @@ class DecisionCollector(Collector):
             families = self._families()
         yield from families
 
-    def _shown(self, snap: Snapshot, scopes: set[Target]) -> dict[Target, Labels]:
+    def _shown(self, snap: Snapshot, scopes: set[Target]) -> dict[Target, Target]:
         """Each target's labels. Scopes (every target, one service's targets) always keep theirs;
         the most recently active targets ask the cap first, so a restart keeps them labelled."""
-        shown = {t: labels(t) for t in scopes | {EVERY_TARGET}}
+        shown = {t: t for t in scopes | {EVERY_TARGET}}
         for target in sorted(snap.targets, key=lambda t: snap.targets[t], reverse=True):
             if target not in shown:
-                shown[target] = self.cap.shown(labels(target), snap.targets[target])
+                shown[target] = self.cap.shown(target, snap.targets[target])
         for s in snap.states:
             if s.key.target not in shown:
-                shown[s.key.target] = self.cap.shown(labels(s.key.target))
+                shown[s.key.target] = self.cap.shown(s.key.target)
         return shown
 
     def _families(self) -> list[GaugeMetricFamily]:
@@ -77,9 +77,9 @@ class DecisionCollector(Collector):
                 pending.setdefault(s.key.target, set()).add(s.key.decision)
         scopes = {t for t in firing if t.is_scope()}
         shown = self._shown(snap, scopes)
-        values: dict[tuple[Labels, Decision], float] = {}
-        why: dict[tuple[Labels, Decision], Why] = {}
-        waiting: set[tuple[Labels, Decision]] = set()
+        values: dict[tuple[Target, Decision], float] = {}
+        why: dict[tuple[Target, Decision], Why] = {}
+        waiting: set[tuple[Target, Decision]] = set()
         for target in set(snap.targets) | set(firing) | set(pending):
             # A scope fires for each target it takes in.
             states = [s for t, ss in firing.items() if t.covers(target) for s in ss]
@@ -105,7 +105,7 @@ class DecisionCollector(Collector):
         ]
 
 
-def state_family(values: dict[tuple[Labels, Decision], float]) -> GaugeMetricFamily:
+def state_family(values: dict[tuple[Target, Decision], float]) -> GaugeMetricFamily:
     family = GaugeMetricFamily(
         "sextant_decision_state",
         "1 while the decision fires for the target (service x agent x version), else 0;"
@@ -113,22 +113,22 @@ def state_family(values: dict[tuple[Labels, Decision], float]) -> GaugeMetricFam
         labels=LABELS,
     )
     for (target, decision), value in sorted(values.items(), key=str):
-        family.add_metric([*target, decision.value], value)
+        family.add_metric([*label_values(target), decision.value], value)
     return family
 
 
-def pending_family(waiting: set[tuple[Labels, Decision]]) -> GaugeMetricFamily:
+def pending_family(waiting: set[tuple[Target, Decision]]) -> GaugeMetricFamily:
     family = GaugeMetricFamily(
         "sextant_decision_pending",
         "1 while the decision's condition holds but it waits for its `for` duration.",
         labels=LABELS,
     )
     for target, decision in sorted(waiting, key=str):
-        family.add_metric([*target, decision.value], 1.0)
+        family.add_metric([*label_values(target), decision.value], 1.0)
     return family
 
 
-def info_family(why: dict[tuple[Labels, Decision], Why]) -> GaugeMetricFamily:
+def info_family(why: dict[tuple[Target, Decision], Why]) -> GaugeMetricFamily:
     """Reasons and owners are sorted and joined, so the series changes only when a reason or an
     owner is added, never from one scrape to the next."""
     family = GaugeMetricFamily(
@@ -138,11 +138,11 @@ def info_family(why: dict[tuple[Labels, Decision], Why]) -> GaugeMetricFamily:
     )
     for (target, decision), w in sorted(why.items(), key=str):
         reasons, owners = ",".join(sorted(w.reasons)), ",".join(sorted(w.owners))
-        family.add_metric([*target, decision.value, reasons, owners], 1.0)
+        family.add_metric([*label_values(target), decision.value, reasons, owners], 1.0)
     return family
 
 
-def strength_family(values: dict[tuple[Labels, Decision], float]) -> GaugeMetricFamily:
+def strength_family(values: dict[tuple[Target, Decision], float]) -> GaugeMetricFamily:
     family = GaugeMetricFamily(
         "sextant_target_decision_strength",
         f"The strongest firing decision of the target as a number: {STRENGTH_HELP}.",
@@ -152,9 +152,5 @@ def strength_family(values: dict[tuple[Labels, Decision], float]) -> GaugeMetric
         lit: list[Decision] = [
             d for (t, d), v in values.items() if t == target and v and d != Decision.PASS
         ]
-        family.add_metric(list(target), float(GAUGE_STRENGTH[strongest(lit)]))
+        family.add_metric(list(label_values(target)), float(GAUGE_STRENGTH[strongest(lit)]))
     return family
-
-
-def labels(target: Target) -> Labels:
-    return (target.service, target.agent, target.version)

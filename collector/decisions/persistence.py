@@ -13,18 +13,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from collector.decisions.state import (
-    Condition,
-    DecisionState,
-    Event,
-    Key,
-    State,
-    Target,
-    summary_of,
-)
+from collector.decisions.state import DecisionState, Event, Key, Observation, State, summary_of
 from collector.store.database import Database
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
+from collector.targets import Target
 from evaluators.base import Decision
 
 log = logging.getLogger(__name__)
@@ -134,7 +127,7 @@ def from_row(
         r["policy"] or "",
     )
     for_seconds, resolve = timings.get(key.policy, (0.0, resolve_after))
-    condition = Condition(
+    condition = Observation(
         reasons=tuple(r["reasons"] or ()),
         rules=tuple(r["rules"] or ()),
         packs=tuple(r["packs"] or ()),

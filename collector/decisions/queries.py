@@ -8,7 +8,8 @@ from typing import Any
 
 import duckdb
 
-from collector.decisions.state import MAX_EVIDENCE, Target
+from collector.decisions.state import MAX_EVIDENCE
+from collector.targets import Target
 
 # Failed and reviewed results in a window, one row per (pack, rule, reason, target); results of
 # a trajectory revision that a later revision replaced no longer count (a later revision closed

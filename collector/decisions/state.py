@@ -9,10 +9,11 @@ condition later starts a new decision with a new id.
 from __future__ import annotations
 
 import uuid
-from dataclasses import astuple, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 
+from collector.targets import ANY, Target
 from evaluators.base import DECISION_STRENGTH, Decision, strongest
 
 MAX_EVIDENCE = 20
@@ -46,30 +47,6 @@ class Event(StrEnum):
     RESOLVE = "resolve"  # a person resolved it by hand
 
 
-@dataclass(frozen=True)
-class Target:
-    service: str
-    agent: str
-    version: str
-
-    def label(self) -> str:
-        if not any(astuple(self)):
-            return "(collector)"  # COLLECTOR_TARGET: no service, agent or version to name
-        return f"{self.service}/{self.agent}@{self.version}"
-
-    def covers(self, other: Target) -> bool:
-        """A decision for this target also holds for `other`: the same target, or a scope
-        (`*` fields) that takes it in, e.g. every target of one service."""
-        return all(
-            mine in (ANY, theirs)
-            for mine, theirs in zip(astuple(self), astuple(other), strict=True)
-        )
-
-    def is_scope(self) -> bool:
-        return ANY in astuple(self)
-
-
-ANY = "*"
 # Coverage that is lost collector-wide (backlog, alert delivery) is about every target at once:
 # it is decided for this one, and no target shows PASS while it fires.
 EVERY_TARGET = Target(ANY, ANY, ANY)
@@ -95,7 +72,7 @@ class Key:
 
 
 @dataclass(frozen=True)
-class Condition:
+class Observation:
     """What one evaluation saw for a key: the condition holds, with this evidence."""
 
     reasons: tuple[str, ...]
@@ -116,7 +93,7 @@ class DecisionState:
     state: State
     active_at: datetime
     last_seen_at: datetime
-    finding: Condition
+    finding: Observation
     fired_at: datetime | None = None
     resolved_at: datetime | None = None
     acked_by: str | None = None
@@ -133,7 +110,7 @@ def new_id() -> str:
     return "d-" + uuid.uuid4().hex[:16]
 
 
-def merge(old: Condition, new: Condition) -> Condition:
+def merge(old: Observation, new: Observation) -> Observation:
     """Reasons and rules accumulate over a decision's life; evidence keeps the newest first."""
     evidence = list(dict.fromkeys(new.evidence + old.evidence))[:MAX_EVIDENCE]
     return replace(
@@ -146,7 +123,7 @@ def merge(old: Condition, new: Condition) -> Condition:
 
 
 def step(
-    state: DecisionState | None, key: Key, found: Condition | None, now: datetime
+    state: DecisionState | None, key: Key, found: Observation | None, now: datetime
 ) -> DecisionState | None:
     """The state after one evaluation; `events` lists what happened in it (to record)."""
     if state is None or state.state == State.RESOLVED:

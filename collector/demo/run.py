@@ -18,6 +18,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from collector.config.sections import BUILTIN_RULES
 from collector.demo.agents import AgentScript, provider_for
 from collector.embedded import Embedded, loopback_config, start
+from collector.targets import Target
 
 CANARY_PACK = Path(__file__).resolve().parent.parent / "data" / "demo-canary.yaml"
 CANARY_MIN_RUNS = 10  # the canary pack's min_samples: fewer runs a side would only be a review
@@ -228,13 +229,12 @@ class DemoRun:
         self.seen_decisions.update((r[0], r[1]) for r in fresh)
         return fresh
 
-    def targets(self) -> dict[tuple[str, str, str], dict[str, Any]]:
+    def targets(self) -> dict[Target, dict[str, Any]]:
         snap = self.running.pipeline.decisions.snapshot()
         found = {}
         for target in snap.targets:
             decision, reasons = snap.decision_of(target)
-            key = (target.service, target.agent, target.version)
-            found[key] = {"decision": decision.value, "reasons": reasons}
+            found[target] = {"decision": decision.value, "reasons": reasons}
         return found
 
     def done(self) -> bool:
@@ -243,7 +243,7 @@ class DemoRun:
             return False
         targets = self.targets()
         return all(
-            targets.get((a.service, a.agent, a.version), {}).get("decision") == a.expect
+            targets.get(Target(a.service, a.agent, a.version), {}).get("decision") == a.expect
             for a in AGENTS
         )
 
@@ -253,7 +253,7 @@ class DemoRun:
         counts = {(s, a, v, verdict): n for s, a, v, verdict, n in self.rows(VERDICT_COUNTS)}
         rows = []
         for a in AGENTS:
-            key = (a.service, a.agent, a.version)
+            key = Target(a.service, a.agent, a.version)
             got = targets.get(key, {"decision": "-", "reasons": []})
             n = {v: counts.get((*key, v), 0) for v in ("pass", "fail", "review", "none")}
             rows.append(

@@ -11,8 +11,9 @@ import numpy as np
 
 from collector.drift import samples
 from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
-from collector.drift.sides import Side, Target, exactly, matching
+from collector.drift.sides import Side, exactly, matching
 from collector.store.reader import Reader
+from collector.targets import Target
 from evaluators.base import Verdict
 from evaluators.drift import (
     Comparison,
@@ -51,7 +52,7 @@ def find_targets(
         f" WHERE {where} ORDER BY ALL",
         [start, end, *params],
     ).fetchall()
-    return [(r[0], r[1], r[2]) for r in rows]
+    return [Target(r[0], r[1], r[2]) for r in rows]
 
 
 def sides(rule: DriftRule, target: Target, now: datetime) -> tuple[Side, Side] | None:

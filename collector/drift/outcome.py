@@ -7,8 +7,8 @@ from datetime import datetime
 
 import duckdb
 
-from collector.drift.sides import Target, describe_target
 from collector.store.reader import Reader
+from collector.targets import Target, describe_target
 from evaluators.base import Verdict
 
 

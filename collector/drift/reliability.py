@@ -11,8 +11,9 @@ import duckdb
 
 from collector.drift.evaluate import find_targets
 from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
-from collector.drift.sides import Side, Target, describe_target, exactly
+from collector.drift.sides import Side, exactly
 from collector.store.reader import Reader
+from collector.targets import Target, describe_target
 from evaluators.base import Verdict
 from evaluators.reliability import (
     coefficient_of_variation,
@@ -87,7 +88,7 @@ def case_runs(
         FROM counted GROUP BY ALL ORDER BY ALL
     """
     return [
-        CaseRuns((svc, agent, ver), case, n, c, modal, lat or [], cost or [], failed or [])
+        CaseRuns(Target(svc, agent, ver), case, n, c, modal, lat or [], cost or [], failed or [])
         for svc, agent, ver, case, n, c, modal, lat, cost, failed in cursor.execute(
             query, params
         ).fetchall()
@@ -136,9 +137,9 @@ def report(cases: list[CaseRuns], ks: list[int]) -> dict[str, Any]:
     for case in cases:
         case_rows.append(
             {
-                "service": case.target[0],
-                "agent": case.target[1],
-                "version": case.target[2],
+                "service": case.target.service,
+                "agent": case.target.agent,
+                "version": case.target.version,
                 "case": case.case_id,
                 "n": case.n,
                 "c": case.c,
@@ -154,9 +155,9 @@ def report(cases: list[CaseRuns], ks: list[int]) -> dict[str, Any]:
         rows = [r for r in case_rows if (r["service"], r["agent"], r["version"]) == target.target]
         target_rows.append(
             {
-                "service": target.target[0],
-                "agent": target.target[1],
-                "version": target.target[2],
+                "service": target.target.service,
+                "agent": target.target.agent,
+                "version": target.target.version,
                 "cases": len(target.cases),
                 "n": sum(c.n for c in target.cases),
                 "c": sum(c.c for c in target.cases),

@@ -38,7 +38,7 @@ def resharded(
         return outcomes
     since = min(o.window_start for o in judged)
     until = max(o.window_end for o in judged)
-    services = sorted({o.target[0] or "" for o in judged})
+    services = sorted({o.target.service or "" for o in judged})
     elsewhere: dict[str, list[tuple[str, datetime, datetime]]] = {}
     for peer in peers:
         try:
@@ -50,7 +50,7 @@ def resharded(
             elsewhere.setdefault(row["service"], []).append(
                 (replica_name(peer), parse(row["first"]), parse(row["last"]))
             )
-    return [split(o, elsewhere.get(o.target[0] or "", [])) for o in outcomes]
+    return [split(o, elsewhere.get(o.target.service or "", [])) for o in outcomes]
 
 
 def parse(value: str | datetime) -> datetime:
@@ -66,7 +66,7 @@ def split(o: WindowOutcome, elsewhere: list[tuple[str, datetime, datetime]]) -> 
                 o,
                 verdict=Verdict.REVIEW,
                 reason="coverage_resharded",
-                message=f"{o.target[0]} has runs on {peer} too inside this window (it moved"
+                message=f"{o.target.service} has runs on {peer} too inside this window (it moved"
                 f" between replicas): only part of its sample is here; would be {o.verdict}:"
                 f" {o.message}",
             )

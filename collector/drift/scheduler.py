@@ -21,6 +21,7 @@ from collector.store.database import Database
 from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
+from collector.targets import Target, label_values
 from collector.telemetry import DriftMetrics
 from collector.ticker import Ticker
 from evaluators.rulepack import RulePack
@@ -129,7 +130,7 @@ class DriftScheduler(ReadingStage):
         if isinstance(rule, DriftRule):
             outcomes = evaluate_drift(cursor, pack.selector, rule, at, limit, self.reader)
             for o in outcomes:
-                shown = (o.target[0] or "", o.target[1] or "", o.target[2] or "")
+                shown = Target(*label_values(o.target))
                 if not self.metrics.shown(shown):
                     continue
                 target = (*labels, *shown, o.metric)
@@ -138,7 +139,7 @@ class DriftScheduler(ReadingStage):
             return outcomes
         judged = evaluate_reliability(cursor, pack.selector, rule, at, limit, self.reader)
         for _, found in judged:
-            shown = (found.target[0] or "", found.target[1] or "", found.target[2] or "")
+            shown = Target(*label_values(found.target))
             if not self.metrics.shown(shown):
                 continue
             target = (*labels, *shown, str(rule.k))

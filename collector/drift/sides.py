@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from collector.targets import Target
+
 # The columns every drift and reliability query reads; runs still open or incomplete have no
 # trustworthy totals and are reviewed one by one already, so they stay out of the statistics.
 RUN_COLUMNS = (
@@ -13,8 +15,6 @@ RUN_COLUMNS = (
     " t.status, t.error_count, t.tool_calls, t.verdict"
 )
 TARGET_COLUMNS = ("service_name", "agent_name", "service_version")
-
-Target = tuple[str | None, str | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,3 @@ def matching(
             conditions.append("(" + " OR ".join(f"t.{column} GLOB ?" for _ in globs) + ")")
             params.extend(globs)
     return tuple(conditions), tuple(params)
-
-
-def describe_target(target: Target) -> str:
-    return " / ".join(part if part is not None else "-" for part in target)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from collector.evaluation.runs import Runs
-from collector.targets import TARGET_LABELS, Labels, TargetCap
+from collector.targets import TARGET_LABELS, Target, TargetCap, label_values
 from collector.telemetry import LATENCY_BUCKETS
 
 # Agent runs take from a tenth of a second (one tool call) to minutes (a long plan).
@@ -105,7 +105,7 @@ class TargetMetrics:
         )
         cap.on_release(self.remove)
 
-    def record(self, targets: dict[Labels, Runs]) -> None:
+    def record(self, targets: dict[Target, Runs]) -> None:
         for target, runs in targets.items():
             shown = self.cap.shown(target)
             for verdict in VERDICTS:  # every verdict from the first run: rate() sees the first fail
@@ -122,8 +122,8 @@ class TargetMetrics:
             exemplar = {"trace_id": example} if example else None
             self.tool_errors.labels(*shown).inc(runs.tool_errors, exemplar)
 
-    def remove(self, target: Labels) -> None:
+    def remove(self, target: Target) -> None:
         """The target gave its place in the cap up: its series go, so the cap stays a bound."""
-        match = dict(zip(TARGET_LABELS, target, strict=True))
+        match = dict(zip(TARGET_LABELS, label_values(target), strict=True))
         for metric in (self.runs, self.duration, self.tokens, self.cost, self.tool_errors):
             metric.remove_by_labels(match)

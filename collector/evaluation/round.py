@@ -13,6 +13,7 @@ from collector.evaluation.mcp import Sightings
 from collector.evaluation.packs import PackText, compiled
 from collector.evaluation.results import trajectory_result_rows
 from collector.evaluation.runs import Runs
+from collector.targets import Target
 from evaluators.base import Result, overall_verdict
 from evaluators.evaluate import evaluate_pack
 from evaluators.model import Trajectory
@@ -33,7 +34,7 @@ class Tally:
     failures: list[str] = field(default_factory=list)  # packs that raised past evaluate_pack
     # (service, agent, version) -> its runs; a run counts once, not again when late spans
     # rebuild it as a new revision (its tokens and time would count twice).
-    targets: dict[tuple[str, str, str], Runs] = field(default_factory=dict)
+    targets: dict[Target, Runs] = field(default_factory=dict)
     mcp: Sightings = field(default_factory=Sightings)  # MCP servers' tools, for the inventory
 
     def count(self, t: Trajectory, results: list[Result]) -> None:
@@ -53,7 +54,7 @@ class Tally:
         self.verdicts[verdict] += 1
         self.examples[(verdict,)] = t.trace_id
         if t.revision <= 1:
-            target = (t.service_name or "", t.agent_name or "", t.service_version or "")
+            target = Target(t.service_name or "", t.agent_name or "", t.service_version or "")
             self.targets.setdefault(target, Runs()).count(t, verdict)
 
 

@@ -24,11 +24,10 @@ from collector.evaluation.packs import PackSource, compiled
 from collector.evaluation.results import trajectory_result_rows
 from collector.judges.metrics import EventMetrics
 from collector.judges.plan import applies
-from collector.replay.load import load_trajectories
-from collector.replay.sources import DuckDBSource
 from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow
 from collector.store.reader import Interrupted, Reader, ReadingStage
+from collector.store.runs import DuckDBSource, load_trajectories
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker

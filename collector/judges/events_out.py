@@ -27,7 +27,7 @@ from collector import __version__
 from collector.config.evaluation import EvaluationEventsConfig
 from collector.judges.metrics import EventMetrics
 from collector.lifecycle import remaining
-from collector.replay.resend import Sender, SendError, key_values
+from collector.otlp_sender import Sender, SendError, key_values
 from collector.store.database import Database
 from collector.store.reader import Interrupted, Reader
 from collector.threads import name_os_thread

@@ -45,11 +45,10 @@ from collector.judges.plan import (
     result_rows,
 )
 from collector.judges.similar import similarity_rows
-from collector.replay.load import load_trajectories
-from collector.replay.sources import DuckDBSource
 from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow
 from collector.store.reader import Interrupted, Reader, ReadingStage
+from collector.store.runs import DuckDBSource, load_trajectories
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker

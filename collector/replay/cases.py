@@ -9,7 +9,7 @@ import orjson
 
 from collector.errors import SextantError
 from collector.replay.selection import check_trace_id
-from collector.replay.sources import Source
+from collector.store.runs import Source
 from evaluators.model import Step, Trajectory
 
 

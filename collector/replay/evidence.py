@@ -13,7 +13,7 @@ import orjson
 
 from collector.errors import SextantError
 from collector.replay.cases import trajectory_doc
-from collector.replay.sources import Source
+from collector.store.runs import Source
 
 IDS = "(SELECT unnest(?::VARCHAR[]))"
 OPTION = orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z | orjson.OPT_INDENT_2

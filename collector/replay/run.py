@@ -19,8 +19,7 @@ from collector.errors import SextantError
 from collector.evaluation.packs import pack_files
 from collector.evaluation.results import trajectory_result_rows
 from collector.replay.cases import pack_verdict
-from collector.replay.load import load_results, load_trajectories
-from collector.replay.sources import Opener, Source
+from collector.store.runs import Opener, Source, load_results, load_trajectories
 from collector.store.tables import rows_table
 from evaluators.base import Result, overall_verdict
 from evaluators.evaluate import evaluate_pack

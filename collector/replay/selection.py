@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from collector.errors import SextantError
-from collector.replay.sources import Source
+from collector.store.runs import Source
 
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 

@@ -22,8 +22,6 @@ from collector.clock import Clock, SystemClock
 from collector.config.evaluation import SessionsConfig
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackSource, PackText, compiled
-from collector.replay.load import load_trajectories
-from collector.replay.sources import DuckDBSource
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.rows import session_result_rows, session_row
 from collector.sessions.turns import on_session_clock
@@ -31,6 +29,7 @@ from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow
 from collector.store.queries import rows_as_dicts
 from collector.store.reader import Interrupted, Reader, ReadingStage
+from collector.store.runs import DuckDBSource, load_trajectories
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker

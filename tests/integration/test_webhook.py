@@ -261,14 +261,15 @@ def test_the_severity_of_a_decision_comes_from_config_and_waiting_for_samples_is
 
     from collector.alerts.notifier import Notifier
     from collector.config.decisions import AlertsConfig
-    from collector.decisions.state import Condition, DecisionState, Key, State, Target
+    from collector.decisions.state import DecisionState, Key, Observation, State
+    from collector.targets import Target
     from collector.telemetry import AlertMetrics
     from evaluators.base import Decision
 
     def state(decision: Decision, *reasons: str) -> DecisionState:
         key = Key(Target("s", "a", "1"), decision, "p")
         now = datetime(2026, 1, 1)
-        return DecisionState(key, "d-1", State.FIRING, now, now, Condition(reasons=reasons))
+        return DecisionState(key, "d-1", State.FIRING, now, now, Observation(reasons=reasons))
 
     def severity(config: AlertsConfig, decision: Decision, *reasons: str) -> str:
         notifier = Notifier(config, None, AlertMetrics(CollectorRegistry()), lambda: "http://s")

@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
-from collector.replay.resend import any_value
+from collector.otlp_sender import any_value
 
 if TYPE_CHECKING:
     from tests.support.server import RunningServer

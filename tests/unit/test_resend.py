@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.replay.resend import Sender, SendError
+from collector.otlp_sender import Sender, SendError
 
 KEY = "team-key-6f1c2a9e"
 

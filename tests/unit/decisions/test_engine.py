@@ -26,7 +26,6 @@ from collector.decisions.state import (
     DecisionState,
     Event,
     State,
-    Target,
     service_scope,
 )
 from collector.evaluation.packs import PackText
@@ -35,6 +34,7 @@ from collector.store.database import Database
 from collector.store.pending import fan_out
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
+from collector.targets import Target
 from collector.telemetry import DecisionMetrics, StoreMetrics
 from evaluators.base import Decision
 from tests.support.wait import wait_for

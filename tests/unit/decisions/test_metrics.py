@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry
 from collector.clock import FakeClock
 from collector.decisions.engine import Snapshot
 from collector.decisions.metrics import DecisionCollector
-from collector.decisions.state import EVERY_TARGET, Condition, DecisionState, Key, State, Target
-from collector.targets import OVERFLOW, TargetCap
+from collector.decisions.state import EVERY_TARGET, DecisionState, Key, Observation, State
+from collector.targets import OVERFLOW, Target, TargetCap
 from evaluators.base import Decision
 
 CLOCK = FakeClock()
@@ -25,7 +25,7 @@ def firing(target: Target, decision: Decision, *reasons: str, owner: str = "") -
         state=State.FIRING,
         active_at=NOW,
         last_seen_at=NOW,
-        finding=Condition(reasons=reasons, owner=owner),
+        finding=Observation(reasons=reasons, owner=owner),
         fired_at=NOW,
     )
 

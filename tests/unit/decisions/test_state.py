@@ -6,13 +6,13 @@ from datetime import datetime, timedelta
 
 from collector.decisions.state import (
     MAX_EVIDENCE,
-    Condition,
     Key,
-    Target,
+    Observation,
     effective,
     step,
     strongest_first,
 )
+from collector.targets import Target
 from evaluators.base import Decision
 
 T0 = datetime(2026, 11, 29, 12, 0, 0)
@@ -25,8 +25,8 @@ def at(seconds: float) -> datetime:
 
 def finding(
     *reasons: str, for_seconds: float = 0, resolve_after: float = 60, evidence=()
-) -> Condition:
-    return Condition(
+) -> Observation:
+    return Observation(
         reasons=reasons,
         rules=tuple(f"pack/{r}" for r in reasons),
         owner="oncall",

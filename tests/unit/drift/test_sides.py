@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from collector.drift.sides import Side, describe_target, exactly, matching
+from collector.drift.sides import Side, exactly, matching
+from collector.targets import describe_target
 from tests.support.store import NOW, RunStore
 
 
