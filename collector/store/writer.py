@@ -1,4 +1,8 @@
-"""The single writer: a bounded queue of Arrow batches, committed together (group commit)."""
+"""The single writer: a bounded queue of Arrow batches, committed together (group commit).
+
+The queue and its linger are in write_queue.py, one commit and its failure state in commit.py,
+the journal's replay at start in replay.py; this module wires them to the threads.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +10,21 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Iterator
-from datetime import datetime
 
-import duckdb
 import pyarrow as pa
 
 from collector.clock import Clock, SystemClock
 from collector.config.sections import WriterConfig
-from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
+from collector.errors import ShuttingDown, StoreUnavailable
 from collector.lifecycle import remaining
+from collector.store import replay
 from collector.store.appender import Appender
+from collector.store.commit import Committer
 from collector.store.database import Database
 from collector.store.journal import Frame, Journal
-from collector.store.pending import CommitHook, Pending, Progress, invalidated, settle
-from collector.store.tables import (
-    BEFORE_INSERT,
-    INSERTS,
-    INSERTS_IGNORING_DUPLICATES,
-    SIGNAL_TABLES,
-)
+from collector.store.pending import CommitHook, Pending, settle
+from collector.store.write_queue import WriteQueue
 from collector.telemetry import StoreMetrics
 from collector.threads import name_os_thread
 
@@ -61,47 +58,51 @@ class Writer:
         self.clock = clock or SystemClock()
         self.config = config
         self.metrics = metrics
-        self.on_commit = on_commit
-        self.on_invalidated: Callable[[str], None] | None = None  # the store must be reopened
         self.journal = journal
         self.appender = (
             Appender(journal, metrics, self._appended, self._refused) if journal else None
         )
-        self._queue: deque[Pending] = deque()  # to load, in journal order
-        self._queued_rows = 0
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._incoming = 0
+        self.queue = WriteQueue(config, metrics)
+        self.committer = Committer(database, self.queue, metrics, self.clock, journal)
+        self.committer.on_commit = on_commit
         self._thread: threading.Thread | None = None
-        self._last_error = ""
-        self._held = False  # journaled rows wait for a load to succeed again
-        self._progress = Progress()
         self._unloaded: list[Frame] = []  # acknowledged by a previous run, not loaded
-        self._last_received_at = datetime.min
-        metrics.queue_limit.set(config.max_queue_rows)
-        for reason in ("queue_full", "commit_failed", "journal_failed"):  # at 0 for increase()
-            metrics.dropped.labels(reason)
+
+    @property
+    def on_commit(self) -> CommitHook | None:
+        return self.committer.on_commit
+
+    @on_commit.setter
+    def on_commit(self, hook: CommitHook | None) -> None:
+        self.committer.on_commit = hook
+
+    @property
+    def on_invalidated(self) -> Callable[[str], None] | None:
+        """Called with the error when the store must be reopened."""
+        return self.committer.on_invalidated
+
+    @on_invalidated.setter
+    def on_invalidated(self, hook: Callable[[str], None] | None) -> None:
+        self.committer.on_invalidated = hook
 
     @property
     def alive(self) -> bool:
         threads = self.threads()
-        return bool(threads) and all(t.is_alive() for t in threads) and not self._stopping
+        return bool(threads) and all(t.is_alive() for t in threads) and not self.queue.stopping
 
     @property
     def failing(self) -> str:
         """Why the last commit or journal append failed ('' once one succeeds): disk full, a
         broken store."""
-        return self._last_error or (self.appender.failing if self.appender else "")
+        return self.committer.last_error or (self.appender.failing if self.appender else "")
 
     def start(self) -> None:
         """Opens the journal, keeping the requests a previous run acknowledged but had not
         loaded for `replay`, and starts the threads."""
         if self.journal is not None:
-            con = self.database.connection
-            row = con.execute("SELECT applied_seq FROM journal_state").fetchone()
-            self._progress.applied = self._progress.acked = int(row[0]) if row else 0
-            self._unloaded = list(self.journal.open(self._progress.applied))
-            self.metrics.journal_bytes.set(self.journal.bytes)
+            self._unloaded = replay.open_journal(
+                self.database, self.journal, self.queue, self.metrics
+            )
         self._thread = threading.Thread(target=self._run, name="sextant-writer", daemon=True)
         self._thread.start()
         if self.appender is not None:
@@ -111,26 +112,7 @@ class Writer:
         """Loads the requests the journal held at start and waits for their commits; they keep
         their sequence numbers, so a crash meanwhile replays them again. Rows loaded."""
         frames, self._unloaded = self._unloaded, []
-        loaded = 0
-        futures: list[concurrent.futures.Future[None]] = []
-        for frame in frames:
-            table = decode(frame)
-            if table is None:
-                continue
-            pending = Pending({SIGNAL_TABLES[frame.signal]: table}, concurrent.futures.Future())
-            pending.seq = frame.seq
-            with self._cond:
-                while self._queued_rows > self.config.max_queue_rows // 2 and not self._stopping:
-                    self._cond.wait(0.1)  # loading is what makes room
-                self._queue.append(pending)
-                self._queued_rows += pending.rows
-                self._progress.acked = max(self._progress.acked, frame.seq)
-                self._cond.notify_all()
-            futures.append(pending.future)
-            loaded += pending.rows
-        concurrent.futures.wait(futures)
-        self.metrics.journal_replayed.inc(len(futures))
-        return loaded
+        return replay.replay(frames, decode, self.queue, self.metrics)
 
     def submit(
         self, table: str, data: pa.Table, request: tuple[str, str, int, bytes] | None = None
@@ -147,25 +129,15 @@ class Writer:
         """Queue rows for the next commit; refuses (never blocks) when the queue is full."""
         journaled = request is not None and self.appender is not None
         pending = Pending(parts, concurrent.futures.Future(), request if journaled else None)
-        rows = pending.rows
-        with self._cond:
-            if self._stopping:
+        with self.queue.cond:
+            if self.queue.stopping:
                 raise ShuttingDown("Sextant is shutting down; retry against another replica")
-            if journaled and self._held:
-                self._cond.notify_all()  # try the held load again now rather than at its turn
-                raise StoreUnavailable(f"the store cannot commit: {self._last_error}")
-            if self._queued_rows and self._queued_rows + rows > self.config.max_queue_rows:
-                self.metrics.dropped.labels("queue_full").inc(rows)
-                error = Overloaded(
-                    f"write queue full ({self._queued_rows} rows waiting); retry later"
-                )
-                error.retry_after_seconds = self.config.retry_after_seconds
-                raise error
-            self._queued_rows += rows
-            self.metrics.queue_rows.set(self._queued_rows)
+            if journaled and self.committer.held:
+                self.queue.cond.notify_all()  # try the held load again now rather than at its turn
+                raise StoreUnavailable(f"the store cannot commit: {self.committer.last_error}")
+            self.queue.reserve(pending.rows)
             if not journaled:
-                self._queue.append(pending)
-                self._cond.notify_all()
+                self.queue.push([pending])
         if journaled and self.appender is not None:
             self.appender.put(pending)
         return pending.future
@@ -173,8 +145,8 @@ class Writer:
     def settled(self) -> concurrent.futures.Future[None]:
         """Completes once every request acknowledged so far is loaded into DuckDB, so a read
         after an acknowledgement sees its rows."""
-        with self._cond:
-            return self._progress.settled()
+        with self.queue.cond:
+            return self.queue.progress.settled()
 
     @contextlib.contextmanager
     def incoming(self) -> Iterator[None]:
@@ -183,20 +155,12 @@ class Writer:
         if self.appender is not None:
             yield
             return
-        with self._cond:
-            self._incoming += 1
-        try:
+        with self.queue.incoming():
             yield
-        finally:
-            with self._cond:
-                self._incoming -= 1
-                self._cond.notify_all()
 
     def shutdown(self, deadline: float) -> None:
         """Stop taking rows, commit everything queued, then return; safe to call twice."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
+        self.queue.stop()
         if self.appender is not None:  # what it appends still loads below
             self.appender.stop(deadline)
         if self._thread is not None:
@@ -210,57 +174,20 @@ class Writer:
 
     def _appended(self, taken: list[Pending], seqs: list[int]) -> None:
         """From the journal thread: the requests are on disk; acknowledge them, load them."""
-        with self._cond:
+        with self.queue.cond:
             for item, seq in zip(taken, seqs, strict=True):
                 item.seq, item.request = seq, None
-                self._queue.append(item)
-            self._progress.acked = seqs[-1]
-            self._cond.notify_all()
+            self.queue.push(taken)
+            self.queue.progress.acked = seqs[-1]
         for item in taken:
             settle(item.future)
 
     def _refused(self, taken: list[Pending], exc: OSError) -> None:
         """From the journal thread: the append failed; the clients are told to retry."""
-        with self._cond:
-            self._queued_rows -= sum(item.rows for item in taken)
-            self._cond.notify_all()
+        self.queue.release(sum(item.rows for item in taken))
         error = StoreUnavailable(f"the store could not take this request: {exc}")
         for item in taken:
             settle(item.future, error)
-
-    def _take(self) -> list[Pending] | None:
-        with self._cond:
-            while not self._queue and not (self._stopping and not self._appending()):
-                self._cond.wait(0.1 if self._stopping else None)
-            if not self._queue:
-                return None
-            # Every commit has a fixed cost of a few milliseconds, so when more requests are being
-            # decoded right now, wait (at most max_linger) to commit them together; rows already
-            # acknowledged (journaled) wait longer for the same reason, load_linger at most.
-            journaled = all(item.seq for item in self._queue)
-            linger = self.config.load_linger_seconds if journaled else 0.0
-            deadline = time.monotonic() + max(linger, self.config.max_linger_seconds)
-            while (
-                (self._incoming or (journaled and linger and not self._progress.waiters))
-                and not self._stopping
-                and self._queued_rows < self.config.max_commit_rows
-                and (remaining := deadline - time.monotonic()) > 0
-            ):
-                self._cond.wait(remaining)
-                journaled = journaled and all(item.seq for item in self._queue)
-                if not journaled and not self._incoming:
-                    break
-            taken: list[Pending] = []
-            rows = 0
-            while self._queue and (
-                not taken or rows + self._queue[0].rows <= self.config.max_commit_rows
-            ):
-                item = self._queue.popleft()
-                rows += item.rows
-                taken.append(item)
-            self._queued_rows -= rows
-            self.metrics.queue_rows.set(self._queued_rows)
-            return taken
 
     def _appending(self) -> bool:
         return self.appender is not None and self.appender.busy
@@ -268,133 +195,17 @@ class Writer:
     def _run(self) -> None:
         name_os_thread()
         retry = RETRY_SECONDS[0]
-        while (taken := self._take()) is not None:
+        while (taken := self.queue.take(self._appending)) is not None:
             try:
-                loaded = self._commit(taken)
+                loaded = self.committer.commit(taken)
             except Exception as exc:  # the writer must outlive any one commit
                 log.exception("unexpected error in the writer")
-                self._fail(self.database.connection, taken, exc)
+                self.committer.fail(self.database.connection, taken, exc)
                 loaded = False
             if loaded:
                 retry = RETRY_SECONDS[0]
                 continue
-            with self._cond:  # journaled rows are back at the head of the queue: wait a moment
-                if self._held and not self._stopping:
-                    self._cond.wait(retry)
+            with self.queue.cond:  # journaled rows are back at the head of the queue: wait a moment
+                if self.committer.held and not self.queue.stopping:
+                    self.queue.cond.wait(retry)
             retry = min(retry * 2, RETRY_SECONDS[1])
-
-    def _commit(self, taken: list[Pending]) -> bool:
-        started = time.perf_counter()
-        con = self.database.connection
-        grouped: dict[str, list[pa.Table]] = {}
-        for item in taken:
-            for table, data in item.parts.items():
-                grouped.setdefault(table, []).append(data)
-        # One chunk per table: DuckDB scans an Arrow table chunk by chunk with a fixed cost
-        # each, so 64 small requests in 64 chunks took three times as long to insert as the same
-        # rows in one (70 ms against 21 ms for 640 rows); the copy costs far less.
-        by_table = {
-            table: pa.concat_tables(parts).combine_chunks() for table, parts in grouped.items()
-        }
-        applied = max((item.seq for item in taken), default=0)
-        # Never backwards, even if the wall clock steps back: readers bound queries by it.
-        received_at = max(self.clock.now(), self._last_received_at)
-        self._last_received_at = received_at
-        try:
-            try:
-                written = self._write(con, by_table, INSERTS, received_at, applied)
-            except duckdb.ConstraintException:
-                con.execute("ROLLBACK")
-                inserts = {**INSERTS, **INSERTS_IGNORING_DUPLICATES}
-                written = self._write(con, by_table, inserts, received_at, applied)
-        except Exception as exc:
-            self._fail(con, taken, exc)
-            return False
-        with self._cond:  # before the commit hooks run: /readyz and exports agree at once
-            self._last_error = ""
-            if applied:
-                self._held = False
-        for table, count in written.items():
-            self.metrics.rows_written.labels(table).inc(count)
-        if "spans" in by_table:
-            self.metrics.duplicates.inc(by_table["spans"].num_rows - written["spans"])
-        self.metrics.commit_rows.observe(sum(item.rows for item in taken))
-        self.metrics.commit_duration.observe(time.perf_counter() - started)
-        if self.on_commit is not None:  # before the acks, so a reader of an ack sees its effect
-            try:
-                self.on_commit(by_table, received_at)
-            except Exception:  # a downstream failure must not stop the writer
-                log.exception("commit hook failed")
-        for item in taken:
-            settle(item.future)
-        if applied:
-            self._loaded(applied)
-        return True
-
-    def _loaded(self, applied: int) -> None:
-        """After a commit that loaded journal frames up to `applied`."""
-        with self._cond:
-            self._held = False
-            ready = self._progress.loaded(applied)
-        for future in ready:
-            settle(future)
-        if self.journal is not None:
-            self.journal.release(applied)
-            self.metrics.journal_bytes.set(self.journal.bytes)
-
-    def _write(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        by_table: dict[str, pa.Table],
-        inserts: dict[str, str],
-        received_at: datetime,
-        applied: int,
-    ) -> dict[str, int]:
-        """One transaction appending every table's batch, and recording the last journal frame
-        it loads; rows written per table."""
-        params = {"received_at": received_at}
-        written: dict[str, int] = {}
-        con.execute("BEGIN")
-        if applied:
-            con.execute("UPDATE journal_state SET applied_seq = ?", [applied])
-        for table, batch in by_table.items():
-            # Registered by name: the store runs without external access, which also turns off
-            # DuckDB's replacement scans of Python variables.
-            if table in BEFORE_INSERT:
-                BEFORE_INSERT[table](con, batch)
-            sql = inserts[table]
-            con.register("batch", batch)  # replaces the previous table's batch
-            row = con.execute(sql, params if "$received_at" in sql else None).fetchone()
-            written[table] = int(row[0]) if row else 0
-        con.execute("COMMIT")
-        con.unregister("batch")
-        return written
-
-    def _fail(self, con: duckdb.DuckDBPyConnection, taken: list[Pending], exc: Exception) -> None:
-        # The transaction may already be gone; the error below is what matters.
-        with contextlib.suppress(Exception):
-            con.execute("ROLLBACK")
-        message = f"{type(exc).__name__}: {exc}"
-        if message != self._last_error:  # one log line per distinct failure, not per commit
-            log.error("group commit failed, clients will retry: %s", message)
-            self._last_error = message
-        if invalidated(exc) and self.on_invalidated is not None:
-            self.on_invalidated(message)
-        self.metrics.commit_errors.inc()
-        journaled = [item for item in taken if item.seq]
-        others = [item for item in taken if not item.seq]
-        self.metrics.dropped.labels("commit_failed").inc(sum(item.rows for item in others))
-        error = StoreUnavailable("the store could not commit this request; retry later")
-        for item in others:
-            settle(item.future, error)
-        if not journaled:
-            return
-        with self._cond:
-            if self._stopping:  # they stay in the journal and load at the next start
-                log.error("%d journaled requests are left for the next start", len(journaled))
-                for item in journaled:  # a replay waiting for them stops waiting
-                    settle(item.future, error)
-                return
-            self._queue.extendleft(reversed(journaled))  # loaded first, in journal order
-            self._queued_rows += sum(item.rows for item in journaled)
-            self._held = True

@@ -285,7 +285,7 @@ def test_full_write_queue_asks_clients_to_retry(tmp_path: Path) -> None:
     retry delay, and every request that was answered OK is in the store afterwards."""
     server = start_server(tmp_path / "data", writer={"max_queue_rows": 10})
     writer = server.pipeline.writer
-    original = writer._commit
+    original = writer.committer.commit
     entered, release = threading.Event(), threading.Event()
 
     def held_commit(taken):
@@ -293,7 +293,7 @@ def test_full_write_queue_asks_clients_to_retry(tmp_path: Path) -> None:
         release.wait(20)
         original(taken)
 
-    writer._commit = held_commit
+    writer.committer.commit = held_commit
     answered: list[str] = []
     first_id, second_id = new_trace_id(), new_trace_id()
 

@@ -149,7 +149,7 @@ def test_a_failed_load_of_acknowledged_rows_is_retried_and_new_requests_are_refu
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     database, writer, registry = open_writer(tmp_path, load_linger_seconds=0)
-    write = writer._write
+    write = writer.committer.write
     failures = [duckdb.IOException("IO Error: No space left on device")] * 3
     refused: list[Exception] = []
     accepted: list[bytes] = []
@@ -166,7 +166,7 @@ def test_a_failed_load_of_acknowledged_rows_is_retried_and_new_requests_are_refu
             raise exc
         return write(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(writer, "_write", flaky)
+    monkeypatch.setattr(writer.committer, "write", flaky)
     try:
         trace_id = new_trace_id()
         submit(writer, request(3, trace_id)).result(5)  # acknowledged before the failures
