@@ -12,8 +12,10 @@ from prometheus_client import CollectorRegistry
 
 from collector.admin.server import AdminServer
 from collector.admin.throttle import FailedLogins
+from collector.alerts.metrics import AlertMetrics
 from collector.alerts.notifier import Notifier
 from collector.assembler.assembler import Assembler
+from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.prices import PriceTable
 from collector.auth import BearerAuth
 from collector.clock import Clock, SystemClock
@@ -21,7 +23,8 @@ from collector.cluster import other_peers, peer_token
 from collector.config import SextantConfig
 from collector.console.access import ConsoleAccess
 from collector.decisions.engine import Coverage, DecisionEngine
-from collector.decisions.metrics import DecisionCollector
+from collector.decisions.metrics import DecisionCollector, DecisionMetrics
+from collector.drift.metrics import DriftMetrics
 from collector.drift.scheduler import DriftScheduler
 from collector.errors import MalformedRequest
 from collector.evaluation.health import EvaluatorHealth
@@ -36,6 +39,7 @@ from collector.judges.stage import JudgeStage
 from collector.lifecycle import Stage, deadline_in
 from collector.normalize.wire import decode_request
 from collector.receivers.ingest import Ingest
+from collector.receivers.metrics import ReceiverMetrics
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.routes import admin_routes
@@ -45,19 +49,12 @@ from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.export import ParquetExporter
 from collector.store.journal import Frame, Journal
+from collector.store.metrics import StoreMetrics, StoreSizeCollector
 from collector.store.pending import fan_out
 from collector.store.retention import Retention, RetentionMetrics
 from collector.store.writer import Writer
 from collector.targets import TargetCap
-from collector.telemetry import (
-    AlertMetrics,
-    AssemblerMetrics,
-    DecisionMetrics,
-    DriftMetrics,
-    ReceiverMetrics,
-    StoreMetrics,
-    register_process_metrics,
-)
+from collector.telemetry import register_process_metrics
 from collector.threads import start_arrow_threads
 from collector.workers import WorkerPool
 
@@ -84,7 +81,8 @@ class Pipeline:
         self.clock = clock = clock or SystemClock()
         storage = config.storage
         self.database = Database(storage.database, storage.memory_limit)
-        register_process_metrics(self.registry, storage.database)
+        register_process_metrics(self.registry)
+        self.registry.register(StoreSizeCollector(storage.database))
         # One cap for every per-target metric: a target has its own labels everywhere or nowhere.
         decisions = config.decisions
         self.target_cap = TargetCap(decisions.max_targets, decisions.lookback_seconds, clock)

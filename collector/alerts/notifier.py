@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from collector.alerts.channels import Alertmanager, Channel, Notification, Webhook
+from collector.alerts.metrics import AlertMetrics
 from collector.clock import Clock, SystemClock
 from collector.config.decisions import DEFAULT_SEVERITY, AlertsConfig
 from collector.decisions.state import DecisionState, Event, State, merge, summary_of
@@ -29,7 +30,6 @@ from collector.lifecycle import remaining
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
 from collector.targets import TARGET_LABELS, label_values
-from collector.telemetry import AlertMetrics
 from collector.threads import name_os_thread
 from collector.ticker import Ticker
 from evaluators.base import Decision

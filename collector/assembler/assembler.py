@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
+from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.spans import REMOTE_PARENT, SPAN_FIELDS
 from collector.assembler.work import (
     Built,
@@ -30,7 +31,6 @@ from collector.config.sections import AssemblerConfig
 from collector.errors import Overloaded
 from collector.store.database import Database
 from collector.store.writer import Writer
-from collector.telemetry import AssemblerMetrics
 from collector.threads import named_executor
 from collector.ticker import Ticker, TickingStage
 from collector.workers import WorkerPool

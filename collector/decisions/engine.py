@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from collector.clock import Clock, SystemClock
 from collector.config.decisions import DecisionsConfig
 from collector.decisions.conditions import ConditionFinder, Coverage, PackSource
+from collector.decisions.metrics import DecisionMetrics
 from collector.decisions.persistence import DecisionLog, row
 from collector.decisions.state import (
     DecisionState,
@@ -40,7 +41,6 @@ from collector.store.database import Database
 from collector.store.reader import Interrupted
 from collector.store.writer import Writer
 from collector.targets import Target
-from collector.telemetry import DecisionMetrics
 from collector.ticker import Ticker
 from evaluators.base import Decision
 

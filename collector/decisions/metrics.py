@@ -1,4 +1,5 @@
-"""Decision gauges computed at scrape time from the engine's state.
+"""The decision stage's self-metrics (DecisionMetrics: rounds, wake-ups, transitions), and the
+decision gauges computed at scrape time from the engine's state.
 
 `sextant_decision_state{service,agent,version,decision}` is 1 while that decision fires for the
 target and 0 otherwise; every target seen recently has a series for each decision it has had,
@@ -12,14 +13,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from collector.decisions.engine import Snapshot
 from collector.decisions.state import EVERY_TARGET, DecisionState, State
 from collector.targets import TARGET_LABELS, Target, TargetCap, label_values
 from evaluators.base import DECISION_PRECEDENCE, DECISION_STRENGTH, Decision, strongest
+
+if TYPE_CHECKING:  # the engine takes DecisionMetrics from here
+    from collector.decisions.engine import Snapshot
 
 LABELS = [*TARGET_LABELS, "decision"]
 # As a gauge, a stronger decision is a larger number: 0 PASS ... 6 DISABLE.
@@ -154,3 +159,31 @@ def strength_family(values: dict[tuple[Target, Decision], float]) -> GaugeMetric
         ]
         family.add_metric(list(label_values(target)), float(GAUGE_STRENGTH[strongest(lit)]))
     return family
+
+
+class DecisionMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.evaluations = Counter(
+            "sextant_decision_evaluations", "Decision evaluation rounds run.", registry=registry
+        )
+        self.wakeups = Counter(
+            "sextant_decision_wakeups",
+            "Commits of failing or review results that woke the decision round early.",
+            registry=registry,
+        )
+        self.last_round = Gauge(
+            "sextant_decision_last_round_timestamp_seconds",
+            "When the last decision round completed (Unix time; the start time before the first).",
+            registry=registry,
+        )
+        self.interval = Gauge(
+            "sextant_decision_interval_seconds",
+            "The configured decision round interval (decisions.interval_seconds).",
+            registry=registry,
+        )
+        self.transitions = Counter(
+            "sextant_decision_transitions",
+            "Decision transitions recorded, by decision and event (firing, resolved, ack...).",
+            ["decision", "event"],
+            registry=registry,
+        )

@@ -12,6 +12,7 @@ import duckdb
 from collector.clock import Clock, SystemClock, naive_utc
 from collector.config.evaluation import DriftConfig
 from collector.drift.evaluate import evaluate_drift
+from collector.drift.metrics import DriftMetrics
 from collector.drift.outcome import EVALUATION_ERROR, WindowOutcome
 from collector.drift.reliability import evaluate_reliability
 from collector.drift.resharding import resharded
@@ -22,7 +23,6 @@ from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.targets import Target, label_values
-from collector.telemetry import DriftMetrics
 from collector.ticker import Ticker
 from evaluators.rulepack import RulePack
 from evaluators.window import DriftRule, ReliabilityRule

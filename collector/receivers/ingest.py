@@ -19,9 +19,9 @@ from collector.config.sections import IngestConfig, LimitsConfig
 from collector.errors import MalformedRequest
 from collector.normalize.wire import Decoded, decode_request
 from collector.receivers.admission import Admission
+from collector.receivers.metrics import ReceiverMetrics
 from collector.store.tables import SIGNAL_TABLES
 from collector.store.writer import Writer
-from collector.telemetry import ReceiverMetrics
 from collector.threads import named_executor
 
 REASONS = {

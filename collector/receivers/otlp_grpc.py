@@ -14,7 +14,7 @@ from collector.config.sections import GrpcConfig, LimitsConfig
 from collector.errors import SextantError, StartupError, TransientError, status_label
 from collector.lifecycle import remaining
 from collector.receivers.ingest import Ingest, metered
-from collector.telemetry import ReceiverMetrics
+from collector.receivers.metrics import ReceiverMetrics
 from collector.threads import os_thread_name
 from collector.tls import grpc_credentials
 

@@ -26,7 +26,7 @@ from collector.errors import (
 )
 from collector.httpserver import HttpServer
 from collector.receivers.ingest import Ingest, metered
-from collector.telemetry import ReceiverMetrics
+from collector.receivers.metrics import ReceiverMetrics
 from collector.tls import reloading_context
 
 log = logging.getLogger(__name__)

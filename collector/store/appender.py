@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from collector.lifecycle import remaining
 from collector.store.journal import Journal
+from collector.store.metrics import StoreMetrics
 from collector.store.pending import Pending
-from collector.telemetry import StoreMetrics
 from collector.threads import name_os_thread
 
 log = logging.getLogger(__name__)

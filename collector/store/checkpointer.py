@@ -8,7 +8,7 @@ import time
 import duckdb
 
 from collector.store.database import Database
-from collector.telemetry import StoreMetrics
+from collector.store.metrics import StoreMetrics
 from collector.ticker import Ticker, TickingStage
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,10 @@ from collector.clock import Clock
 from collector.errors import StoreUnavailable
 from collector.store.database import Database
 from collector.store.journal import Journal
+from collector.store.metrics import StoreMetrics
 from collector.store.pending import CommitHook, Pending, invalidated, settle
 from collector.store.tables import BEFORE_INSERT, INSERTS, INSERTS_IGNORING_DUPLICATES
 from collector.store.write_queue import WriteQueue
-from collector.telemetry import StoreMetrics
 
 log = logging.getLogger(__name__)
 

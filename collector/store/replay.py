@@ -9,10 +9,10 @@ import pyarrow as pa
 
 from collector.store.database import Database
 from collector.store.journal import Frame, Journal
+from collector.store.metrics import StoreMetrics
 from collector.store.pending import Pending
 from collector.store.tables import SIGNAL_TABLES
 from collector.store.write_queue import WriteQueue
-from collector.telemetry import StoreMetrics
 
 
 def open_journal(

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 
 from collector.config.sections import WriterConfig
 from collector.errors import Overloaded
+from collector.store.metrics import StoreMetrics
 from collector.store.pending import Pending, Progress
-from collector.telemetry import StoreMetrics
 
 
 class WriteQueue:

@@ -23,9 +23,9 @@ from collector.store.appender import Appender
 from collector.store.commit import Committer
 from collector.store.database import Database
 from collector.store.journal import Frame, Journal
+from collector.store.metrics import StoreMetrics
 from collector.store.pending import CommitHook, Pending, settle
 from collector.store.write_queue import WriteQueue
-from collector.telemetry import StoreMetrics
 from collector.threads import name_os_thread
 
 log = logging.getLogger(__name__)

@@ -172,9 +172,9 @@ def test_a_waiting_alert_is_queued_once_however_often_it_is_re_sent():
     from prometheus_client import CollectorRegistry
 
     from collector.alerts.channels import Notification
+    from collector.alerts.metrics import AlertMetrics
     from collector.alerts.notifier import Notifier
     from collector.config.decisions import AlertsConfig
-    from collector.telemetry import AlertMetrics
 
     config = AlertsConfig(webhooks=[{"url": "http://127.0.0.1:9/x"}], queue_size=3)
     notifier = Notifier(config, writer=None, metrics=AlertMetrics(CollectorRegistry()),
@@ -259,11 +259,11 @@ def test_the_severity_of_a_decision_comes_from_config_and_waiting_for_samples_is
 
     from prometheus_client import CollectorRegistry
 
+    from collector.alerts.metrics import AlertMetrics
     from collector.alerts.notifier import Notifier
     from collector.config.decisions import AlertsConfig
     from collector.decisions.state import DecisionState, Key, Observation, State
     from collector.targets import Target
-    from collector.telemetry import AlertMetrics
     from evaluators.base import Decision
 
     def state(decision: Decision, *reasons: str) -> DecisionState:

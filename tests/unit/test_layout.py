@@ -11,7 +11,7 @@ MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 # Functions that are data tables (metric catalogues, scripted fixtures), not logic.
 DATA_TABLES = {
-    ("collector/telemetry.py", "AssemblerMetrics.__init__"),
+    ("collector/assembler/metrics.py", "AssemblerMetrics.__init__"),
     ("collector/bench/traces.py", "agent_trace"),
 }
 

@@ -8,14 +8,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collector.assembler.assembler import Assembler
+from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.work import Closing, split_round
 from collector.clock import FakeClock
 from collector.config.sections import AssemblerConfig, WriterConfig
 from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
 from collector.store.database import Database
+from collector.store.metrics import StoreMetrics
 from collector.store.writer import Writer
-from collector.telemetry import AssemblerMetrics, StoreMetrics
 from collector.workers import WorkerPool
 from tests.support.otlp import new_span_id, new_trace_id, trace_request
 from tests.support.wait import wait_for

@@ -20,6 +20,7 @@ from collector.config.sections import WriterConfig
 from collector.decisions import queries
 from collector.decisions.conditions import Coverage
 from collector.decisions.engine import DecisionEngine
+from collector.decisions.metrics import DecisionMetrics
 from collector.decisions.state import (
     COLLECTOR_TARGET,
     EVERY_TARGET,
@@ -31,11 +32,11 @@ from collector.decisions.state import (
 from collector.evaluation.packs import PackText
 from collector.lifecycle import deadline_in
 from collector.store.database import Database
+from collector.store.metrics import StoreMetrics
 from collector.store.pending import fan_out
 from collector.store.tables import ARROW_SCHEMAS
 from collector.store.writer import Writer
 from collector.targets import Target
-from collector.telemetry import DecisionMetrics, StoreMetrics
 from evaluators.base import Decision
 from tests.support.wait import wait_for
 

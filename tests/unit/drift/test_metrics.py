@@ -7,8 +7,8 @@ from datetime import timedelta
 from prometheus_client import CollectorRegistry
 
 from collector.clock import FakeClock
+from collector.drift.metrics import DriftMetrics
 from collector.targets import TargetCap
-from collector.telemetry import DriftMetrics
 
 A = ("travel-desk", "travel-agent", "1.5.0")
 B = ("travel-desk", "travel-agent", "1.6.0")

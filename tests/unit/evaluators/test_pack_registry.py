@@ -12,8 +12,8 @@ from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.lifecycle import deadline_in
 from collector.store.database import Database
+from collector.store.metrics import StoreMetrics
 from collector.store.writer import Writer
-from collector.telemetry import StoreMetrics
 
 PACK = """name: {name}
 version: "{version}"

@@ -16,8 +16,8 @@ from collector.config.evaluation import JudgesConfig
 from collector.config.sections import WriterConfig
 from collector.judges.events_in import EvaluationEvents
 from collector.judges.metrics import EventMetrics
+from collector.store.metrics import StoreMetrics
 from collector.store.writer import ShuttingDown, Writer
-from collector.telemetry import StoreMetrics
 from tests.support.store import RunStore
 
 

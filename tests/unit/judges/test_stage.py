@@ -28,8 +28,8 @@ from collector.judges.metrics import JudgeMetrics
 from collector.judges.plan import Call, Judge, Outcome
 from collector.judges.stage import JudgeStage, judge_rules
 from collector.store.database import Database
+from collector.store.metrics import StoreMetrics
 from collector.store.writer import Writer
-from collector.telemetry import StoreMetrics
 from tests.support.store import RunStore
 from tests.support.trajectories import run
 from tests.support.wait import wait_for

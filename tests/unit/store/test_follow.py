@@ -14,9 +14,9 @@ from collector.config.sections import WriterConfig
 from collector.lifecycle import deadline_in
 from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow
+from collector.store.metrics import StoreMetrics
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
-from collector.telemetry import StoreMetrics
 
 LOGS = f"SELECT trace_id, store_seq FROM logs WHERE {NEW} AND received_at >= $oldest {IN_ORDER}"
 RUNS = (

@@ -15,8 +15,8 @@ from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
 from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
 from collector.store.database import Database
+from collector.store.metrics import StoreMetrics
 from collector.store.writer import Writer
-from collector.telemetry import StoreMetrics
 from tests.support.otlp import new_trace_id, simple_spans, trace_request
 
 

@@ -1,0 +1,85 @@
+"""The assembler's self-metrics: open traces, closes, late spans, assembly latency."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from collector.telemetry import LATENCY_BUCKETS
+
+
+class AssemblerMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.open_traces = Gauge(
+            "sextant_assembler_open_traces",
+            "Traces with spans but no closed trajectory yet.",
+            registry=registry,
+        )
+        self.closed = Counter(
+            "sextant_assembler_traces_closed",
+            "Traces closed into a trajectory, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.late_spans = Counter(
+            "sextant_assembler_late_spans",
+            "Spans that arrived after their trace had closed (they reopen it).",
+            registry=registry,
+        )
+        self.reopened = Counter(
+            "sextant_assembler_reopened_trajectories",
+            "Trajectories rebuilt with a new revision because of late spans.",
+            registry=registry,
+        )
+        self.steps = Counter(
+            "sextant_assembler_steps",
+            "Steps of stored trajectories, by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "sextant_assembler_assembly_latency_seconds",
+            "From the last span of a trace being stored to its trajectory being stored.",
+            buckets=(
+                0.1,
+                0.25,
+                0.5,
+                1,
+                2,
+                3,
+                4,
+                5,
+                5.1,
+                5.2,
+                5.25,
+                5.3,
+                5.5,
+                6,
+                7.5,
+                10,
+                30,
+                60,
+                300,
+            ),
+            registry=registry,
+        )
+        self.round_duration = Histogram(
+            "sextant_assembler_round_duration_seconds",
+            "One assembly round: load the closing traces' spans, build, store.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.build_errors = Counter(
+            "sextant_assembler_build_errors",
+            "Traces whose spans could not be built into steps; stored as incomplete (build_error).",
+            registry=registry,
+        )
+        self.lag = Gauge(
+            "sextant_assembler_lag_seconds",
+            "How long the trace waiting longest past its close time has waited (0: none late).",
+            registry=registry,
+        )
+        self.errors = Counter(
+            "sextant_assembler_errors",
+            "Assembly rounds that failed; their traces are retried on the next tick.",
+            registry=registry,
+        )
