@@ -15,13 +15,19 @@ from collector.bench.stages import StageRow
 ASSEMBLY_LATENCY = "sextant_assembler_assembly_latency_seconds"
 
 
-def sample_value(metrics: str, name: str) -> float:
-    """The sum of the samples called `name` (any labels); 0 if there are none."""
+def sample_value(metrics: str, name: str, **labels: str) -> float:
+    """The sum of the samples called `name` with `labels` (and any others); 0 if none."""
     return sum(
         s.value
         for family in text_string_to_metric_families(metrics)
         for s in family.samples
-        if s.name == name
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def has_sample(metrics: str, name: str) -> bool:
+    return any(
+        s.name == name for family in text_string_to_metric_families(metrics) for s in family.samples
     )
 
 
