@@ -192,6 +192,7 @@ class StageRow:
     stage: str
     us_per_span: float  # CPU µs per stored span, over all the work those spans caused
     share: float  # percent of all the cores while the load ran
+    load_us_per_span: float = math.nan  # CPU µs per stored span while the load ran
 
 
 def stage_rows(
@@ -204,7 +205,8 @@ def stage_rows(
         per_span = used * 1e6 / spans if spans else 0.0
         loaded = during_load.get(stage, 0.0)
         share = 100.0 * loaded / (load * cores) if load > 0 and cores else 0.0
-        rows.append(StageRow(stage, per_span, share))
+        during = loaded * 1e6 / spans if spans else 0.0
+        rows.append(StageRow(stage, per_span, share, during))
     return rows
 
 

@@ -107,6 +107,7 @@ def test_cpu_per_span_and_share_of_the_cores() -> None:
     (row,) = stage_rows({"write": 0.5}, {"write": 0.4}, spans=10_000, load=1.0, cores=2)
     assert row.us_per_span == pytest.approx(50.0)  # 0.5 s over 10,000 spans
     assert row.share == pytest.approx(20.0)  # 0.4 s of 2 cores for 1 s
+    assert row.load_us_per_span == pytest.approx(40.0)  # 0.4 s of it while the load ran
 
 
 @linux
