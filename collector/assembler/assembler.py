@@ -111,8 +111,10 @@ class Assembler(TickingStage):
         self.ticker = Ticker("sextant-assembler", self._pause, self.tick)
         self._last_error = ""
         self._round_since: float | None = None  # monotonic start of the round in progress
+        self._in_round = 0  # traces of the round in progress
         self._parts: concurrent.futures.ThreadPoolExecutor | None = None
         metrics.lag.set_function(self.lag)
+        metrics.pending.set_function(self.pending)
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
         """Commit hook: note which traces got spans (runs in the writer thread, so stays cheap)."""
@@ -129,6 +131,7 @@ class Assembler(TickingStage):
         )
         now = self.clock.monotonic()
         with self._lock:
+            self.metrics.spans.inc(spans.num_rows)
             for trace_id, root, count in zip(
                 per_trace["t"].to_pylist(),
                 per_trace["root_any"].to_pylist(),
@@ -142,6 +145,14 @@ class Assembler(TickingStage):
         """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""
         with self._lock:
             return len(self._bounded) + self._buffers.overdue(self.clock.monotonic(), limit)
+
+    def pending(self) -> int:
+        """Traces whose latest spans have no stored trajectory yet (at scrape time): open,
+        closing at a bound, or in the round in progress. With the spans noted so far
+        (`sextant_assembler_spans_total`), it says when everything stored has been assembled
+        and evaluated, without a query on the store."""
+        with self._lock:
+            return len(self._buffers) + len(self._bounded) + self._in_round
 
     def lag(self) -> float:
         """Seconds the longest-waiting due trace has waited past its close time (at scrape
@@ -206,14 +217,16 @@ class Assembler(TickingStage):
             room = max(0, self.config.max_round_traces - len(self._bounded))
             due = self._bounded + self._buffers.due(self.clock.monotonic(), room)
             self._bounded = []
-        if not due:
-            return 0
-        self._round_since = self.clock.monotonic()
+            if not due:
+                return 0
+            self._round_since = self.clock.monotonic()
+            self._in_round = len(due)
         try:
             self._assemble(due)
         except Exception as exc:  # the traces go back and are retried on the next tick
             with self._lock:
                 self._round_since = None
+                self._in_round = 0
                 self._buffers.restore([trace for trace, _ in due])
             self.metrics.errors.inc()
             if str(exc) != self._last_error:
@@ -223,6 +236,7 @@ class Assembler(TickingStage):
         self._last_error = ""
         with self._lock:
             self._round_since = None
+            self._in_round = 0
             self.metrics.open_traces.set(len(self._buffers))
         return len(due)
 

@@ -14,6 +14,21 @@ class AssemblerMetrics:
             "Traces with spans but no closed trajectory yet.",
             registry=registry,
         )
+        self.pending = Gauge(
+            "sextant_assembler_pending_traces",
+            "Traces whose latest spans have no stored trajectory (and results) yet: open,"
+            " closing early at a bound, or in the round being built and stored. Read at scrape"
+            " time; 0 once every trace of sextant_assembler_spans_total is assembled and"
+            " evaluated.",
+            registry=registry,
+        )
+        self.spans = Counter(
+            "sextant_assembler_spans",
+            "Spans of committed writes noted by the assembler (duplicates included). At or"
+            ' above sextant_receiver_items_accepted{signal="traces"}, every acknowledged'
+            " span has reached assembly.",
+            registry=registry,
+        )
         self.closed = Counter(
             "sextant_assembler_traces_closed",
             "Traces closed into a trajectory, by reason.",

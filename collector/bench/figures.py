@@ -15,13 +15,19 @@ from collector.bench.stages import StageRow
 ASSEMBLY_LATENCY = "sextant_assembler_assembly_latency_seconds"
 
 
-def sample_value(metrics: str, name: str) -> float:
-    """The sum of the samples called `name` (any labels); 0 if there are none."""
+def sample_value(metrics: str, name: str, **labels: str) -> float:
+    """The sum of the samples called `name` with `labels` (and any others); 0 if none."""
     return sum(
         s.value
         for family in text_string_to_metric_families(metrics)
         for s in family.samples
-        if s.name == name
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def has_sample(metrics: str, name: str) -> bool:
+    return any(
+        s.name == name for family in text_string_to_metric_families(metrics) for s in family.samples
     )
 
 
@@ -92,12 +98,17 @@ class RunFigures:
             "total",
             sum(r.us_per_span for r in self.stages),
             sum(r.share for r in self.stages),
+            sum(r.load_us_per_span for r in self.stages),
         )
 
     def as_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["stages"] = {
-            r.stage: {"us_per_span": r.us_per_span, "share_pct": r.share}
+            r.stage: {
+                "us_per_span": r.us_per_span,
+                "load_us_per_span": r.load_us_per_span,
+                "share_pct": r.share,
+            }
             for r in [*self.stages, self.total]
         }
         doc["load_generator"] = {
@@ -122,19 +133,24 @@ def rounded(value: Any) -> Any:
 
 
 def render(f: RunFigures) -> str:
-    """A run as a few lines and the stage table."""
+    """A run as a few lines and the stage table: per stage, CPU µs per stored span until the
+    work the spans caused was done (assembled and evaluated, with assembly on), the part of it
+    spent while the load ran, and the share of the cores while the load ran."""
     rate = f"{f.rate:,.0f} spans/s offered" if f.rate else "as fast as answered"
     lines = [
         f"{f.scenario} [{f.mode}] {f.protocol}, {f.spans_per_request} spans/request"
         f" ({f.bytes_per_span:.0f} B/span), {f.concurrency} exporters, {rate}, {f.load_s:.1f} s",
         f"  stored {f.stored_spans:,} spans = {f.spans_per_s:,.0f} spans/s | export p50"
         f" {f.export_p50_ms:.1f} ms p99 {f.export_p99_ms:.1f} ms | {f.failed_requests} failed",
-        f"  {'stage':<16s}{'CPU µs/span':>12s}{f'% of {f.cores} cores':>15s}",
+        f"  {'stage':<16s}{'CPU µs/span':>12s}{'in the load':>12s}{f'% of {f.cores} cores':>15s}",
     ]
     for row in [*f.stages, f.total, f.load_generator, *f.machine]:
         if row.us_per_span >= 0.05 or row.share >= 0.05 or row.stage == "total":
-            per_span = "-" if math.isnan(row.us_per_span) else f"{row.us_per_span:.1f}"
-            lines.append(f"  {row.stage:<16s}{per_span:>12s}{row.share:>15.1f}")
+            per_span, during = (
+                "-" if math.isnan(v) else f"{v:.1f}"
+                for v in (row.us_per_span, row.load_us_per_span)
+            )
+            lines.append(f"  {row.stage:<16s}{per_span:>12s}{during:>12s}{row.share:>15.1f}")
     if (k := f.keeping) is not None:
         verdict = "kept up" if k.kept_up else "fell behind"
         caught = (

@@ -1,9 +1,9 @@
 """The end-to-end benchmark's processes: `sextant serve` (ingest only, or as shipped) and
 `sextant bench` driving it, each a child process with its own GIL, as deployed.
 
-While the collector runs, DuckDB's one-writer lock keeps other processes out of its store, so
-it is read through the admin API (`/metrics`, `POST /api/v1/sql`); its final counts are read
-from the file once it stopped.
+While the collector runs, it is watched through its own counters (`/metrics`), not queries on
+its store (which would cost its CPU and take DuckDB's one-writer lock); its final counts are
+read from the file once it stopped.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ import urllib.request
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import duckdb
-import orjson
 
+from collector.bench.figures import has_sample, sample_value
 from collector.bench.stages import process_seconds
 from collector.cli.bench import SENDING
 
@@ -91,14 +90,6 @@ class Served:
         with urllib.request.urlopen(url, timeout=30) as reply:
             return str(reply.read().decode())
 
-    def sql(self, query: str) -> list[list[Any]]:
-        url = f"http://127.0.0.1:{self.ports['admin']}/api/v1/sql"
-        body = orjson.dumps({"sql": query})
-        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            rows: list[list[Any]] = orjson.loads(reply.read())["rows"]
-        return rows
-
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(120)
@@ -131,19 +122,31 @@ class StoreCounts:
     uncovered: int  # traces whose latest spans no trajectory covers
 
 
-def caught_up(
-    served: Served, stopped_at: float, timeout: float, accepted: int, every: float = 0.25
-) -> float:
-    """Seconds after the load stopped (`stopped_at`, monotonic) until every acknowledged span
-    (`accepted`) is loaded and every trace has its current trajectory, and so its results
-    (stored in the same commit); inf if not within `timeout`.
+PENDING = "sextant_assembler_pending_traces"
+NOTED = "sextant_assembler_spans_total"
+ACCEPTED = "sextant_receiver_items_accepted_total"
 
-    Both, because a read waits at most a moment for acknowledged rows to be loaded: counting
-    the traces once at the stop would count only those loaded by then, and call a backlog done.
+
+def assembled(metrics: str) -> bool:
+    """From one scrape of the collector's /metrics: every span it acknowledged has reached the
+    assembler, and every trace the assembler noted has its current trajectory and results
+    stored (they are stored in the same commit). A collector without these series never is.
+
+    Both, because acknowledged spans may still be on their way to the store (the journal
+    acknowledges first): no trace pending, counted before they are loaded, is not caught up.
     """
+    if not has_sample(metrics, PENDING) or not has_sample(metrics, NOTED):
+        return False
+    accepted = sample_value(metrics, ACCEPTED, signal="traces")
+    return sample_value(metrics, NOTED) >= accepted and sample_value(metrics, PENDING) == 0
+
+
+def caught_up(served: Served, stopped_at: float, timeout: float, every: float = 0.5) -> float:
+    """Seconds after the load stopped (`stopped_at`, monotonic) until the collector's own
+    counters say it is `assembled`; inf if not within `timeout`. A scrape every `every` s: the
+    collector's CPU it costs (its `admin` stage) is small next to a query over the store."""
     while time.monotonic() - stopped_at < timeout:
-        loaded = served.sql("SELECT count(*) FROM spans")[0][0]
-        if loaded >= accepted and served.sql(UNCOVERED)[0][0] == 0:
+        if assembled(served.metrics()):
             return time.monotonic() - stopped_at
         time.sleep(every)
     return float("inf")

@@ -32,8 +32,13 @@ PREFIXES = (
     ("sextant-pool", "hand-over"),
     ("sextant-assembler", "assemble"),
     ("sextant-async", "admin"),
-    ("sextant-decisions", "tickers"),
-    ("sextant-drift", "tickers"),
+    ("sextant-metrics", "admin"),
+    ("sextant-sessions", "sessions"),
+    ("sextant-judge", "judges"),  # the judge stage and its calls (sextant-judge-calls)
+    ("sextant-evaluations", "eval-events"),
+    ("sextant-events-out", "eval-events"),
+    ("sextant-drift", "drift"),
+    ("sextant-decisions", "decisions"),
     ("sextant-rules", "tickers"),
     ("sextant-alerts", "tickers"),
     ("sextant-export", "tickers"),
@@ -58,8 +63,13 @@ STAGES = {
     "duckdb": "DuckDB's own threads: parallel scans, checkpoint work",
     "arrow": "Arrow's thread pool (the commit hook's group-by) and its allocator's thread",
     "assemble": "the assembler: queries, small rounds built and evaluated in place",
-    "admin": "asyncio worker threads: admin API, /metrics",
-    "tickers": "decisions, drift, rule reloads, alerts, export, retention",
+    "admin": "asyncio worker threads and the scrape thread: admin API, /metrics",
+    "sessions": "the session stage: runs grouped into sessions, session rules",
+    "judges": "the judge stage and its calls to the judge model",
+    "eval-events": "evaluation events: results received from and sent to OTLP",
+    "drift": "drift rounds: window rules",
+    "decisions": "the decision engine's rounds",
+    "tickers": "rule reloads, alerts, export, retention",
     "exited": "threads that ended during the window",
     "other": "threads nobody named (they carry the main thread's name), other processes",
 }
@@ -182,6 +192,7 @@ class StageRow:
     stage: str
     us_per_span: float  # CPU µs per stored span, over all the work those spans caused
     share: float  # percent of all the cores while the load ran
+    load_us_per_span: float = math.nan  # CPU µs per stored span while the load ran
 
 
 def stage_rows(
@@ -194,7 +205,8 @@ def stage_rows(
         per_span = used * 1e6 / spans if spans else 0.0
         loaded = during_load.get(stage, 0.0)
         share = 100.0 * loaded / (load * cores) if load > 0 and cores else 0.0
-        rows.append(StageRow(stage, per_span, share))
+        during = loaded * 1e6 / spans if spans else 0.0
+        rows.append(StageRow(stage, per_span, share, during))
     return rows
 
 

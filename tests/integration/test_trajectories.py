@@ -10,7 +10,8 @@ import pytest
 import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-from tests.support.admin import trajectory
+from collector.bench.served import assembled
+from tests.support.admin import scraped, trajectory
 from tests.support.agents import AgentScript, booking_run, provider_for, trace_id_of
 from tests.support.server import FAST, RunningServer, start_server
 from tests.support.wait import wait_for
@@ -222,6 +223,30 @@ def test_open_traces_over_the_bound_close_early(tmp_path: Path) -> None:
         assert (t["status"], t["close_reason"]) == ("incomplete", "incomplete_bound")
         assert server.metric("sextant_assembler_open_traces") <= 2
         p.shutdown()
+    finally:
+        server.stop()
+
+
+def test_its_own_counters_say_when_every_stored_run_is_assembled(tmp_path: Path) -> None:
+    """What `scripts/benchmark` waits on, read from /metrics as a scraper would: no trace
+    pending and every acknowledged span noted means every run is stored with its results."""
+    server = start_server(tmp_path / "d", assembler={**FAST, "quiet_period_seconds": 2})
+    try:
+        p = provider(server)
+        trace_id = booking_run(p)
+        p.shutdown()  # flushed: every span acknowledged
+
+        def scrape() -> str:
+            return requests.get(f"{server.admin_url}/metrics", timeout=5).text
+
+        wait_for(lambda: scraped(server, "sextant_assembler_spans_total") == 6)
+        assert scraped(server, "sextant_assembler_pending_traces") == 1  # quiet for 2 s first
+        assert not assembled(scrape())
+        wait_for(lambda: assembled(scrape()))
+        reply = requests.get(f"{server.admin_url}/api/v1/trajectories/{trace_id}", timeout=5)
+        assert reply.status_code == 200  # no wait: stored when the counters said so
+        assert reply.json()["steps"] == 6
+        assert server.query("SELECT count(*) FROM results WHERE trace_id = ?", [trace_id])[0][0]
     finally:
         server.stop()
 

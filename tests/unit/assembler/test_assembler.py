@@ -151,6 +151,41 @@ def test_a_store_failure_puts_traces_back_for_the_next_tick(rig) -> None:
     assert current(database, trace_id) == [(1, 4, "ok", 0)]
 
 
+def test_pending_traces_count_every_trace_until_its_trajectory_is_stored(rig) -> None:
+    """What says "caught up" without a query: spans noted, and nothing pending, including a
+    trace closed early at a bound and a round that is being stored."""
+    database, writer, assembler, clock, registry = rig
+    pending = "sextant_assembler_pending_traces"
+    first, bounded = new_trace_id(), new_trace_id()
+    root, children = run_spans(first)
+    store(writer, [*children, root])
+    assert registry.get_sample_value("sextant_assembler_spans_total") == 4
+    assert registry.get_sample_value(pending) == 1
+    assembler.config = assembler.config.model_copy(update={"max_spans_per_trace": 3})
+    assembler._buffers.config = assembler.config
+    root, children = run_spans(bounded)
+    store(writer, [*children, root])  # 4 spans > 3: closes at once, stored on the next tick
+    assert registry.get_sample_value("sextant_assembler_open_traces") == 1  # only `first`
+    assert registry.get_sample_value(pending) == 2
+    assert registry.get_sample_value("sextant_assembler_spans_total") == 8
+
+    during: list[float | None] = []
+    original = writer.submit_tables
+
+    def observed(tables):
+        during.append(registry.get_sample_value(pending))
+        return original(tables)
+
+    writer.submit_tables = observed
+    assert assembler.tick() == 1  # the bounded trace; `first` is not quiet yet
+    assert during == [1 + 1]  # `first` open, `bounded` being stored
+    assert registry.get_sample_value(pending) == 1
+    clock.advance(5.1)
+    assert assembler.tick() == 1
+    assert registry.get_sample_value(pending) == 0
+    assert len(current(database, first)) == 1
+
+
 def test_late_spans_stored_before_a_restart_reopen_as_rooted(rig) -> None:
     database, writer, assembler, clock, _registry = rig
     trace_id = new_trace_id()

@@ -47,7 +47,7 @@ def figures(caught_up: float) -> RunFigures:
         export_p99_ms=200.0,
         failed_requests=0,
         cores=2,
-        stages=[StageRow("receive", 20.0, 10.0), StageRow("write", 14.0, 7.0)],
+        stages=[StageRow("receive", 20.0, 10.0, 18.0), StageRow("write", 14.0, 7.0, 11.0)],
         load_generator=StageRow("load generator", 5.0, 2.5),
         rss=RssFigures(300.0, 320.0, 400.0, 0.5, 11),
         machine=[StageRow("stolen", math.nan, 1.0)],
@@ -57,15 +57,19 @@ def figures(caught_up: float) -> RunFigures:
 
 def test_the_text_has_the_stage_table_with_its_total() -> None:
     text = render(figures(5.4))
-    assert "receive                 20.0           10.0" in text
-    assert "total                   34.0           17.0" in text
-    assert "stolen                     -            1.0" in text
+    assert "receive                 20.0        18.0           10.0" in text
+    assert "total                   34.0        29.0           17.0" in text
+    assert "stolen                     -           -            1.0" in text
     assert "kept up: all assembled and evaluated 5.4 s after the load stopped" in text
 
 
 def test_the_json_is_plain_even_when_assembly_never_caught_up() -> None:
     doc = orjson.loads(orjson.dumps(figures(math.inf).as_json()))
-    assert doc["stages"]["total"] == {"us_per_span": 34.0, "share_pct": 17.0}
+    assert doc["stages"]["total"] == {
+        "us_per_span": 34.0,
+        "load_us_per_span": 29.0,
+        "share_pct": 17.0,
+    }
     assert doc["keeping"]["caught_up_s"] is None
     assert doc["keeping"]["kept_up"] is False
     assert doc["machine"] == {"stolen": {"share_pct": 1.0}}

@@ -6,16 +6,20 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from collector.bench.memory import rss_kib, slope_per_minute
 from collector.bench.stages import (
+    TICKS_PER_SECOND,
     Snapshot,
+    cpu_seconds,
     snapshot,
     stage_of,
     stage_rows,
     stage_seconds,
+    stat_fields,
 )
 from collector.threads import name_os_thread
 
@@ -33,8 +37,15 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /
         ("sextant-duckdb", "duckdb"),
         ("sextant-arrow", "arrow"),
         ("sextant-async_0", "admin"),
-        ("sextant-decisio", "tickers"),
-        ("sextant-drift", "tickers"),
+        ("sextant-decisio", "decisions"),  # sextant-decisions
+        ("sextant-drift", "drift"),
+        ("sextant-session", "sessions"),  # sextant-sessions
+        ("sextant-judge", "judges"),
+        ("sextant-judge-c", "judges"),  # sextant-judge-calls
+        ("sextant-evaluat", "eval-events"),  # sextant-evaluations
+        ("sextant-events-", "eval-events"),  # sextant-events-out
+        ("sextant-metrics", "admin"),
+        ("sextant-rules", "tickers"),
         ("sextant-alerts-o", "tickers"),
         ("sextant-grpc", "receive"),
         ("event_engine", "receive"),
@@ -44,6 +55,19 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /
 )
 def test_threads_are_grouped_by_name(comm: str, stage: str) -> None:
     assert stage_of(1001, comm, 1000) == stage
+
+
+def test_a_stat_line_is_read_past_a_name_with_spaces_and_parentheses(tmp_path: Path) -> None:
+    # stat(5): pid (comm) state ppid ... utime (14th) stime (15th) ...; comm is free text
+    stat = tmp_path / "stat"
+    after_comm = ["S", "1", *["0"] * 9, str(3 * TICKS_PER_SECOND), str(TICKS_PER_SECOND), "0"]
+    stat.write_text(f"4242 (a) b (c d) {' '.join(after_comm)}\n")
+    found = stat_fields(stat)
+    assert found is not None
+    comm, fields = found
+    assert comm == "a) b (c d"
+    assert cpu_seconds(fields) == pytest.approx(4.0)  # utime 3 s + stime 1 s
+    assert stat_fields(tmp_path / "gone") is None  # the thread ended
 
 
 def test_the_main_thread_receives() -> None:
@@ -83,6 +107,7 @@ def test_cpu_per_span_and_share_of_the_cores() -> None:
     (row,) = stage_rows({"write": 0.5}, {"write": 0.4}, spans=10_000, load=1.0, cores=2)
     assert row.us_per_span == pytest.approx(50.0)  # 0.5 s over 10,000 spans
     assert row.share == pytest.approx(20.0)  # 0.4 s of 2 cores for 1 s
+    assert row.load_us_per_span == pytest.approx(40.0)  # 0.4 s of it while the load ran
 
 
 @linux
