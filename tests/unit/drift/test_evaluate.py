@@ -4,43 +4,15 @@ evidence; the same mix passes; too few runs is a review; the baseline is never i
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from collector.drift.evaluate import corrected, evaluate_drift, find_targets, sides
 from evaluators.base import Verdict
 from evaluators.drift import Comparison
-from evaluators.rulepack import Selector
 from evaluators.window import DriftRule
+from tests.support.canary import RUNS, TRAVEL, A, B, canary, send
 from tests.support.store import NOW, RunStore
-
-A = ["search_flights", "hold_seat", "confirm_booking"]
-B = ["search_flights", "reserve_seat_v2", "confirm_booking"]  # hold_seat gone, a new tool
-RUNS = 20
-TRAVEL = Selector(service="travel-desk*", agent="travel-agent")
-
-
-def canary(**overrides: Any) -> DriftRule:
-    return DriftRule.model_validate(
-        {
-            "id": "canary-tool-mix",
-            "type": "drift",
-            "reason": "canary_behaviour_changed",
-            "compare": {
-                "baseline": {"service.version": "1.4.*"},
-                "candidate": {"service.version": "1.5.*"},
-            },
-            "metrics": ["tool_choice"],
-            "alpha": 0.01,
-            "min_samples": 15,
-            **overrides,
-        }
-    )
-
-
-def send(store: RunStore, version: str, tools: list[str], runs: int = RUNS) -> set[str]:
-    return {store.run(tools, version=version, ago=timedelta(minutes=1 + i)) for i in range(runs)}
 
 
 def test_a_shifted_tool_mix_fails_with_a_low_p_value_and_the_new_runs_as_evidence(

@@ -16,34 +16,9 @@ from collector.drift.reliability import evaluate_reliability
 from collector.store.reader import Interrupted, Reader
 from evaluators.base import Verdict
 from evaluators.rulepack import Selector
-from evaluators.window import DriftRule, ReliabilityRule
+from evaluators.window import ReliabilityRule
+from tests.support.canary import TRAVEL, A, B, canary, send
 from tests.support.store import NOW, RunStore
-
-A = ["search_flights", "hold_seat", "confirm_booking"]
-B = ["search_flights", "reserve_seat_v2", "confirm_booking"]
-TRAVEL = Selector(service="travel-desk*", agent="travel-agent")
-
-
-def canary() -> DriftRule:
-    return DriftRule.model_validate(
-        {
-            "id": "canary-tool-mix",
-            "type": "drift",
-            "reason": "canary_behaviour_changed",
-            "compare": {
-                "baseline": {"service.version": "1.4.*"},
-                "candidate": {"service.version": "1.5.*"},
-            },
-            "metrics": ["tool_choice"],
-            "alpha": 0.01,
-            "min_samples": 15,
-        }
-    )
-
-
-def send(store: RunStore, version: str, tools: list[str], runs: int = 20) -> None:
-    for i in range(runs):
-        store.run(tools, version=version, ago=timedelta(minutes=1 + i))
 
 
 class CommitsMidRound:
