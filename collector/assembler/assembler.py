@@ -14,8 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
+from collector.assembler.held import HeldSpans, rows_of
 from collector.assembler.metrics import AssemblerMetrics
-from collector.assembler.spans import REMOTE_PARENT, SPAN_FIELDS
+from collector.assembler.read_back import previous_revisions, spans_from_store, unclosed_traces
+from collector.assembler.spans import REMOTE_PARENT
 from collector.assembler.work import (
     Built,
     Closing,
@@ -43,31 +45,6 @@ QUEUE_FULL_PAUSE_SECONDS = 0.05
 # Rounds this small are built in the assembler's thread: shipping them to a worker process and
 # back costs more than building them.
 INLINE_BUILD_SPANS = 200
-SPANS_OF_TRACES = (
-    "SELECT " + ", ".join(SPAN_FIELDS) + ", received_at FROM spans"
-    " WHERE received_at BETWEEN ? AND ? AND trace_id IN ?"
-    # A runaway trace is built from its first spans only (it closed as incomplete_bound).
-    " QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY received_at, span_id) <= ?"
-)
-PREVIOUS_REVISIONS = (
-    "SELECT trace_id, max(revision), min(first_received_at), max(last_received_at)"
-    " FROM trajectories WHERE trace_id IN ? GROUP BY trace_id"
-)
-# Spans that no stored trajectory covers: traces still open when the process stopped, and late
-# spans that arrived after their trace closed.
-UNCLOSED = """
-SELECT s.trace_id, count(*),
-       bool_or(s.parent_span_id IS NULL OR s.flags & 768 = 768)
-         OR coalesce(any_value(t.rooted), false),
-       min(s.received_at), max(s.received_at)
-FROM spans s
-LEFT JOIN (
-  SELECT trace_id, max(last_received_at) AS covered, bool_or(root_span_id IS NOT NULL) AS rooted
-  FROM trajectories GROUP BY 1
-) t USING (trace_id)
-WHERE t.covered IS NULL OR s.received_at > t.covered
-GROUP BY s.trace_id
-"""
 
 
 class EvaluationStage(Protocol):
@@ -79,11 +56,15 @@ class EvaluationStage(Protocol):
 
 
 class Assembler(TickingStage):
-    """Keeps a small record per open trace and builds each trajectory from the store on close.
+    """Keeps a small record per open trace and builds each trajectory when it closes.
 
-    The spans themselves are never held here: DuckDB is the buffer, which keeps memory bounded
-    and makes recovery after a restart the same code path as a normal close. Building runs in
-    the worker processes, so a busy round does not hold the receiving process's GIL.
+    The writer's commit hook hands it each committed batch; an open trace's spans are taken
+    from the batches it arrived in (collector/assembler/held.py), so closing a trace does not
+    read back what was just written. The store is read only for what memory does not hold:
+    traces open at a restart, late spans of a trace that had closed (its rebuild needs every
+    span), traces whose batches were let go past `max_held_mib`, and traces closed at a bound.
+    Building runs in the worker processes, so a busy round does not hold the receiving
+    process's GIL.
     """
 
     def __init__(
@@ -106,6 +87,7 @@ class Assembler(TickingStage):
         self.metrics = metrics
         self.clock = clock or SystemClock()
         self._buffers = TraceBuffers(config)
+        self._held = HeldSpans(config.max_held_mib * 1024 * 1024)
         self._bounded: list[tuple[OpenTrace, str]] = []  # closed by a bound, stored next tick
         self._lock = threading.Lock()
         self.ticker = Ticker("sextant-assembler", self._pause, self.tick)
@@ -115,9 +97,11 @@ class Assembler(TickingStage):
         self._parts: concurrent.futures.ThreadPoolExecutor | None = None
         metrics.lag.set_function(self.lag)
         metrics.pending.set_function(self.pending)
+        metrics.held_bytes.set_function(lambda: self._held.bytes)
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
-        """Commit hook: note which traces got spans (runs in the writer thread, so stays cheap)."""
+        """Commit hook: hold the batch for its traces, note which traces got spans (runs in
+        the writer thread, so stays cheap)."""
         spans = tables.get("spans")
         if spans is None or not spans.num_rows or not self.config.enabled:
             return
@@ -130,16 +114,29 @@ class Assembler(TickingStage):
             .aggregate([("root", "any"), ("t", "count")])
         )
         now = self.clock.monotonic()
+        trace_ids = per_trace["t"].to_pylist()
         with self._lock:
             self.metrics.spans.inc(spans.num_rows)
+            batch = self._held.add(spans, received_at, trace_ids)
             for trace_id, root, count in zip(
-                per_trace["t"].to_pylist(),
+                trace_ids,
                 per_trace["root_any"].to_pylist(),
                 per_trace["t_count"].to_pylist(),
                 strict=True,
             ):
-                self._bounded.extend(self._buffers.add(trace_id, count, root, received_at, now))
+                closing = self._buffers.add(trace_id, count, root, received_at, now, batch)
+                self._bounded.extend(closing)
+            self._spill()
             self.metrics.open_traces.set(len(self._buffers))
+
+    def _spill(self) -> None:
+        """Past the memory cap, let the oldest batches go; their open traces will be read
+        back from the store when they close."""
+        for batch in self._held.over_cap():
+            for trace_id in self._held.drop(batch):
+                trace = self._buffers.get(trace_id)
+                if trace is not None and trace.read_back is None:
+                    trace.read_back = "spilled"
 
     def backlog(self, limit: int = 1_000_000) -> int:
         """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""
@@ -164,21 +161,7 @@ class Assembler(TickingStage):
 
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet."""
-        rows = self.database.cursor().execute(UNCLOSED).fetchall()
-        now, wall = self.clock.monotonic(), self.clock.now()
-        traces = []
-        for trace_id, count, root, first, last in rows:
-            # Continue the quiet-period clock from when the spans were stored, not from now.
-            trace = OpenTrace(
-                trace_id,
-                first_seen=now - (wall - first).total_seconds(),
-                last_seen=now - (wall - last).total_seconds(),
-                first_received=first,
-                last_received=last,
-                spans=count,
-                root_seen=bool(root),
-            )
-            traces.append(trace)
+        traces = unclosed_traces(self.database.cursor(), self.clock)
         with self._lock:
             self._buffers.restore(traces)
             self.metrics.open_traces.set(len(self._buffers))
@@ -242,26 +225,7 @@ class Assembler(TickingStage):
 
     def _assemble(self, due: list[tuple[OpenTrace, str]]) -> None:
         started = time.perf_counter()
-        trace_ids = [trace.trace_id for trace, _ in due]
-        cursor = self.database.cursor()
-        try:
-            # One snapshot: the revisions and the spans they are rebuilt from agree.
-            cursor.execute("BEGIN TRANSACTION")
-            previous = {
-                row[0]: row[1:]
-                for row in cursor.execute(PREVIOUS_REVISIONS, [trace_ids]).fetchall()
-            }
-            # received_at follows insertion order, so these bounds let DuckDB skip row groups.
-            lower = min(
-                [trace.first_received for trace, _ in due] + [p[1] for p in previous.values()]
-            )
-            upper = max(trace.last_received for trace, _ in due)
-            limit = self.config.max_spans_per_trace
-            spans = cursor.sql(
-                SPANS_OF_TRACES, params=[lower, upper, trace_ids, limit]
-            ).to_arrow_table()
-        finally:
-            cursor.close()  # closing ends the read transaction
+        previous, spans = self._spans_of(due)
         closing = [
             Closing(
                 trace.trace_id,
@@ -279,10 +243,60 @@ class Assembler(TickingStage):
                 log.warning("trajectory stored as incomplete (build_error): %s", error)
         if any(built.closed for built in builds):
             self._store(merged_tables(builds))
+        with self._lock:  # stored: the batches these traces waited for may go
+            for trace, _ in due:
+                self._held.release(trace.trace_id, trace.batches)
         last_seen = {trace.trace_id: trace.last_seen for trace, _ in due}
         for built in builds:
             self._count(built, last_seen)
         self.metrics.round_duration.observe(time.perf_counter() - started)
+
+    def _spans_of(
+        self, due: list[tuple[OpenTrace, str]]
+    ) -> tuple[dict[str, tuple[Any, ...]], pa.Table]:
+        """The previous revision of each closing trace (revision, first and last received),
+        and the round's spans: from the batches held in memory where they are all there, else
+        read back from the store."""
+        trace_ids = [trace.trace_id for trace, _ in due]
+        cursor = self.database.cursor()
+        try:
+            # One snapshot: the revisions and the spans they are rebuilt from agree.
+            cursor.execute("BEGIN TRANSACTION")
+            previous = previous_revisions(cursor, trace_ids)
+            with self._lock:
+                held = {
+                    trace.trace_id: trace.batches
+                    for trace, reason in due
+                    if self._from_memory(trace, reason, previous)
+                }
+                parts = self._held.parts(held)
+            stored = [(trace, reason) for trace, reason in due if trace.trace_id not in held]
+            limit = self.config.max_spans_per_trace
+            read = spans_from_store(cursor, stored, previous, limit) if stored else None
+        finally:
+            cursor.close()  # closing ends the read transaction
+        taken = rows_of(parts)
+        if taken is None or read is None:  # one of them is there: the round is not empty
+            return previous, taken if read is None else read
+        return previous, pa.concat_tables([taken, read.cast(taken.schema)])
+
+    def _from_memory(self, trace: OpenTrace, reason: str, previous: dict[str, Any]) -> bool:
+        """Whether a closing trace is built from the batches held for it; if not, counts why
+        it is read back from the store."""
+        why = (
+            "bound"
+            if reason == "incomplete_bound"  # built from its first spans by arrival
+            else "late"
+            if trace.trace_id in previous  # a rebuild needs the spans of every revision
+            else trace.read_back
+            if trace.read_back is not None
+            else None
+            if self._held.holds(trace.batches)
+            else "spilled"
+        )
+        if why is not None:
+            self.metrics.read_back.labels(why).inc()
+        return why is None
 
     def _store(self, tables: dict[str, pa.Table]) -> None:
         """Store a built round, waiting for room in a full write queue rather than throwing

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from collector.config.sections import AssemblerConfig
@@ -11,7 +11,11 @@ from collector.config.sections import AssemblerConfig
 
 @dataclass(slots=True)
 class OpenTrace:
-    """What the assembler remembers of a trace until it closes; the spans stay in the store."""
+    """What the assembler remembers of a trace until it closes: its counts and clocks, and the
+    committed batches its spans are held in (collector/assembler/held.py). `read_back` says why
+    those are not all of its spans, and so why it is read from the store when it closes:
+    "recovered" (open at a restart), "spilled" (a batch was let go past the memory cap); None
+    when they are all."""
 
     trace_id: str
     first_seen: float  # monotonic seconds
@@ -20,6 +24,8 @@ class OpenTrace:
     last_received: datetime
     spans: int = 0
     root_seen: bool = False
+    batches: list[int] = field(default_factory=list)
+    read_back: str | None = "recovered"
 
 
 class TraceBuffers:
@@ -42,10 +48,20 @@ class TraceBuffers:
     def __contains__(self, trace_id: str) -> bool:
         return trace_id in self._by_age
 
+    def get(self, trace_id: str) -> OpenTrace | None:
+        return self._by_age.get(trace_id)
+
     def add(
-        self, trace_id: str, spans: int, root: bool, received: datetime, now: float
+        self,
+        trace_id: str,
+        spans: int,
+        root: bool,
+        received: datetime,
+        now: float,
+        batch: int | None = None,
     ) -> list[tuple[OpenTrace, str]]:
-        """Record spans of a trace; returns traces that must close now because of the bounds."""
+        """Record spans of a trace, held in batch `batch` (None: not held); returns traces that
+        must close now because of the bounds."""
         closing: list[tuple[OpenTrace, str]] = []
         trace = self._by_age.get(trace_id)
         if trace is None:
@@ -53,11 +69,22 @@ class TraceBuffers:
                 oldest = next(iter(self._by_age.values()))
                 self._remove(oldest)
                 closing.append((oldest, "incomplete_bound"))
-            trace = OpenTrace(trace_id, now, now, received, received)
+            trace = OpenTrace(
+                trace_id,
+                now,
+                now,
+                received,
+                received,
+                read_back=None if batch is not None else "recovered",
+            )
             trace.root_seen = trace_id in self._closed_rooted
             self._by_age[trace_id] = trace
         trace.spans += spans
         trace.root_seen |= root
+        if batch is None:
+            trace.read_back = trace.read_back or "recovered"
+        else:
+            trace.batches.append(batch)
         trace.last_seen = now
         trace.last_received = max(trace.last_received, received)
         self._by_activity[trace_id] = trace
@@ -80,6 +107,8 @@ class TraceBuffers:
                 trace.root_seen |= newer.root_seen
                 trace.last_seen = max(trace.last_seen, newer.last_seen)
                 trace.last_received = max(trace.last_received, newer.last_received)
+                trace.batches += newer.batches
+                trace.read_back = trace.read_back or newer.read_back
             self._by_age[trace.trace_id] = trace
             self._by_activity[trace.trace_id] = trace
         self._by_age = dict(sorted(self._by_age.items(), key=lambda kv: kv[1].first_seen))

@@ -93,6 +93,21 @@ class AssemblerMetrics:
             "How long the trace waiting longest past its close time has waited (0: none late).",
             registry=registry,
         )
+        self.held_bytes = Gauge(
+            "sextant_assembler_held_bytes",
+            "Bytes of committed span batches held for the open traces (assembler.max_held_mib"
+            " bounds it); read at scrape time.",
+            registry=registry,
+        )
+        self.read_back = Counter(
+            "sextant_assembler_read_back_traces",
+            "Closing traces whose spans were read back from the store instead of taken from the"
+            " batches held in memory, by why: recovered (open at a restart), late (spans of a"
+            " trace that had closed), spilled (past assembler.max_held_mib), bound (closed at a"
+            " bound, built from its first spans).",
+            ["why"],
+            registry=registry,
+        )
         self.errors = Counter(
             "sextant_assembler_errors",
             "Assembly rounds that failed; their traces are retried on the next tick.",

@@ -288,6 +288,13 @@ class AssemblerConfig(Strict):
     max_round_traces: int = Field(
         2000, gt=0, description="Most traces one assembly round builds; the rest wait a tick."
     )
+    max_held_mib: int = Field(
+        256,
+        ge=0,
+        description="Memory for the committed span batches of open traces, from which closing"
+        " traces are built; past it the oldest batches are let go and their traces are read"
+        " back from the store when they close (sextant_assembler_read_back_traces_total).",
+    )
 
     @model_validator(mode="after")
     def _check_times(self) -> AssemblerConfig:

@@ -283,3 +283,95 @@ def test_a_round_is_split_in_parts_of_at_least_the_inline_size() -> None:
     assert [len(p) for p in split_round(closing, 1600, workers=4, least=200)] == [3, 3, 3, 1]
     assert len(split_round(closing, 300, workers=2, least=200)) == 1  # too small to share
     assert [len(p) for p in split_round(closing[:1], 5000, workers=2, least=200)] == [1]
+
+
+def read_back(registry: CollectorRegistry, why: str) -> float:
+    value = registry.get_sample_value("sextant_assembler_read_back_traces_total", {"why": why})
+    return value or 0.0
+
+
+def stored_run(database: Database, trace_id: bytes) -> tuple[list, list]:
+    """A trajectory's stored row and its steps, less when its spans were stored and when it
+    was closed."""
+    cursor = database.cursor()
+    run = cursor.execute(
+        "SELECT * EXCLUDE (first_received_at, last_received_at, closed_at, store_seq)"
+        " FROM trajectories WHERE trace_id = ?",
+        [trace_id.hex()],
+    ).fetchall()
+    steps = cursor.execute(
+        "SELECT * FROM steps WHERE trace_id = ? ORDER BY seq", [trace_id.hex()]
+    ).fetchall()
+    return run, steps
+
+
+def test_closing_traces_are_built_from_the_held_batches_not_read_back(rig) -> None:
+    database, writer, assembler, clock, registry = rig
+    first, second = new_trace_id(), new_trace_id()
+    root, children = run_spans(first)
+    store(writer, children[:2])
+    other_root, other_children = run_spans(second)
+    store(writer, [*children[2:], root, other_root, *other_children[:1]])
+    store(writer, [children[0]])  # an exporter's retry: stored once, built once
+    assert registry.get_sample_value("sextant_assembler_held_bytes") > 0
+    clock.advance(5.1)
+    assert assembler.tick() == 2
+    assert current(database, first) == [(1, 4, "ok", 0)]
+    assert current(database, second) == [(1, 2, "ok", 0)]
+    assert sum(read_back(registry, why) for why in ("recovered", "late", "spilled", "bound")) == 0
+    # every trace of the batches closed: nothing is held any more
+    assert registry.get_sample_value("sextant_assembler_held_bytes") == 0
+
+
+def test_past_the_memory_cap_traces_are_read_back_and_built_the_same(tmp_path: Path) -> None:
+    runs = {}
+    for cap in (256, 0):  # held in memory, then every batch let go at once
+        database = Database(tmp_path / f"{cap}.duckdb")
+        database.open()
+        registry = CollectorRegistry()
+        writer = Writer(database, WriterConfig(), StoreMetrics(registry))
+        clock = FakeClock()
+        config = AssemblerConfig(quiet_period_seconds=5, max_held_mib=cap)
+        assembler = Assembler(
+            config, database, writer, WorkerPool(0), {}, AssemblerMetrics(registry), clock
+        )
+        writer.on_commit = assembler.consume
+        writer.start()
+        trace_id = bytes.fromhex("4bf92f3577b34da6a3ce929d0e0e4736")
+        root, children = run_spans(trace_id)
+        for i, span in enumerate([root, *children]):  # the same ids in both stores
+            span["span_id"] = bytes([i + 1]) * 8
+            if i:
+                span["parent_span_id"] = root["span_id"]
+        store(writer, children)
+        store(writer, [root])
+        clock.advance(5.1)
+        assert assembler.tick() == 1
+        runs[cap] = stored_run(database, trace_id)
+        assert read_back(registry, "spilled") == (1 if cap == 0 else 0)
+        writer.shutdown(deadline_in(5))
+        database.close()
+    assert runs[256] == runs[0]
+    assert runs[0][0][0][3] == "ok" and len(runs[0][1]) == 4
+
+
+def test_recovered_and_late_traces_are_read_back_from_the_store(rig) -> None:
+    database, writer, assembler, clock, registry = rig
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, [root, *children[:2]])
+    fresh = restarted(assembler)
+    writer.on_commit = fresh.consume
+    assert fresh.recover() == 1
+    store(writer, children[2:])  # after the restart: held, but the trace's first spans are not
+    clock.advance(5.1)
+    assert fresh.tick() == 1
+    assert current(database, trace_id) == [(1, 4, "ok", 0)]
+    late = {**children[0], "span_id": new_span_id(), "name": "execute_tool late"}
+    store(writer, [late])
+    clock.advance(5.1)
+    assert fresh.tick() == 1
+    assert current(database, trace_id) == [(2, 5, "ok", 1)]
+    assert read_back(registry, "recovered") == read_back(registry, "late") == 0
+    counted = fresh.metrics.read_back  # the restarted assembler's own registry
+    assert [counted.labels(why)._value.get() for why in ("recovered", "late")] == [1, 1]

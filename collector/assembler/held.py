@@ -1,0 +1,125 @@
+"""The spans of open traces, held as the committed Arrow batches they arrived in.
+
+The writer's commit hook hands the assembler each committed batch; rather than reading a
+closing trace's spans back out of DuckDB (which cost more CPU than building it), the assembler
+keeps a reference to the batch and, when the trace closes, takes its rows from the batches it
+arrived in. A batch is dropped when its last open trace has closed. Past `max_bytes` the oldest
+batches are let go; their traces are then read from the store when they close (counted as
+spilled), which keeps memory bounded whatever the load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from collector.assembler.spans import SPAN_FIELDS
+
+RECEIVED_AT = pa.timestamp("us")
+
+
+@dataclass(slots=True)
+class HeldBatch:
+    """One committed batch's span columns, when it was stored, and its traces still open."""
+
+    table: pa.Table
+    received_at: datetime
+    waiting: set[str] = field(default_factory=set)
+
+
+class HeldSpans:
+    """Committed span batches by id, each kept until none of its traces is open.
+
+    Not thread-safe: the Assembler holds its lock around every call.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._batches: dict[int, HeldBatch] = {}  # insertion order is arrival order
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    def add(self, spans: pa.Table, received_at: datetime, trace_ids: Iterable[str]) -> int:
+        """Hold a committed batch for `trace_ids` (its traces that are wholly held); its id."""
+        table = spans.select(list(SPAN_FIELDS))
+        batch_id = self._next
+        self._next += 1
+        self._batches[batch_id] = HeldBatch(table, received_at, set(trace_ids))
+        self.bytes += table.nbytes
+        return batch_id
+
+    def wait(self, batch_id: int, trace_id: str) -> None:
+        """`trace_id` has rows in batch `batch_id` and will take them when it closes."""
+        self._batches[batch_id].waiting.add(trace_id)
+
+    def over_cap(self) -> list[int]:
+        """The oldest batches to let go so that what stays fits in `max_bytes`."""
+        out, freed = [], 0
+        for batch_id, batch in self._batches.items():
+            if self.bytes - freed <= self.max_bytes:
+                break
+            out.append(batch_id)
+            freed += batch.table.nbytes
+        return out
+
+    def drop(self, batch_id: int) -> set[str]:
+        """Let a batch go; the open traces that were waiting for it."""
+        batch = self._batches.pop(batch_id)
+        self.bytes -= batch.table.nbytes
+        return batch.waiting
+
+    def release(self, trace_id: str, batch_ids: Iterable[int]) -> None:
+        """`trace_id` no longer needs these batches (it closed, or it is read from the store);
+        a batch no open trace waits for is dropped."""
+        for batch_id in batch_ids:
+            batch = self._batches.get(batch_id)
+            if batch is None:
+                continue
+            batch.waiting.discard(trace_id)
+            if not batch.waiting:
+                self.drop(batch_id)
+
+    def holds(self, batch_ids: Iterable[int]) -> bool:
+        return all(batch_id in self._batches for batch_id in batch_ids)
+
+    def parts(self, wanted: dict[str, list[int]]) -> list[tuple[HeldBatch, list[str]]]:
+        """The held batches the traces in `wanted` (trace id -> its batches) take rows from,
+        each with those traces' ids, in arrival order (the lock is held only for this)."""
+        by_batch: dict[int, list[str]] = {}
+        for trace_id, batch_ids in wanted.items():
+            for batch_id in batch_ids:
+                by_batch.setdefault(batch_id, []).append(trace_id)
+        return [(self._batches[b], by_batch[b]) for b in sorted(by_batch)]
+
+
+def rows_of(parts: list[tuple[HeldBatch, list[str]]]) -> pa.Table | None:
+    """The rows of the traces named in `parts` with their `received_at`, as the store would
+    give them, each span once; None when there are none.
+
+    A span sent twice (an exporter's retry) is in two batches but stored once, the first time;
+    the later copies are left out here the same way."""
+    tables = []
+    for batch, trace_ids in parts:
+        table = batch.table
+        rows = table.filter(pc.is_in(table["trace_id"], pa.array(trace_ids, pa.string())))
+        at = pa.repeat(pa.scalar(batch.received_at, RECEIVED_AT), rows.num_rows)
+        tables.append(rows.append_column("received_at", at))
+    if not tables:
+        return None
+    return first_of_each_span(pa.concat_tables(tables))
+
+
+def first_of_each_span(spans: pa.Table) -> pa.Table:
+    """`spans` with only the first row of each (trace id, span id)."""
+    keyed = spans.append_column("_row", pa.array(range(spans.num_rows), pa.int64()))
+    firsts = keyed.group_by(["trace_id", "span_id"], use_threads=False).aggregate([("_row", "min")])
+    if firsts.num_rows == spans.num_rows:
+        return spans
+    return spans.take(pc.sort_indices(firsts["_row_min"]))
