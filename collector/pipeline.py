@@ -112,7 +112,9 @@ class Pipeline:
         self.drift, self.judges, self.evaluations, self.events_out = self._beside(config)
         self.sessions = self._sessions(rules_metrics)
         receiver_metrics = ReceiverMetrics(self.registry)
-        self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
+        self.ingest = Ingest(
+            self.writer, config.ingest, config.limits, receiver_metrics, self._assembly_lag
+        )
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
         # New spans feed assembly; new failing results wake the decision round early.
         self.writer.on_commit = fan_out(
@@ -135,6 +137,10 @@ class Pipeline:
             else None
         )
         return Writer(self.database, config, metrics, clock=self.clock, journal=journal)
+
+    def _assembly_lag(self) -> float:
+        """How far assembly is behind, when it runs (off, spans are only stored)."""
+        return self.assembler.live_lag() if self.config.assembler.enabled else 0.0
 
     def _receivers(
         self, auth: BearerAuth, metrics: ReceiverMetrics, grace: float

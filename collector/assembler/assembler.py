@@ -88,6 +88,7 @@ class Assembler(TickingStage):
         self.clock = clock or SystemClock()
         self._buffers = TraceBuffers(config)
         self._held = HeldSpans(config.max_held_mib * 1024 * 1024)
+        self._recovered = 0  # traces recovered at the start not closed yet
         self._bounded: list[tuple[OpenTrace, str]] = []  # closed by a bound, stored next tick
         self._lock = threading.Lock()
         self.ticker = Ticker("sextant-assembler", self._pause, self.tick)
@@ -159,10 +160,19 @@ class Assembler(TickingStage):
             since = [t for t in (self._buffers.late_since(now), self._round_since) if t is not None]
         return max(0.0, now - min(since)) if since else 0.0
 
+    def live_lag(self) -> float:
+        """The lag of the traffic arriving now: 0 while traces recovered at the start are
+        still being worked off (they are not late because of it, and refusing new spans
+        would not make them sooner)."""
+        with self._lock:
+            recovering = self._recovered > 0
+        return 0.0 if recovering else self.lag()
+
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet."""
         traces = unclosed_traces(self.database.cursor(), self.clock)
         with self._lock:
+            self._recovered += len(traces)
             self._buffers.restore(traces)
             self.metrics.open_traces.set(len(self._buffers))
         return len(traces)
@@ -246,6 +256,7 @@ class Assembler(TickingStage):
         with self._lock:  # stored: the batches these traces waited for may go
             for trace, _ in due:
                 self._held.release(trace.trace_id, trace.batches)
+                self._recovered -= trace.read_back == "recovered"
         last_seen = {trace.trace_id: trace.last_seen for trace, _ in due}
         for built in builds:
             self._count(built, last_seen)

@@ -168,6 +168,12 @@ class IngestConfig(Strict):
         1.0,
         description="Refuse exports (retryable) that the work in flight would keep waiting longer.",
     )
+    max_assembly_lag_seconds: Seconds | None = Field(
+        2.0,
+        description="Refuse trace exports (retryable) while assembly and evaluation are this far"
+        " behind (sextant_assembler_lag_seconds), so every run accepted is evaluated within the"
+        " quiet period and this; none: accept whatever the lag.",
+    )
 
 
 class RetentionConfig(Strict):

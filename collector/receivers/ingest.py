@@ -8,7 +8,7 @@ import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from collector.config.sections import IngestConfig, LimitsConfig
-from collector.errors import MalformedRequest
+from collector.errors import MalformedRequest, Overloaded
 from collector.normalize.wire import Decoded, decode_request
 from collector.receivers.admission import Admission
 from collector.receivers.metrics import ReceiverMetrics
@@ -121,8 +121,10 @@ class Ingest:
         config: IngestConfig,
         limits: LimitsConfig,
         metrics: ReceiverMetrics,
+        assembly_lag: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.writer = writer
+        self.assembly_lag = assembly_lag
         self._decoders: concurrent.futures.ThreadPoolExecutor | None = None
         self.admission = Admission(config.max_wait_seconds)
         start_at_zero(metrics)
@@ -149,6 +151,23 @@ class Ingest:
 
     def threads(self) -> list[threading.Thread]:
         return []  # the pool's threads end with shutdown(); none holds a DuckDB connection
+
+    def _refuse_while_assembly_is_behind(self) -> None:
+        """Back-pressure from evaluation: spans accepted faster than runs are assembled and
+        evaluated would leave their runs unjudged for ever longer (and held in memory); the
+        exporter retries instead, before the request costs a decode."""
+        limit = self.config.max_assembly_lag_seconds
+        if limit is None:
+            return
+        lag = self.assembly_lag()
+        if lag > limit:
+            self.metrics.refused.labels("assembly_behind").inc()
+            error = Overloaded(
+                f"assembly and evaluation are {lag:.1f} s behind (over"
+                f" ingest.max_assembly_lag_seconds = {limit:g}); retry later"
+            )
+            error.retry_after_seconds = 1
+            raise error
 
     async def _decode(self, signal: str, encoding: str, data: bytes) -> Decoded:
         limit = self.limits.max_attribute_length
@@ -179,6 +198,8 @@ class Ingest:
             return decoded, self.writer.submit(SIGNAL_TABLES[signal], decoded.table, request)
 
     async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> ExportReply:
+        if signal == "traces":
+            self._refuse_while_assembly_is_behind()
         with self.admission.admitted(len(data)):  # until the commit: its wait counts too
             decoded, committed = await self._submit(signal, encoding, data, protocol)
             if committed is not None:

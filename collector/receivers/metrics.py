@@ -42,6 +42,13 @@ class ReceiverMetrics:
             ["protocol", "signal", "reason"],
             registry=registry,
         )
+        self.refused = Counter(
+            "sextant_receiver_refused_requests",
+            "Trace export requests refused before decoding, retryable, by reason:"
+            " assembly_behind (assembly and evaluation past ingest.max_assembly_lag_seconds).",
+            ["reason"],
+            registry=registry,
+        )
         self.truncated = Counter(
             "sextant_receiver_items_truncated",
             "Spans or log records stored with at least one attribute value truncated.",

@@ -375,3 +375,20 @@ def test_recovered_and_late_traces_are_read_back_from_the_store(rig) -> None:
     assert read_back(registry, "recovered") == read_back(registry, "late") == 0
     counted = fresh.metrics.read_back  # the restarted assembler's own registry
     assert [counted.labels(why)._value.get() for why in ("recovered", "late")] == [1, 1]
+
+
+def test_traces_recovered_at_a_restart_hold_no_live_traffic_back(rig) -> None:
+    _database, writer, assembler, clock, _registry = rig
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, [root, *children])
+    fresh = restarted(assembler)
+    writer.on_commit = fresh.consume
+    fresh.recover()
+    clock.advance(30)  # long past due: the backlog of the last run
+    assert fresh.lag() >= 25
+    assert fresh.live_lag() == 0  # refusing new spans would not close it sooner
+    assert fresh.tick() == 1
+    store(writer, [run_spans(new_trace_id())[0]])
+    clock.advance(10)  # a live trace 5 s past due: live traffic is behind now
+    assert fresh.live_lag() == pytest.approx(5, abs=0.01)
