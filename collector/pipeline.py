@@ -116,9 +116,14 @@ class Pipeline:
             self.writer, config.ingest, config.limits, receiver_metrics, self._assembly_lag
         )
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
-        # New spans feed assembly; new failing results wake the decision round early.
+        # Each commit is handed on: spans to assembly; runs and results to the stages after
+        # it (new failing results wake the decision round early; stored runs wake the judges).
         self.writer.on_commit = fan_out(
-            self.assembler.consume, self.decisions.consume, self.events_out.consume
+            self.assembler.consume,
+            self.decisions.consume,
+            self.events_out.consume,
+            self.judges.consume,
+            self.evaluations.consume,
         )
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         grace = config.shutdown_timeout_seconds

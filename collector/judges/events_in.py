@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
 from collector.clock import Clock, SystemClock
 from collector.config.evaluation import JudgesConfig
@@ -143,6 +144,12 @@ class EvaluationEvents(ReadingStage):
         self.follow = Follow()
         self._behind = False  # the last look filled its batch: look again at once
         self._pending: dict[tuple[Any, ...], Event] = {}
+
+    def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
+        """Commit hook (the writer's thread): log records (maybe events) or runs (that events
+        may wait for) were stored, so look now rather than at the next tick."""
+        if self.enabled and ("logs" in tables or "trajectories" in tables):
+            self.ticker.wake()
 
     def _pause(self) -> float:
         return 0.0 if self._behind else self.config.tick_seconds

@@ -125,6 +125,13 @@ class JudgeStage(ReadingStage):
     def threads(self) -> list[Any]:
         return [*super().threads(), *self.calls.threads()]
 
+    def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
+        """Commit hook (the writer's thread): runs were stored, so look now rather than at
+        the next tick; the look reads them through each pack's place (the tick stays, for
+        what a failed look left)."""
+        if self.enabled and "trajectories" in tables:
+            self.ticker.wake()
+
     def _pause(self) -> float:
         return 0.0 if self._behind else self.config.tick_seconds
 

@@ -96,8 +96,11 @@ class ReadingStage(TickingStage):
     enabled: bool
 
     def start(self) -> None:
+        """Look at once (what the last run of the process left is caught up at the start),
+        then when woken by a commit or at the tick."""
         if self.enabled:
             super().start()
+            self.ticker.wake()
 
     def shutdown(self, deadline: float) -> None:
         self.ticker.stopping.set()

@@ -88,7 +88,7 @@ def test_evaluation_events_round_trip(tmp_path: Path) -> None:
         tmp_path / "sender",
         {"evals": PACK},
         assembler=FAST,
-        judges={"tick_seconds": 0.05},
+        judges={"tick_seconds": 600},
         decisions=DECIDE_FAST,
         evaluation_events={"endpoint": f"http://{receiver.grpc_endpoint}"},
     )
@@ -161,7 +161,7 @@ def test_evaluation_events_round_trip(tmp_path: Path) -> None:
         receiver.stop()
 
     # After a restart the same events are looked at again (lookback) and not taken twice.
-    again = serve(tmp_path / "sender", {"evals": PACK}, judges={"tick_seconds": 0.05})
+    again = serve(tmp_path / "sender", {"evals": PACK}, judges={"tick_seconds": 600})
     try:
         time.sleep(1)  # twenty looks
         assert again.query("SELECT count(*) FROM results WHERE origin = 'external'") == [(2,)]

@@ -91,7 +91,7 @@ def judged(server: RunningServer, trace_ids: list[str], pack: str = "support-jud
 
 def serve_judges(tmp: Path, packs: dict[str, str], monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(KEY_ENV, "sk-test-judge")
-    return serve(tmp, packs, assembler=FAST, judges={"tick_seconds": 0.05})
+    return serve(tmp, packs, assembler=FAST, judges={"tick_seconds": 600})
 
 
 def test_judgements_are_stored_with_their_cost(
@@ -341,7 +341,7 @@ def test_similarity_compares_answers_with_the_packaged_model_offline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = serve(
-        tmp_path, {"answers": SIMILARITY_PACK}, assembler=FAST, judges={"tick_seconds": 0.05}
+        tmp_path, {"answers": SIMILARITY_PACK}, assembler=FAST, judges={"tick_seconds": 600}
     )
     try:
         close = case_run(server, "The parcel P-7 is on its way and arrives today.", "parcel-7")
@@ -387,7 +387,7 @@ def test_runs_beyond_one_look_are_each_judged_once(
     # Two runs per look: runs closed in one assembly round share their close time, so the
     # looks page through them by (close time, trace id).
     server = serve(
-        tmp_path, {"judges": pack}, assembler=FAST, judges={"tick_seconds": 0.05, "batch": 2}
+        tmp_path, {"judges": pack}, assembler=FAST, judges={"tick_seconds": 600, "batch": 2}
     )
     try:
         runs = [run(server, f"GOOD {i}") for i in range(7)]
@@ -412,7 +412,7 @@ def test_a_judge_error_that_quotes_the_key_is_stored_and_shown_without_it(
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET_KEY)
     pack = judge_pack(judge_server.base_url)
-    server = serve(tmp_path, {"judges": pack}, assembler=FAST, judges={"tick_seconds": 0.05})
+    server = serve(tmp_path, {"judges": pack}, assembler=FAST, judges={"tick_seconds": 600})
     try:
         trace_id = run(server, answer)
         result = judged(server, [trace_id])[trace_id]
