@@ -60,6 +60,8 @@ class Keeping:
     latency_p50_s: float  # assembly latency histogram, bucket upper bounds
     latency_p99_s: float
     evaluate_us_per_span: float  # evaluation's wall time, inside `workers` and `assemble`
+    most_up_s: float = math.inf  # after the load stopped, 99 % of the traces had theirs
+    most_target_s: float = math.inf  # the quiet period + 3 s
 
     @property
     def kept_up(self) -> bool:
@@ -161,6 +163,8 @@ def render(f: RunFigures) -> str:
         lines += [
             f"  keeping up: {verdict}: {caught} (target <= {k.target_s:.1f} s); at the stop:"
             f" lag {k.lag_at_stop_s:.1f} s, {k.open_at_stop:,} traces open",
+            f"  99 % of the traces assembled and evaluated {k.most_up_s:.1f} s after the load"
+            f" stopped (target <= {k.most_target_s:.1f} s)",
             f"  assembly latency p50 <= {k.latency_p50_s:g} s, p99 <= {k.latency_p99_s:g} s;"
             f" evaluation {k.evaluate_us_per_span:.1f} µs/span (wall, inside workers/assemble)",
             f"  stored {f.trajectories:,} trajectories, {f.results:,} results;"

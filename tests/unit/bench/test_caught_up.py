@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 
 from collector.assembler.metrics import AssemblerMetrics
-from collector.bench.served import assembled
+from collector.bench.served import assembled, share_assembled
 from collector.receivers.metrics import ReceiverMetrics
 
 
@@ -41,3 +41,17 @@ def test_a_collector_without_the_counters_is_never_caught_up() -> None:
     ReceiverMetrics(registry)
     assert not assembled(generate_latest(registry).decode())
     assert not assembled("")
+
+
+def test_the_share_assembled_counts_closed_traces_against_those_still_pending() -> None:
+    c = Collector()
+    c.receiver.accepted.labels("grpc", "traces").inc(1000)
+    c.assembler.spans.inc(990)
+    c.assembler.closed.labels("complete").inc(98)
+    assert share_assembled(c.scrape()) == 0  # spans acknowledged have not all reached it
+    c.assembler.spans.inc(10)
+    c.pending = 2
+    assert share_assembled(c.scrape()) == 0.98
+    c.assembler.closed.labels("incomplete_timeout").inc(1)
+    c.pending = 1
+    assert share_assembled(c.scrape()) == 0.99
