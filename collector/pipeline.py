@@ -50,7 +50,7 @@ from collector.store.database import Database
 from collector.store.export import ParquetExporter
 from collector.store.journal import Frame, Journal
 from collector.store.metrics import StoreMetrics, StoreSizeCollector
-from collector.store.pending import fan_out
+from collector.store.pending import CommitHook, fan_out
 from collector.store.retention import Retention, RetentionMetrics
 from collector.store.writer import Writer
 from collector.targets import TargetCap
@@ -116,15 +116,7 @@ class Pipeline:
             self.writer, config.ingest, config.limits, receiver_metrics, self._assembly_lag
         )
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
-        # Each commit is handed on: spans to assembly; runs and results to the stages after
-        # it (new failing results wake the decision round early; stored runs wake the judges).
-        self.writer.on_commit = fan_out(
-            self.assembler.consume,
-            self.decisions.consume,
-            self.events_out.consume,
-            self.judges.consume,
-            self.evaluations.consume,
-        )
+        self.writer.on_commit = self._commit_hook()
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         grace = config.shutdown_timeout_seconds
         self.grpc, self.http = self._receivers(auth, receiver_metrics, grace)
@@ -132,6 +124,17 @@ class Pipeline:
         self.admin = self._admin(auth, grace)
         self._started = self._stopped = False
         self._watch_the_store()
+
+    def _commit_hook(self) -> CommitHook:
+        """Each commit handed on: spans to assembly; runs and results to the stages after it
+        (new failing results wake the decision round early; stored runs wake the judges)."""
+        return fan_out(
+            self.assembler.consume,
+            self.decisions.consume,
+            self.events_out.consume,
+            self.judges.consume,
+            self.evaluations.consume,
+        )
 
     def _writer(self, metrics: StoreMetrics) -> Writer:
         config, storage = self.config.writer, self.config.storage

@@ -10,13 +10,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from collector.admin.http import STORE_TIMEOUT_SECONDS, json_error, reply
+from collector.admin.http import json_error, reply
 from collector.drift import baselines
 from collector.drift.requests import ReliabilityQuery, baseline_spec
 from collector.errors import SextantError
 from collector.store.database import Database
 from collector.store.queries import jsonable, rows_as_dicts
-from collector.store.writer import Writer
+from collector.store.writer import STORE_TIMEOUT_SECONDS, Writer
 
 
 class BaselineRoutes:

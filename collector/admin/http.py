@@ -17,7 +17,6 @@ from collector.errors import PermanentError, SextantError, TransientError, Unaut
 
 MAX_LIST = 1000
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a chunk of replay results as Arrow
-STORE_TIMEOUT_SECONDS = 30.0
 # Open by design: Prometheus scrapes and the kubelet's probes carry no token. They tell nothing
 # about the agents' runs (metrics are counts by target), so everything else needs the token.
 OPEN_PATHS = frozenset({"/metrics", "/healthz", "/readyz"})

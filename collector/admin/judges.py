@@ -12,14 +12,14 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from collector.admin.http import STORE_TIMEOUT_SECONDS, json_error, reply
+from collector.admin.http import json_error, reply
 from collector.errors import SextantError
 from collector.evaluation.packs import PackSource, compiled
 from collector.judges.calibrate import card_of, certifies, judge_cases, labelled_cases
 from collector.store.database import Database
 from collector.store.queries import jsonable, rows_as_dicts
 from collector.store.tables import rows_table
-from collector.store.writer import Writer
+from collector.store.writer import STORE_TIMEOUT_SECONDS, Writer
 from evaluators.judge import JudgeRule
 from evaluators.rulepack import RulePack
 

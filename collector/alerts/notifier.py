@@ -49,7 +49,6 @@ DROP_REASONS = tuple(DropReason)
 
 # A drift or reliability rule's review of a target that has too few runs yet.
 INSUFFICIENT_SAMPLES = "insufficient_samples"
-STORE_TIMEOUT_SECONDS = 30.0
 
 
 def iso(t: datetime) -> str:
@@ -324,7 +323,7 @@ class Notifier:
         }
         table = pa.Table.from_pylist([row], schema=ARROW_SCHEMAS["alerts"])
         try:
-            self.writer.submit_tables({"alerts": table}).result(STORE_TIMEOUT_SECONDS)
+            self.writer.record({"alerts": table})
         except Exception as exc:
             log.warning("could not record alert delivery to %s: %s", box.channel.name, exc)
 

@@ -30,7 +30,6 @@ from collector.assembler.work import (
 )
 from collector.clock import Clock, SystemClock
 from collector.config.sections import AssemblerConfig
-from collector.errors import Overloaded
 from collector.store.database import Database
 from collector.store.writer import Writer
 from collector.threads import named_executor
@@ -39,9 +38,7 @@ from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
-STORE_TIMEOUT_SECONDS = 30.0
 MIN_PAUSE_SECONDS = 0.005
-QUEUE_FULL_PAUSE_SECONDS = 0.05
 # Rounds this small are built in the assembler's thread: shipping them to a worker process and
 # back costs more than building them.
 INLINE_BUILD_SPANS = 200
@@ -252,7 +249,9 @@ class Assembler(TickingStage):
                 self.metrics.build_errors.inc()
                 log.warning("trajectory stored as incomplete (build_error): %s", error)
         if any(built.closed for built in builds):
-            self._store(merged_tables(builds))
+            # A full queue is waited out: building the round again next tick would cost the
+            # workers its whole work while ingest is what fills the queue.
+            self.writer.record(merged_tables(builds), self.ticker.stopping)
         with self._lock:  # stored: the batches these traces waited for may go
             for trace, _ in due:
                 self._held.release(trace.trace_id, trace.batches)
@@ -308,19 +307,6 @@ class Assembler(TickingStage):
         if why is not None:
             self.metrics.read_back.labels(why).inc()
         return why is None
-
-    def _store(self, tables: dict[str, pa.Table]) -> None:
-        """Store a built round, waiting for room in a full write queue rather than throwing
-        the round away: rebuilding it next tick would cost the workers its whole work again
-        while ingest is what fills the queue. Shutdown ends the wait (the traces are recovered
-        from the store at the next start)."""
-        while True:
-            try:
-                self.writer.submit_tables(tables).result(STORE_TIMEOUT_SECONDS)
-                return
-            except Overloaded:
-                if self.ticker.stopping.wait(QUEUE_FULL_PAUSE_SECONDS):
-                    raise
 
     def _build_round(
         self, spans: pa.Table, closing: list[Closing], evaluator: Evaluates | None

@@ -22,7 +22,6 @@ from evaluators.base import Decision
 
 log = logging.getLogger(__name__)
 
-STORE_TIMEOUT_SECONDS = 30.0
 MAX_UNWRITTEN = 10_000  # transitions held while the store cannot take them
 
 # Each decision's latest row while it is still active, with the last acknowledgement over its
@@ -65,7 +64,7 @@ class DecisionLog:
                 return
             try:
                 table = pa.Table.from_pylist(pending, schema=ARROW_SCHEMAS["decisions"])
-                self.writer.submit_tables({"decisions": table}).result(STORE_TIMEOUT_SECONDS)
+                self.writer.record({"decisions": table})
             except Exception:
                 log.exception("could not record %d decision transitions; retrying", len(pending))
                 with self._lock:

@@ -28,7 +28,6 @@ from evaluators.rulepack import RulePack
 from evaluators.window import DriftRule, ReliabilityRule
 
 log = logging.getLogger(__name__)
-STORE_TIMEOUT_SECONDS = 30.0
 
 
 class DriftScheduler(ReadingStage):
@@ -115,7 +114,7 @@ class DriftScheduler(ReadingStage):
             self.metrics.evaluations.labels(pack.name, rule.id, outcome.verdict.value).inc()
         if rows:
             table = rows_table("results", rows)
-            self.writer.submit("results", table).result(STORE_TIMEOUT_SECONDS)
+            self.writer.record({"results": table}, self.ticker.stopping)
         return rows
 
     def evaluate(

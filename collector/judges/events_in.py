@@ -37,7 +37,6 @@ from evaluators.evaluate import result_of
 from evaluators.external import EvaluationRule, ExternalEvaluation, evaluate_event, names
 from evaluators.model import Trajectory
 
-STORE_TIMEOUT_SECONDS = 30.0
 EVENT = "gen_ai.evaluation.result"
 AT = (
     "make_timestamp((coalesce(nullif(time_unix_nano, 0), observed_time_unix_nano) // 1000)::BIGINT)"
@@ -197,7 +196,7 @@ class EvaluationEvents(ReadingStage):
             rows.extend(self._rule_rows(t, found))
         if rows:
             table = rows_table("results", rows)
-            self.writer.submit_tables({"results": table}).result(STORE_TIMEOUT_SECONDS)
+            self.writer.record({"results": table}, self.ticker.stopping)
         # Only once the results are stored: after a failed write, the events waiting from
         # earlier looks (the cursor is past them) still wait, and this batch is looked at again.
         self._pending = waiting

@@ -59,7 +59,6 @@ from evaluators.rulepack import RulePack
 from evaluators.similarity import SimilarityRule
 
 log = logging.getLogger(__name__)
-STORE_TIMEOUT_SECONDS = 30.0
 # The runs stored after the cursor, as rows: most are skipped (no pack selects them, or every
 # rule samples them out) without loading their steps.
 NEW_RUNS = f"""
@@ -302,7 +301,7 @@ class JudgeStage(ReadingStage):
     def _store(self, settled: list[Settled], similar: list[dict[str, Any]]) -> int:
         tables = self._rows(settled, similar)
         if tables:
-            self.writer.submit_tables(tables).result(STORE_TIMEOUT_SECONDS)
+            self.writer.record(tables, self.ticker.stopping)
         return len(tables["results"]) if tables else 0
 
     def _rows(self, settled: list[Settled], similar: list[dict[str, Any]]) -> dict[str, pa.Table]:

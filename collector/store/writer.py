@@ -10,13 +10,14 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
 from collector.clock import Clock, SystemClock
 from collector.config.sections import WriterConfig
-from collector.errors import ShuttingDown, StoreUnavailable
+from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
 from collector.lifecycle import remaining
 from collector.store import replay
 from collector.store.appender import Appender
@@ -29,6 +30,9 @@ from collector.store.write_queue import WriteQueue
 from collector.threads import name_os_thread
 
 log = logging.getLogger(__name__)
+# How long a stage waits for its rows to be committed, room in a full queue included.
+STORE_TIMEOUT_SECONDS = 30.0
+QUEUE_FULL_PAUSE_SECONDS = 0.05
 
 # A failed load of journaled rows is tried again after this long, doubling up to the cap.
 RETRY_SECONDS = (0.05, 1.0)
@@ -141,6 +145,27 @@ class Writer:
         if journaled and self.appender is not None:
             self.appender.put(pending)
         return pending.future
+
+    def record(self, parts: dict[str, pa.Table], stopping: threading.Event | None = None) -> None:
+        """Store what a stage decided and wait for the commit: the one way every stage after
+        ingest writes. A full queue is waited out rather than refused (a built round or a
+        decision is not thrown away because ingest filled the queue; ingest is the one
+        refused), all within STORE_TIMEOUT_SECONDS; `stopping` ends the wait (shutdown: what
+        was not stored is made again after the next start). Raises what the commit raised."""
+        deadline = time.monotonic() + STORE_TIMEOUT_SECONDS
+        while True:
+            try:
+                future = self.submit_tables(parts)
+                break
+            except Overloaded:
+                pause = min(QUEUE_FULL_PAUSE_SECONDS, deadline - time.monotonic())
+                if pause <= 0:
+                    raise
+                if stopping is None:
+                    time.sleep(pause)
+                elif stopping.wait(pause):
+                    raise
+        future.result(max(0.0, deadline - time.monotonic()))
 
     def settled(self) -> concurrent.futures.Future[None]:
         """Completes once every request acknowledged so far is loaded into DuckDB, so a read
