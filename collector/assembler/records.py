@@ -1,73 +1,63 @@
-"""Trajectories as rows of the `trajectories` and `steps` tables."""
+"""A round's trajectories as the `trajectories`, `steps` and `results` tables, built column by
+column: each column is one list filled from the round's objects and converted to Arrow once.
+A dict per row cost more than the row's values, and converting the dicts to Arrow as much
+again (docs/performance.md)."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 import orjson
 import pyarrow as pa
 
-from collector.store.tables import out_of_range, rows_table
+from collector.evaluation.results import trajectory_result_columns
+from collector.store.tables import ARROW_SCHEMAS, columns_table, out_of_range
 from evaluators.base import Result, Verdict, overall_verdict
-from evaluators.model import Trajectory
+from evaluators.model import Step, Trajectory
 
 OBJECTING = (Verdict.FAIL, Verdict.REVIEW)
-
-
-def trajectory_row(
-    t: Trajectory,
-    first_received: datetime,
-    last_received: datetime,
-    closed_at: datetime,
-    results: list[Result],
-    build_error: str | None = None,
-) -> dict[str, Any]:
-    totals = t.totals()
-    row = {
-        "trace_id": t.trace_id,
-        "revision": t.revision,
-        "is_current": True,
-        "status": t.status,
-        "close_reason": t.close_reason,
-        "incomplete_reasons": t.incomplete_reasons or None,
-        "agent_run": t.agent_run,
-        "service_name": t.service_name,
-        "agent_name": t.agent_name,
-        "service_version": t.service_version,
-        "root_span_id": t.root_span_id,
-        "root_name": t.root_name,
-        "case_id": t.case_id,
-        "conversation_id": t.conversation_id,
-        "user_id": t.user_id,
-        "input": t.input,
-        "final_output": t.final_output,
-        "steps": totals["steps"],
-        "tool_calls": totals["tool_calls"],
-        "llm_calls": totals["llm_calls"],
-        "input_tokens": totals["input_tokens"],
-        "output_tokens": totals["output_tokens"],
-        "cost_usd": totals["cost_usd"],
-        "unpriced_llm_calls": totals["unpriced_llm_calls"],
-        "error_count": totals["error_count"],
-        "span_count": t.span_count,
-        "late_spans": t.late_spans,
-        "start_time_unix_nano": t.start_time_unix_nano,
-        "end_time_unix_nano": t.end_time_unix_nano,
-        "first_received_at": first_received,
-        "last_received_at": last_received,
-        "closed_at": closed_at,
-        # No rule applied: no verdict (an unevaluated run is not a pass).
-        "verdict": overall_verdict(results).value if results else None,
-        "verdict_reasons": sorted({r.reason for r in results if r.reason}) or None,
-        "verdict_rules": objecting_rules(results),
-        "build_error": build_error,
-    }
-    # Totals past their column's range (token counts summed past int64) are kept as text; the
-    # run was evaluated on the true value.
-    unrepresentable = out_of_range("trajectories", row)
-    row["unrepresentable"] = orjson.dumps(unrepresentable).decode() if unrepresentable else None
-    return row
+# Columns of `steps` that are not the step's attribute of the same name.
+STEP_OWN = ("trace_id", "revision", "arguments", "mcp")
+STEP_ATTRIBUTES = tuple(
+    (name, attrgetter(name)) for name in ARROW_SCHEMAS["steps"].names if name not in STEP_OWN
+)
+# Columns of `trajectories` that are the trajectory's attribute of the same name.
+TRAJECTORY_ATTRIBUTES = tuple(
+    (name, attrgetter(name))
+    for name in (
+        "trace_id",
+        "revision",
+        "status",
+        "close_reason",
+        "agent_run",
+        "service_name",
+        "agent_name",
+        "service_version",
+        "root_span_id",
+        "root_name",
+        "case_id",
+        "conversation_id",
+        "user_id",
+        "input",
+        "final_output",
+        "span_count",
+        "late_spans",
+        "start_time_unix_nano",
+        "end_time_unix_nano",
+    )
+)
+TOTALS = (
+    "steps",
+    "tool_calls",
+    "llm_calls",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "unpriced_llm_calls",
+    "error_count",
+)
 
 
 def objecting_rules(results: list[Result]) -> list[str] | None:
@@ -76,44 +66,99 @@ def objecting_rules(results: list[Result]) -> list[str] | None:
     return sorted(objecting) or None
 
 
-def step_rows(t: Trajectory) -> list[dict[str, Any]]:
-    rows = []
-    for s in t.steps:
-        row = {
-            "trace_id": t.trace_id,
-            "revision": t.revision,
-            "seq": s.seq,
-            "span_id": s.span_id,
-            "parent_span_id": s.parent_span_id,
-            "depth": s.depth,
-            "kind": s.kind,
-            "span_kind": s.span_kind,
-            "name": s.name,
-            "agent_name": s.agent_name,
-            "tool_name": s.tool_name,
-            "tool_call_id": s.tool_call_id,
-            "arguments": None
-            if s.arguments is None
-            else orjson.dumps(s.arguments, option=orjson.OPT_NON_STR_KEYS).decode(),
-            "result": s.result,
-            "status": s.status,
-            "error_type": s.error_type,
-            "model": s.model,
-            "input_tokens": s.input_tokens,
-            "output_tokens": s.output_tokens,
-            "cost_usd": s.cost_usd,
-            "approval_status": s.approval_status,
-            "policy_name": s.policy_name,
-            "policy_decision": s.policy_decision,
-            "state_target": s.state_target,
-            "mcp": None if s.mcp is None else orjson.dumps(s.mcp).decode(),
-            "requested_by": s.requested_by,
-            "start_time_unix_nano": s.start_time_unix_nano,
-            "end_time_unix_nano": s.end_time_unix_nano,
+def step_json(steps: list[Step]) -> tuple[list[str | None], list[str | None]]:
+    """The steps' `arguments` and `mcp` columns as JSON text. Encoding is what can fail on a
+    step's values (nested past the encoder's depth), so it is done per trajectory, before the
+    trajectory is added: one that fails is then stored as a build error alone."""
+    arguments = [
+        None
+        if s.arguments is None
+        else orjson.dumps(s.arguments, option=orjson.OPT_NON_STR_KEYS).decode()
+        for s in steps
+    ]
+    mcp = [None if s.mcp is None else orjson.dumps(s.mcp).decode() for s in steps]
+    return arguments, mcp
+
+
+class RoundRows:
+    """The rows of one assembly round: its trajectories, with what the store keeps beside each
+    (when its spans were received, its results, why it could not be built), and the tables they
+    make, built once for the whole round."""
+
+    def __init__(self, closed_at: datetime, shas: dict[str, str]) -> None:
+        self.closed_at = closed_at
+        self.shas = shas  # pack -> sha256 of the version its results were evaluated under
+        self.runs: list[Trajectory] = []
+        self.totals: list[dict[str, Any]] = []
+        self.received: list[tuple[datetime, datetime]] = []  # first and last span received
+        self.results: list[list[Result]] = []
+        self.build_errors: list[str | None] = []
+        self.arguments: list[str | None] = []
+        self.mcp: list[str | None] = []
+
+    def add(
+        self,
+        t: Trajectory,
+        received: tuple[datetime, datetime],
+        results: list[Result],
+        encoded: tuple[list[str | None], list[str | None]],
+        build_error: str | None = None,
+    ) -> None:
+        """A trajectory and its results; `encoded` is `step_json(t.steps)`."""
+        totals = t.totals()  # the last thing that can raise: nothing of `t` is kept before it
+        self.runs.append(t)
+        self.totals.append(totals)
+        self.received.append(received)
+        self.results.append(results)
+        self.build_errors.append(build_error)
+        self.arguments.extend(encoded[0])
+        self.mcp.extend(encoded[1])
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {
+            "trajectories": self.trajectories(),
+            "steps": self.steps(),
+            "results": self.results_table(),
         }
-        rows.append(row)
-    return rows
 
+    def trajectories(self) -> pa.Table:
+        runs, count = self.runs, len(self.runs)
+        columns: dict[str, list[Any]] = {
+            name: list(map(get, runs)) for name, get in TRAJECTORY_ATTRIBUTES
+        }
+        columns.update({name: [totals[name] for totals in self.totals] for name in TOTALS})
+        columns["is_current"] = [True] * count
+        columns["incomplete_reasons"] = [t.incomplete_reasons or None for t in runs]
+        columns["first_received_at"] = [first for first, _ in self.received]
+        columns["last_received_at"] = [last for _, last in self.received]
+        columns["closed_at"] = [self.closed_at] * count
+        # No rule applied: no verdict (an unevaluated run is not a pass).
+        columns["verdict"] = [overall_verdict(r).value if r else None for r in self.results]
+        columns["verdict_reasons"] = [
+            sorted({x.reason for x in r if x.reason}) or None for r in self.results
+        ]
+        columns["verdict_rules"] = [objecting_rules(r) for r in self.results]
+        columns["build_error"] = self.build_errors
+        # Totals past their column's range (token counts summed past int64) are kept as text;
+        # the run was evaluated on the true value.
+        kept = out_of_range("trajectories", columns, count)
+        columns["unrepresentable"] = [None if k is None else orjson.dumps(k).decode() for k in kept]
+        return columns_table("trajectories", columns, count)
 
-def as_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
-    return {table: rows_table(table, table_rows) for table, table_rows in rows.items()}
+    def steps(self) -> pa.Table:
+        steps = [s for t in self.runs for s in t.steps]
+        owners = [t for t in self.runs for _ in t.steps]
+        columns: dict[str, list[Any]] = {
+            name: list(map(get, steps)) for name, get in STEP_ATTRIBUTES
+        }
+        columns["trace_id"] = [t.trace_id for t in owners]
+        columns["revision"] = [t.revision for t in owners]
+        columns["arguments"] = self.arguments
+        columns["mcp"] = self.mcp
+        return columns_table("steps", columns, len(steps))
+
+    def results_table(self) -> pa.Table:
+        columns = trajectory_result_columns(
+            zip(self.runs, self.results, strict=True), self.shas, self.closed_at
+        )
+        return columns_table("results", columns, len(columns["trace_id"]))
