@@ -1,13 +1,12 @@
 """A round's trajectories as the `trajectories`, `steps` and `results` tables, built column by
-column: each column is one list filled from the round's objects and converted to Arrow once.
-A dict per row cost more than the row's values, and converting the dicts to Arrow as much
-again (docs/performance.md)."""
+column: each column is one list, filled as trajectories are added and converted to Arrow once.
+A dict per row, converted to Arrow row by row, cost about a third more (docs/performance.md)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -58,6 +57,30 @@ TOTALS = (
     "unpriced_llm_calls",
     "error_count",
 )
+# The columns of `trajectories` a trajectory's row is added to, in the order `add` makes them
+# (the others are the same for the whole round).
+TRAJECTORY_COLUMNS = (
+    *(name for name, _ in TRAJECTORY_ATTRIBUTES),
+    *TOTALS,
+    "incomplete_reasons",
+    "first_received_at",
+    "last_received_at",
+    "verdict",
+    "verdict_reasons",
+    "verdict_rules",
+    "build_error",
+)
+STEP_COLUMNS = ARROW_SCHEMAS["steps"].names
+
+
+class RunKey(NamedTuple):
+    """What the `results` rows of a trajectory say of it (kept instead of the trajectory)."""
+
+    trace_id: str
+    revision: int
+    service_name: str | None
+    agent_name: str | None
+    service_version: str | None
 
 
 def objecting_rules(results: list[Result]) -> list[str] | None:
@@ -81,20 +104,18 @@ def step_json(steps: list[Step]) -> tuple[list[str | None], list[str | None]]:
 
 
 class RoundRows:
-    """The rows of one assembly round: its trajectories, with what the store keeps beside each
-    (when its spans were received, its results, why it could not be built), and the tables they
-    make, built once for the whole round."""
+    """The rows of one assembly round, kept as one list per column of `trajectories`, `steps`
+    and `results`, and made into Arrow tables once for the whole round. Each trajectory's
+    values are taken as it is added: the round keeps no trajectory alive (thousands of live
+    trajectories, steps and parsed attributes made the garbage collector cost more than the
+    rows themselves)."""
 
     def __init__(self, closed_at: datetime, shas: dict[str, str]) -> None:
         self.closed_at = closed_at
         self.shas = shas  # pack -> sha256 of the version its results were evaluated under
-        self.runs: list[Trajectory] = []
-        self.totals: list[dict[str, Any]] = []
-        self.received: list[tuple[datetime, datetime]] = []  # first and last span received
-        self.results: list[list[Result]] = []
-        self.build_errors: list[str | None] = []
-        self.arguments: list[str | None] = []
-        self.mcp: list[str | None] = []
+        self.trajectories: dict[str, list[Any]] = {name: [] for name in TRAJECTORY_COLUMNS}
+        self.steps: dict[str, list[Any]] = {name: [] for name in STEP_COLUMNS}
+        self.results: list[tuple[RunKey, list[Result]]] = []
 
     def add(
         self,
@@ -104,61 +125,48 @@ class RoundRows:
         encoded: tuple[list[str | None], list[str | None]],
         build_error: str | None = None,
     ) -> None:
-        """A trajectory and its results; `encoded` is `step_json(t.steps)`."""
-        totals = t.totals()  # the last thing that can raise: nothing of `t` is kept before it
-        self.runs.append(t)
-        self.totals.append(totals)
-        self.received.append(received)
-        self.results.append(results)
-        self.build_errors.append(build_error)
-        self.arguments.extend(encoded[0])
-        self.mcp.extend(encoded[1])
+        """A trajectory and its results; `received` is when its first and last spans were
+        received, `encoded` is `step_json(t.steps)`. Its values are all computed before any is
+        added, so one that raises leaves nothing behind."""
+        totals = t.totals()
+        row = [get(t) for _, get in TRAJECTORY_ATTRIBUTES]
+        row += [totals[name] for name in TOTALS]
+        row += [
+            t.incomplete_reasons or None,
+            *received,
+            # No rule applied: no verdict (an unevaluated run is not a pass).
+            overall_verdict(results).value if results else None,
+            sorted({r.reason for r in results if r.reason}) or None,
+            objecting_rules(results),
+            build_error,
+        ]
+        key = RunKey(t.trace_id, t.revision, t.service_name, t.agent_name, t.service_version)
+        for name, value in zip(TRAJECTORY_COLUMNS, row, strict=True):
+            self.trajectories[name].append(value)
+        steps = t.steps
+        for name, get in STEP_ATTRIBUTES:
+            self.steps[name].extend(map(get, steps))
+        self.steps["trace_id"].extend([t.trace_id] * len(steps))
+        self.steps["revision"].extend([t.revision] * len(steps))
+        self.steps["arguments"].extend(encoded[0])
+        self.steps["mcp"].extend(encoded[1])
+        if results:
+            self.results.append((key, results))
 
     def tables(self) -> dict[str, pa.Table]:
-        return {
-            "trajectories": self.trajectories(),
-            "steps": self.steps(),
-            "results": self.results_table(),
-        }
-
-    def trajectories(self) -> pa.Table:
-        runs, count = self.runs, len(self.runs)
-        columns: dict[str, list[Any]] = {
-            name: list(map(get, runs)) for name, get in TRAJECTORY_ATTRIBUTES
-        }
-        columns.update({name: [totals[name] for totals in self.totals] for name in TOTALS})
-        columns["is_current"] = [True] * count
-        columns["incomplete_reasons"] = [t.incomplete_reasons or None for t in runs]
-        columns["first_received_at"] = [first for first, _ in self.received]
-        columns["last_received_at"] = [last for _, last in self.received]
-        columns["closed_at"] = [self.closed_at] * count
-        # No rule applied: no verdict (an unevaluated run is not a pass).
-        columns["verdict"] = [overall_verdict(r).value if r else None for r in self.results]
-        columns["verdict_reasons"] = [
-            sorted({x.reason for x in r if x.reason}) or None for r in self.results
-        ]
-        columns["verdict_rules"] = [objecting_rules(r) for r in self.results]
-        columns["build_error"] = self.build_errors
+        trajectories = {name: list(values) for name, values in self.trajectories.items()}
+        count = len(trajectories["trace_id"])
+        trajectories["is_current"] = [True] * count
+        trajectories["closed_at"] = [self.closed_at] * count
         # Totals past their column's range (token counts summed past int64) are kept as text;
         # the run was evaluated on the true value.
-        kept = out_of_range("trajectories", columns, count)
-        columns["unrepresentable"] = [None if k is None else orjson.dumps(k).decode() for k in kept]
-        return columns_table("trajectories", columns, count)
-
-    def steps(self) -> pa.Table:
-        steps = [s for t in self.runs for s in t.steps]
-        owners = [t for t in self.runs for _ in t.steps]
-        columns: dict[str, list[Any]] = {
-            name: list(map(get, steps)) for name, get in STEP_ATTRIBUTES
+        kept = out_of_range("trajectories", trajectories, count)
+        trajectories["unrepresentable"] = [
+            None if k is None else orjson.dumps(k).decode() for k in kept
+        ]
+        results = trajectory_result_columns(self.results, self.shas, self.closed_at)
+        return {
+            "trajectories": columns_table("trajectories", trajectories, count),
+            "steps": columns_table("steps", self.steps, len(self.steps["trace_id"])),
+            "results": columns_table("results", results, len(results["trace_id"])),
         }
-        columns["trace_id"] = [t.trace_id for t in owners]
-        columns["revision"] = [t.revision for t in owners]
-        columns["arguments"] = self.arguments
-        columns["mcp"] = self.mcp
-        return columns_table("steps", columns, len(steps))
-
-    def results_table(self) -> pa.Table:
-        columns = trajectory_result_columns(
-            zip(self.runs, self.results, strict=True), self.shas, self.closed_at
-        )
-        return columns_table("results", columns, len(columns["trace_id"]))

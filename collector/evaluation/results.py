@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evaluators.base import Decision, Result, Verdict
 from evaluators.model import Trajectory
@@ -14,8 +14,23 @@ if TYPE_CHECKING:
     from collector.drift.outcome import WindowOutcome
 
 
+class Run(Protocol):
+    """What a result's row says of its run: a trajectory, or what is kept of one."""
+
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def service_name(self) -> str | None: ...
+    @property
+    def agent_name(self) -> str | None: ...
+    @property
+    def service_version(self) -> str | None: ...
+
+
 def trajectory_result_columns(
-    runs: Iterable[tuple[Trajectory, list[Result]]],
+    runs: Iterable[tuple[Run, list[Result]]],
     shas: dict[str, str],
     at: datetime,
     replay_id: str | None = None,

@@ -110,10 +110,8 @@ def columns_table(table: str, columns: dict[str, list], rows: int) -> pa.Table:
     """Column lists of `rows` values as an Arrow table of the store's batch schema (columns not
     given are NULL). What builds many rows per batch uses it: a dict per row cost more than
     the row's values, and converting them to Arrow again as much."""
-    arrays = [
-        pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(rows, f.type)
-        for f in ARROW_SCHEMAS[table]
-    ]
+    # Not `pa.nulls`: its null strings and lists carry buffers that double their pickled size.
+    arrays = [pa.array(columns.get(f.name, [None] * rows), f.type) for f in ARROW_SCHEMAS[table]]
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMAS[table])
 
 
