@@ -3,12 +3,14 @@ the store's schema, and what cannot be stored kept as text or stored as a build 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from datetime import datetime
 
 import orjson
 import pyarrow as pa
 
+from collector.assembler import work
 from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
 from collector.assembler.spans import SPAN_FIELDS
@@ -19,6 +21,7 @@ from collector.evaluation.results import trajectory_result_rows
 from collector.evaluation.round import RoundEvaluator
 from collector.normalize.wire import decode_request
 from collector.store.tables import ARROW_SCHEMAS, rows_table
+from evaluators.model import Trajectory
 from tests.support.otlp import new_span_id, new_trace_id, trace_request
 
 NOW = datetime(2026, 11, 29, 12, 0, 0)
@@ -144,3 +147,26 @@ def test_one_run_s_result_rows_are_the_rows_the_round_stores_for_it() -> None:
         own = trajectory_result_rows(t, evaluator.evaluate(t), evaluator.shas, NOW)
         assert len(own) > 1
         assert rows_table("results", own).to_pylist() == stored[trace_id]
+
+
+def test_a_round_keeps_none_of_its_trajectories_alive_while_it_builds(monkeypatch) -> None:
+    """Only the rows' values are kept: thousands of live trajectories (steps, parsed
+    attributes) made the garbage collector cost a worker more than the rows did."""
+    made: set[int] = set()  # ids: a slotted trajectory takes no weak reference
+    alive: list[int] = []  # per trajectory built: how many built before it are still alive
+    real = work.build_trajectory
+
+    def tracked(*args, **kwargs):
+        gc.collect()
+        alive.append(
+            sum(1 for o in gc.get_objects() if isinstance(o, Trajectory) and id(o) in made)
+        )
+        t = real(*args, **kwargs)
+        made.add(id(t))
+        return t
+
+    monkeypatch.setattr(work, "build_trajectory", tracked)
+    runs = [run([chat(input_tokens=5), tool('{"k": 1}')]) for _ in range(4)]
+    result = built(runs, RoundEvaluator(PACKS))
+    assert result.tables["steps"].num_rows == 12
+    assert alive == [0, 1, 1, 1]  # the one before, until the next one replaces it
