@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
-from collector.assembler.records import as_tables, step_rows, trajectory_row
+from collector.assembler.records import RoundRows, step_json
 from evaluators.base import Result
 from evaluators.model import Trajectory
 
@@ -24,9 +24,12 @@ _prices: dict[str, PriceTable] = {}
 class Evaluates(Protocol):
     """What the assembler is handed to evaluate each trajectory it builds (picklable)."""
 
-    def evaluate(
-        self, t: Trajectory, at: datetime
-    ) -> tuple[list[Result], list[dict[str, Any]]]: ...
+    @property
+    def shas(self) -> dict[str, str]:
+        """pack -> sha256 of the version evaluated, stored with each of its results."""
+        ...
+
+    def evaluate(self, t: Trajectory) -> list[Result]: ...
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ def build_batch(
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in spans.to_pylist():
         by_trace[row["trace_id"]].append(row)
-    rows: dict[str, list[dict[str, Any]]] = {"trajectories": [], "steps": [], "results": []}
+    rows = RoundRows(closed_at, evaluator.shas if evaluator is not None else {})
     built = Built({}, evaluator=evaluator)
     for item in closing:
         span_rows = by_trace.get(item.trace_id)
@@ -107,38 +110,33 @@ def build_batch(
                 t = build_trajectory(
                     item.trace_id, span_rows, prices, item.revision, item.reason, late
                 )
-                parts = trace_rows(t, span_rows, closed_at, evaluator)
+                add_trace(rows, t, span_rows, evaluator)
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
         if error is not None:
             built.build_errors.append(f"{item.trace_id}: {error}")
             t = unbuildable(item, span_rows, late)
-            parts = trace_rows(t, span_rows, closed_at, evaluator, error)
-        for table, table_rows in zip(("trajectories", "steps", "results"), parts, strict=True):
-            rows[table].extend(table_rows)
+            add_trace(rows, t, span_rows, evaluator, error)
         built.closed.append((t.trace_id, t.close_reason, t.revision, late))
         built.step_kinds.update(s.kind for s in t.steps)
-    built.tables = as_tables(rows)
+    built.tables = rows.tables()
     return built
 
 
-def trace_rows(
+def add_trace(
+    rows: RoundRows,
     t: Trajectory,
     span_rows: list[dict[str, Any]],
-    closed_at: datetime,
     evaluator: Evaluates | None,
     build_error: str | None = None,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """One trajectory's rows of `trajectories`, `steps` and `results`, made whole before any
-    is added to the round's (so a trace that raises half way leaves nothing behind)."""
-    steps = step_rows(t)
-    results: list[Result] = []
-    result_rows: list[dict[str, Any]] = []
-    if evaluator is not None:
-        results, result_rows = evaluator.evaluate(t, closed_at)
+) -> None:
+    """One trajectory evaluated and added to the round's rows whole: what can raise (encoding
+    its steps, evaluating it) is done before anything of it is added, so a trace that raises
+    half way leaves nothing behind."""
+    encoded = step_json(t.steps)
+    results = evaluator.evaluate(t) if evaluator is not None else []
     received = [r["received_at"] for r in span_rows]
-    trajectory = trajectory_row(t, min(received), max(received), closed_at, results, build_error)
-    return [trajectory], steps, result_rows
+    rows.add(t, (min(received), max(received)), results, encoded, build_error)
 
 
 class Builds(Protocol):

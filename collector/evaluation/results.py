@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evaluators.base import Decision, Result, Verdict
 from evaluators.model import Trajectory
@@ -11,6 +12,58 @@ from evaluators.rulepack import RulePack
 
 if TYPE_CHECKING:
     from collector.drift.outcome import WindowOutcome
+
+
+class Run(Protocol):
+    """What a result's row says of its run: a trajectory, or what is kept of one."""
+
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def service_name(self) -> str | None: ...
+    @property
+    def agent_name(self) -> str | None: ...
+    @property
+    def service_version(self) -> str | None: ...
+
+
+def trajectory_result_columns(
+    runs: Iterable[tuple[Run, list[Result]]],
+    shas: dict[str, str],
+    at: datetime,
+    replay_id: str | None = None,
+) -> dict[str, list[Any]]:
+    """The `results` columns of many trajectories' results (the columns not named are NULL);
+    a `replay_id` marks them as a replay's, not live."""
+    pairs = [(t, r) for t, results in runs for r in results]
+    count = len(pairs)
+    return {
+        "trace_id": [t.trace_id for t, _ in pairs],
+        "revision": [t.revision for t, _ in pairs],
+        "pack": [r.pack for _, r in pairs],
+        "pack_version": [r.pack_version for _, r in pairs],
+        "pack_sha256": [shas.get(r.pack) for _, r in pairs],
+        "rule_id": [r.rule_id for _, r in pairs],
+        "rule_type": [r.rule_type for _, r in pairs],
+        "verdict": [r.verdict.value for _, r in pairs],
+        "score": [r.score for _, r in pairs],
+        "severity": [r.severity.value for _, r in pairs],
+        "reason": [r.reason or None for _, r in pairs],
+        "message": [r.message for _, r in pairs],
+        "evidence_span_ids": [list(r.evidence) or None for _, r in pairs],
+        "requested_decision": [
+            r.requested_decision.value if r.requested_decision else None for _, r in pairs
+        ],
+        "service_name": [t.service_name for t, _ in pairs],
+        "agent_name": [t.agent_name for t, _ in pairs],
+        "service_version": [t.service_version for t, _ in pairs],
+        "evaluated_at": [at] * count,
+        "scope": ["trajectory"] * count,
+        "origin": ["live" if replay_id is None else "replay"] * count,
+        "replay_id": [replay_id] * count,
+    }
 
 
 def trajectory_result_rows(
@@ -21,31 +74,9 @@ def trajectory_result_rows(
     replay_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of one trajectory's results; a `replay_id` marks them as a replay's, not live."""
+    columns = trajectory_result_columns([(t, results)], shas, at, replay_id)
     return [
-        {
-            "trace_id": t.trace_id,
-            "revision": t.revision,
-            "pack": r.pack,
-            "pack_version": r.pack_version,
-            "pack_sha256": shas.get(r.pack),
-            "rule_id": r.rule_id,
-            "rule_type": r.rule_type,
-            "verdict": r.verdict.value,
-            "score": r.score,
-            "severity": r.severity.value,
-            "reason": r.reason or None,
-            "message": r.message,
-            "evidence_span_ids": list(r.evidence) or None,
-            "requested_decision": r.requested_decision.value if r.requested_decision else None,
-            "service_name": t.service_name,
-            "agent_name": t.agent_name,
-            "service_version": t.service_version,
-            "evaluated_at": at,
-            "scope": "trajectory",
-            "origin": "live" if replay_id is None else "replay",
-            "replay_id": replay_id,
-        }
-        for r in results
+        dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)
     ]
 
 

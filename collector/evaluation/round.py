@@ -6,12 +6,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
 
 from collector.evaluation.mcp import Sightings
 from collector.evaluation.packs import PackText, compiled
-from collector.evaluation.results import trajectory_result_rows
 from collector.evaluation.runs import Runs
 from collector.targets import Target
 from evaluators.base import Result, overall_verdict
@@ -66,8 +63,13 @@ class RoundEvaluator:
     packs: tuple[PackText, ...] = ()
     tally: Tally = field(default_factory=Tally)
 
-    def evaluate(self, t: Trajectory, at: datetime) -> tuple[list[Result], list[dict[str, Any]]]:
-        """The trajectory's results and their `results` rows."""
+    @property
+    def shas(self) -> dict[str, str]:
+        """pack -> sha256 of the version evaluated, stored with each of its results."""
+        return {p.name: p.sha256 for p in self.packs}
+
+    def evaluate(self, t: Trajectory) -> list[Result]:
+        """The trajectory's results."""
         started = time.perf_counter()
         results: list[Result] = []
         for text in self.packs:
@@ -82,5 +84,4 @@ class RoundEvaluator:
             results.extend(pack_results)
         self.tally.seconds += time.perf_counter() - started
         self.tally.count(t, results)
-        shas = {p.name: p.sha256 for p in self.packs}
-        return results, trajectory_result_rows(t, results, shas, at)
+        return results

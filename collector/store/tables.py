@@ -106,6 +106,15 @@ def rows_table(table: str, rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=ARROW_SCHEMAS[table])
 
 
+def columns_table(table: str, columns: dict[str, list], rows: int) -> pa.Table:
+    """Column lists of `rows` values as an Arrow table of the store's batch schema (columns not
+    given are NULL). What builds many rows per batch uses it: a dict per row cost more than
+    the row's values, and converting them to Arrow again as much."""
+    # Not `pa.nulls`: its null strings and lists carry buffers that double their pickled size.
+    arrays = [pa.array(columns.get(f.name, [None] * rows), f.type) for f in ARROW_SCHEMAS[table]]
+    return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMAS[table])
+
+
 def integer_range(typ: pa.DataType) -> tuple[int, int]:
     bits = typ.bit_width
     if pa.types.is_unsigned_integer(typ):
@@ -120,13 +129,15 @@ INTEGER_RANGES = {
 }
 
 
-def out_of_range(table: str, row: dict) -> dict[str, str]:
-    """Set the integers of `row` that its table's columns cannot hold to None; returns them as
-    {column: decimal text}, so the caller can keep them as text instead of failing the batch."""
-    kept: dict[str, str] = {}
+def out_of_range(table: str, columns: dict[str, list], rows: int) -> list[dict[str, str] | None]:
+    """Set the integers of `columns` (of `rows` values) that their column's type cannot hold to
+    None; returns per row the ones set ({column: decimal text}, None for a row without any), so
+    the caller can keep them as text instead of failing the batch."""
+    kept: list[dict[str, str] | None] = [None] * rows
     for name, (low, high) in INTEGER_RANGES[table].items():
-        value = row.get(name)
-        if isinstance(value, int) and not low <= value <= high:
-            kept[name] = str(value)
-            row[name] = None
+        values = columns.get(name, [])
+        for i, value in enumerate(values):
+            if isinstance(value, int) and not low <= value <= high:
+                kept[i] = {**(kept[i] or {}), name: str(value)}
+                values[i] = None
     return kept
