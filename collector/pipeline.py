@@ -114,9 +114,13 @@ class Pipeline:
         receiver_metrics = ReceiverMetrics(self.registry)
         self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics)
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
-        # New spans feed assembly; new failing results wake the decision round early.
+        # New spans feed assembly; new failing results wake the decision round early; closed
+        # runs are the sessions' new turns.
         self.writer.on_commit = fan_out(
-            self.assembler.consume, self.decisions.consume, self.events_out.consume
+            self.assembler.consume,
+            self.decisions.consume,
+            self.events_out.consume,
+            self.sessions.consume,
         )
         auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
         grace = config.shutdown_timeout_seconds
