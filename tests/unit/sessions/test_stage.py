@@ -291,3 +291,32 @@ def test_a_restarted_stage_reads_back_what_it_had_not_made(store: Store) -> None
     assert found["trace_ids"] == [first.trace_id, second.trace_id]
     assert store.counted("sextant_session_turns_total") == 1
     assert store.counted("sextant_sessions_total", event="opened") == 0
+
+
+def test_a_read_back_after_an_overflow_starts_past_the_runs_handed(tmp_path: Path) -> None:
+    """The follow moves up to the runs known to have been handed (a commit handed after the
+    store was looked at), so an overflow does not read the whole lookback again."""
+    store = Store(tmp_path / "sextant.duckdb", FakeClock(), settings={"max_queue": 1})
+    try:
+        clock = store.clock
+        assert isinstance(clock, FakeClock)
+        handed = []
+        for n in (1, 2, 3):
+            handed.append(turn(clock, n, "conv-mark", ago=30 - n))
+            store.commit(handed[-1])
+            store.stage.tick()  # its round looks at the store, the next one's commit follows
+            clock.advance(1)
+        with store.database.cursor() as cursor:
+            seq = "SELECT store_seq FROM trajectories WHERE trace_id = ?"
+            second = cursor.execute(seq, [handed[1].trace_id]).fetchone()[0]
+        assert store.stage.follow.after == second
+        first, dropped = turn(clock, 4, "conv-mark", ago=5), turn(clock, 5, "conv-mark", ago=4)
+        store.commit(first)
+        store.commit(dropped)  # the queue holds one run
+        assert store.counted("sextant_sessions_queue_dropped_runs_total") == 1
+        store.stage.tick()
+        (found,) = store.sessions()
+        assert found["trace_ids"] == [t.trace_id for t in [*handed, first, dropped]]
+        assert store.counted("sextant_session_turns_total") == 5
+    finally:
+        store.close()
