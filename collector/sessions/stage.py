@@ -46,6 +46,7 @@ from collector.sessions.loaded import (
 )
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.running import RUN_COLUMNS, Running, advanced, news
+from collector.sessions.stored import MaybeStored
 from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow
 from collector.store.reader import Interrupted, Reader, ReadingStage
@@ -79,6 +80,7 @@ SESSION_IDS = f"""
 SELECT t.trace_id, {CONFIGURED} FROM trajectories t
 WHERE t.is_current AND list_contains($ids, t.trace_id)
 """
+STORED_KEYS = "SELECT session_id, session_service FROM sessions"
 LAST_STORED = "SELECT max(store_seq) FROM trajectories WHERE store_seq > $after"
 
 
@@ -115,6 +117,7 @@ class SessionStage(ReadingStage):
         self._mark: tuple[int, int, int] | None = None
         self._next_round = float("-inf")  # when idle sessions are looked for next (monotonic)
         self._running: OrderedDict[Key, Running] = OrderedDict()  # recently touched sessions
+        self._stored: MaybeStored | None = None  # which sessions may have a row (at start)
         self.loader = Loader(config, metrics, rules_metrics)  # sessions made by loading turns
         self._sql = NEW_TURNS.format(session=CONFIGURED if config.attribute else CONVENTIONS)
 
@@ -139,6 +142,8 @@ class SessionStage(ReadingStage):
         texts = [t for t in self.packs.snapshot() if has_session_rules(t)]
         written = 0
         try:
+            if self._stored is None:
+                self._stored = self._stored_keys()
             if self._catching_up():
                 written += self._catch_up(texts, now)
             if not self._behind:
@@ -157,6 +162,12 @@ class SessionStage(ReadingStage):
                 )
             self._lag(now)
         return written
+
+    def _stored_keys(self) -> MaybeStored:
+        stored = MaybeStored()
+        with self.reader.cursor() as cursor:
+            stored.add(cursor.execute(STORED_KEYS).fetchall())
+        return stored
 
     def _catch_up(self, texts: list[PackText], now: datetime) -> int:
         """The next page of stored runs past the follow, made into sessions."""
@@ -276,12 +287,16 @@ class SessionStage(ReadingStage):
         """The touched sessions' rows from their new turns' own columns (no earlier turn read
         again); a session whose turn came again (a late revision) or that cannot be placed on
         its clock from what its row says is rebuilt from its stored turns."""
-        missing = list({sid for key in turns if key not in self._running for sid in key[:1]})
+        maybe = self._stored
+        missing = list(
+            {k[0] for k in turns if k not in self._running and (maybe is None or k in maybe)}
+        )
         stored = {}
         if missing:
             found = rows_of(cursor, SESSIONS_OF, [missing])
             stored = {(r["session_id"], r["session_service"]): Running.stored(r) for r in found}
         sessions, states, again = [], {}, {}
+        events, turned = {"opened": 0, "reopened": 0}, 0
         for key, runs in turns.items():
             before = self._running.get(key) or stored.get(key)
             new, rebuild = news(before, runs)
@@ -289,9 +304,15 @@ class SessionStage(ReadingStage):
             if after is not None:
                 sessions.append(after.row)
                 states[key] = after
-                self.loader.count(before.row if before else None, closings({key: new})[key], [])
+                if before is None or before.row["status"] == "closed":
+                    events["opened" if before is None else "reopened"] += 1
+                turned += len(new)
             elif rebuild or new:
                 again[key] = closings({key: runs})[key]
+        for event, count in events.items():
+            if count:
+                self.metrics.events.labels(event).inc(count)
+        self.metrics.turns.inc(turned)
         if again:
             rebuilt, _ = self.loader.grouped(cursor, again, [], now)
             sessions.extend(rebuilt)
@@ -316,6 +337,8 @@ class SessionStage(ReadingStage):
         if results:
             tables["results"] = rows_table("results", results)
         if tables:
+            if self._stored is not None:
+                self._stored.add((r["session_id"], r["session_service"]) for r in sessions)
             self.writer.submit_tables(tables).result(STORE_TIMEOUT_SECONDS)
         for row in sessions:
             if row["status"] == "open":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -382,7 +383,8 @@ def test_a_conversation_without_session_rules_is_one_row_of_its_turns_totals(
         assert found["error_count"] == 1 and found["llm_calls"] == 6
         assert found["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in runs))
         assert (found["user_id"], found["service_version"]) == ("mira", "2.5.0")
-        assert found["started_at"] == runs[0]["start_time"]
+        started = datetime.fromisoformat(found["started_at"]).timestamp()
+        assert started == pytest.approx(runs[0]["start_time_unix_nano"] / 1e9, abs=2e-6)
         assert (found["status"], found["verdict"], found["results"]) == ("open", "none", [])
     finally:
         running.stop()
