@@ -26,6 +26,7 @@ RUN_COLUMNS = (
     "trace_id",
     "revision",
     "closed_at",
+    "first_received_at",
     "conversation_id",
     "service_name",
     "agent_name",

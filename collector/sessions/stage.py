@@ -75,10 +75,10 @@ WHERE t.is_current AND t.agent_run IS NOT false AND t."""
 """
     + IN_ORDER.replace("store_seq", "t.store_seq")
 )
-# the session ids of handed runs, when they are a configured span attribute
-SESSION_IDS = f"""
-SELECT t.trace_id, {CONFIGURED} FROM trajectories t
-WHERE t.is_current AND list_contains($ids, t.trace_id)
+# the configured attribute on handed runs' spans (received no earlier than their first)
+SESSION_IDS = """
+SELECT trace_id, min(json_extract_string(attributes, $path)) FROM spans
+WHERE received_at >= $since AND trace_id IN (SELECT unnest($ids)) GROUP BY trace_id
 """
 STORED_KEYS = "SELECT session_id, session_service FROM sessions"
 LAST_STORED = "SELECT max(store_seq) FROM trajectories WHERE store_seq > $after"
@@ -207,12 +207,12 @@ class SessionStage(ReadingStage):
         """Handed runs with their session ids."""
         if not self.config.attribute:
             return [{**r, "session_id": r["conversation_id"]} for r in runs]
-        found = dict(
-            cursor.execute(
-                SESSION_IDS, {**self._path(), "ids": [r["trace_id"] for r in runs]}
-            ).fetchall()
-        )
-        return [{**r, "session_id": found.get(r["trace_id"])} for r in runs]
+        firsts = [r["first_received_at"] for r in runs]
+        since = min(firsts) if all(firsts) else datetime.min
+        ids = [r["trace_id"] for r in runs]
+        params = {**self._path(), "ids": ids, "since": since}
+        found = dict(cursor.execute(SESSION_IDS, params).fetchall())
+        return [{**r, "session_id": found.get(r["trace_id"]) or r["conversation_id"]} for r in runs]
 
     def _round(self, now: datetime) -> int:
         """Close the idle sessions, count the open ones, and move the follow past the runs
