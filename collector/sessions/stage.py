@@ -7,7 +7,8 @@ Like the judge stage it runs beside the pipeline in its own thread, but it is ha
 the writer's commit hook queues each commit's closed runs (collector/sessions/handed.py) and
 wakes it. When no pack in force has a session rule, a session's new row follows from its
 previous row and the new turns' own trajectory rows (collector/sessions/running.py), recently
-touched sessions kept in memory, others read from their stored row: no earlier turn is read
+touched sessions kept in memory, others read from their stored row (unless the filter of
+stored keys, collector/sessions/stored.py, says there is none): no earlier turn is read
 again, except to rebuild a session whose turn came again in a late revision. When a pack has
 session rules, each touched session's latest `max_turns` turns are loaded and the rules run.
 
