@@ -108,11 +108,13 @@ class SessionStage(ReadingStage):
         self.handed = Handed(
             config.max_queue, bool(config.attribute), metrics.dropped, self.ticker.wake
         )
+        metrics.lag.set_function(self._lag)
         self.follow = Follow()  # runs in the order they were stored (collector/store/follow.py)
         self._caught_up = False  # the store has been read up to the runs handed since
         self._caught_drops = 0  # the handed runs dropped that the store was read again for
         self._behind = False  # the last catch-up read a whole page: more to read
         self._last_closed: datetime | None = None  # closed_at of the last run read back
+        self._working: datetime | None = None  # when the runs being made were committed
         # (store_seq, commit hooks returned after it was read, drops before): once another
         # commit has been handed with no drop, every run up to store_seq has been handed.
         self._mark: tuple[int, int, int] | None = None
@@ -161,7 +163,6 @@ class SessionStage(ReadingStage):
                     len(failures),
                     failures[0],
                 )
-            self._lag(now)
         return written
 
     def _stored_keys(self) -> MaybeStored:
@@ -190,7 +191,7 @@ class SessionStage(ReadingStage):
         runs, first = self.handed.take()
         if first is None:
             return 0
-        self.metrics.lag.set(max(0.0, (now - first).total_seconds()))
+        self._working = first
         try:
             with self.reader.cursor() as cursor:
                 sessions, results, states = self._made(
@@ -202,6 +203,8 @@ class SessionStage(ReadingStage):
         except Exception:  # made again at the next wake
             self.handed.put_back(runs, first)
             raise
+        finally:
+            self._working = None
         return len(sessions)
 
     def _identified(self, cursor: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -249,14 +252,14 @@ class SessionStage(ReadingStage):
             if last is not None:
                 self._mark = (last, self.handed.marks()[0], drops)
 
-    def _lag(self, now: datetime) -> None:
-        """How long the oldest run waiting has waited; while reading back a backlog, how far
-        behind the newest closed run the read is."""
+    def _lag(self) -> float:
+        """At scrape: how long the oldest run waiting (or being made) has waited since it was
+        committed; while reading back a backlog, how far behind the newest closed run it is."""
+        now = self.clock.now()
         if self._behind and self._last_closed is not None:
-            self.metrics.lag.set((now - self._last_closed).total_seconds())
-            return
-        oldest = self.handed.oldest()
-        self.metrics.lag.set(max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
+            return max(0.0, (now - self._last_closed).total_seconds())
+        waiting = [at for at in (self._working, self.handed.oldest()) if at is not None]
+        return max(0.0, (now - min(waiting)).total_seconds()) if waiting else 0.0
 
     def _scan(self, oldest: datetime) -> dict[str, Any]:
         return {**self.follow.params(oldest, SCAN_ROWS), **self._path()}

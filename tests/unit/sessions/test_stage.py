@@ -68,7 +68,9 @@ class Store:
     def __post_init__(self) -> None:
         self.database = Database(self.path)
         self.database.open()
-        self.writer = Writer(self.database, WriterConfig(), StoreMetrics(CollectorRegistry()))
+        self.writer = Writer(
+            self.database, WriterConfig(), StoreMetrics(CollectorRegistry()), clock=self.clock
+        )
         self.writer.start()
         self.stage = self.new_stage()
 
@@ -320,3 +322,18 @@ def test_a_read_back_after_an_overflow_starts_past_the_runs_handed(tmp_path: Pat
         assert store.counted("sextant_session_turns_total") == 5
     finally:
         store.close()
+
+
+def test_the_lag_is_how_long_the_oldest_handed_run_has_waited(store: Store) -> None:
+    clock = store.clock
+    assert isinstance(clock, FakeClock)
+    store.stage.tick()
+    assert store.counted("sextant_sessions_lag_seconds") == 0.0
+    store.commit(turn(clock, 1, "conv-lag"))
+    clock.advance(4)
+    store.commit(turn(clock, 2, "conv-lag"))
+    clock.advance(3)
+    assert store.counted("sextant_sessions_lag_seconds") == 7.0  # the first, committed 7 s ago
+    store.stage.tick()
+    assert store.counted("sextant_sessions_lag_seconds") == 0.0
+    assert store.sessions()[0]["turns"] == 2
