@@ -65,17 +65,13 @@ CONFIGURED = (
     "coalesce((SELECT min(json_extract_string(s.attributes, $path)) FROM spans s"
     " WHERE s.trace_id = t.trace_id), t.conversation_id)"
 )
-NEW_TURNS = (
-    "SELECT "
-    + ", ".join(f"t.{c}" for c in RUN_COLUMNS)
-    + """, {session} AS session_id, t.store_seq
+TURN_COLUMNS = ", ".join(f"t.{c}" for c in RUN_COLUMNS)
+NEW_TURNS = f"""
+SELECT {TURN_COLUMNS}, {{session}} AS session_id, t.store_seq
 FROM trajectories t
-WHERE t.is_current AND t.agent_run IS NOT false AND t."""
-    + NEW
-    + """ AND t.closed_at >= $oldest
+WHERE t.is_current AND t.agent_run IS NOT false AND t.{NEW} AND t.closed_at >= $oldest
+{IN_ORDER.replace("store_seq", "t.store_seq")}
 """
-    + IN_ORDER.replace("store_seq", "t.store_seq")
-)
 # the configured attribute on handed runs' spans (received no earlier than their first)
 SESSION_IDS = """
 SELECT trace_id, min(json_extract_string(attributes, $path)) FROM spans
@@ -113,6 +109,7 @@ class SessionStage(ReadingStage):
         self._caught_up = False  # the store has been read up to the runs handed since
         self._caught_drops = 0  # the handed runs dropped that the store was read again for
         self._behind = False  # the last catch-up read a whole page: more to read
+        self._failing = False  # the last tick raised: the next waits for the timer or a wake
         self._last_closed: datetime | None = None  # closed_at of the last run read back
         self._working: datetime | None = None  # when the runs being made were committed
         # (store_seq, commit hooks returned after it was read, drops before): once another
@@ -121,6 +118,7 @@ class SessionStage(ReadingStage):
         self._next_round = float("-inf")  # when idle sessions are looked for next (monotonic)
         self._running: OrderedDict[Key, Running] = OrderedDict()  # recently touched sessions
         self._stored: MaybeStored | None = None  # which sessions may have a row (at start)
+        self._uncounted: dict[str, int] = {}  # sessions opened, reopened, turns: once stored
         self.loader = Loader(config, metrics, rules_metrics)  # sessions made by loading turns
         self._sql = NEW_TURNS.format(session=CONFIGURED if config.attribute else CONVENTIONS)
 
@@ -133,6 +131,8 @@ class SessionStage(ReadingStage):
         return not self._caught_up or self.handed.dropped != self._caught_drops
 
     def _pause(self) -> float:
+        if self._failing:
+            return self.config.tick_seconds
         if self._behind or self._catching_up():
             return 0.0
         return max(0.0, self._next_round - self.clock.monotonic())
@@ -153,8 +153,12 @@ class SessionStage(ReadingStage):
                 written += self._handed(texts, now)
             if self.clock.monotonic() >= self._next_round:
                 written += self._round(now)
+            self._failing = False
         except Interrupted:
             pass  # shutting down: these runs are read again after the next start
+        except Exception:  # the ticker logs it; no retry at once, in a loop
+            self._failing = True
+            raise
         finally:
             failures, self.loader.failures = self.loader.failures, []
             if failures:  # one line a tick, however many sessions
@@ -274,6 +278,7 @@ class SessionStage(ReadingStage):
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[Key, Running]]:
         """Runs made into their sessions: the sessions' new rows, their rules' changed
         results, and the running state of the sessions kept up without their rules."""
+        self._uncounted = {}  # of a previous making that was not stored
         turns: dict[Key, list[dict[str, Any]]] = {}
         for run in runs:
             if run["session_id"]:
@@ -300,7 +305,7 @@ class SessionStage(ReadingStage):
             found = rows_of(cursor, SESSIONS_OF, [missing])
             stored = {(r["session_id"], r["session_service"]): Running.stored(r) for r in found}
         sessions, states, again = [], {}, {}
-        events, turned = {"opened": 0, "reopened": 0}, 0
+        counts = self._uncounted = {"opened": 0, "reopened": 0, "turns": 0}
         for key, runs in turns.items():
             before = self._running.get(key) or stored.get(key)
             new, rebuild = news(before, runs)
@@ -309,14 +314,10 @@ class SessionStage(ReadingStage):
                 sessions.append(after.row)
                 states[key] = after
                 if before is None or before.row["status"] == "closed":
-                    events["opened" if before is None else "reopened"] += 1
-                turned += len(new)
+                    counts["opened" if before is None else "reopened"] += 1
+                counts["turns"] += len(new)
             elif rebuild or new:
                 again[key] = closings({key: runs})[key]
-        for event, count in events.items():
-            if count:
-                self.metrics.events.labels(event).inc(count)
-        self.metrics.turns.inc(turned)
         if again:
             rebuilt, _ = self.loader.grouped(cursor, again, [], now)
             sessions.extend(rebuilt)
@@ -334,7 +335,8 @@ class SessionStage(ReadingStage):
         results: list[dict[str, Any]],
         states: dict[Key, Running],
     ) -> None:
-        """Store the rows; then the sessions written are the ones kept in memory."""
+        """Store the rows; then they are counted, and the sessions written are the ones kept
+        in memory."""
         tables = {}
         if sessions:
             tables["sessions"] = rows_table("sessions", sessions)
@@ -344,6 +346,11 @@ class SessionStage(ReadingStage):
             if self._stored is not None:
                 self._stored.add((r["session_id"], r["session_service"]) for r in sessions)
             self.writer.submit_tables(tables).result(STORE_TIMEOUT_SECONDS)
+        counts, self._uncounted = self._uncounted, {}
+        for event in ("opened", "reopened"):
+            if counts.get(event):
+                self.metrics.events.labels(event).inc(counts[event])
+        self.metrics.turns.inc(counts.get("turns", 0))
         for row in sessions:
             if row["status"] == "open":
                 key = (row["session_id"], row["session_service"])

@@ -19,6 +19,7 @@ from collector.assembler.records import as_tables, step_rows, trajectory_row
 from collector.clock import Clock, FakeClock, SystemClock
 from collector.config.evaluation import SessionsConfig
 from collector.config.sections import WriterConfig
+from collector.errors import ShuttingDown
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackText
 from collector.sessions.metrics import SessionMetrics
@@ -337,3 +338,24 @@ def test_the_lag_is_how_long_the_oldest_handed_run_has_waited(store: Store) -> N
     store.stage.tick()
     assert store.counted("sextant_sessions_lag_seconds") == 0.0
     assert store.sessions()[0]["turns"] == 2
+
+
+def test_turns_not_stored_are_made_again_and_counted_once(store: Store) -> None:
+    """The store refuses the session's row: the handed turns wait for the next wake."""
+    live = store.stage.writer
+    store.stage.tick()
+    runs = [turn(store.clock, 1, "conv-retry", ago=9), turn(store.clock, 2, "conv-retry", ago=8)]
+    for t in runs:
+        store.commit(t)
+    stopped = Writer(store.database, WriterConfig(), StoreMetrics(CollectorRegistry()))
+    stopped.shutdown(0.0)  # refuses what is submitted
+    store.stage.writer = stopped
+    with pytest.raises(ShuttingDown):  # the ticker logs it
+        store.stage.tick()
+    assert store.sessions() == []
+    store.stage.writer = live
+    store.stage.tick()
+    (found,) = store.sessions()
+    assert found["trace_ids"] == [t.trace_id for t in runs]
+    assert store.counted("sextant_session_turns_total") == 2
+    assert store.counted("sextant_sessions_total", event="opened") == 1
