@@ -1,7 +1,7 @@
 """Sessions made by loading their turns: each touched session's latest `max_turns` turns are
 loaded from the store, placed on the session's clock, its session rules run over them, and its
 row and the rules' changed results are made. The stage does this when a pack in force has
-session rules, and to rebuild a session whose turn came again in a late revision.
+session rules, and for a session with a turn whose totals its row cannot hold.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ wakes it. When no pack in force has a session rule, a session's new row follows 
 previous row and the new turns' own trajectory rows (collector/sessions/running.py), recently
 touched sessions kept in memory, others read from their stored row (unless the filter of
 stored keys, collector/sessions/stored.py, says there is none): no earlier turn is read
-again, except to rebuild a session whose turn came again in a late revision. When a pack has
+again; a session whose turn came again in a late revision is rebuilt from its turns' rows
+(collector/sessions/rebuilt.py), its totals every turn's. When a pack has
 session rules, each touched session's latest `max_turns` turns are loaded and the rules run.
 
 The store is read back only for what was not handed: at start (runs closed in the last
@@ -46,6 +47,7 @@ from collector.sessions.loaded import (
     rows_of,
 )
 from collector.sessions.metrics import SessionMetrics
+from collector.sessions.rebuilt import rebuilt
 from collector.sessions.running import RUN_COLUMNS, Running, advanced, news
 from collector.sessions.stored import MaybeStored
 from collector.store.database import Database
@@ -319,8 +321,11 @@ class SessionStage(ReadingStage):
             elif rebuild or new:
                 again[key] = closings({key: runs})[key]
         if again:
-            rebuilt, _ = self.loader.grouped(cursor, again, [], now)
-            sessions.extend(rebuilt)
+            remade, left = rebuilt(cursor, again, counts)
+            sessions.extend(state.row for state in remade.values())
+            states.update(remade)
+            if left:  # a turn's totals past their columns: loaded, as with session rules
+                sessions.extend(self.loader.grouped(cursor, left, [], now)[0])
         return sessions, states
 
     def _idle(self, cursor: Any, now: datetime) -> list[dict[str, Any]]:

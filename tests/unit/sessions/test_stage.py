@@ -359,3 +359,28 @@ def test_turns_not_stored_are_made_again_and_counted_once(store: Store) -> None:
     assert found["trace_ids"] == [t.trace_id for t in runs]
     assert store.counted("sextant_session_turns_total") == 2
     assert store.counted("sextant_sessions_total", event="opened") == 1
+
+
+def test_a_late_revision_rebuilds_the_totals_of_every_turn(tmp_path: Path) -> None:
+    """`max_turns` bounds what session rules read, not a session's totals: a late span's
+    revision of a turn is summed with every other turn, none of them loaded."""
+    store = Store(tmp_path / "sextant.duckdb", FakeClock(), settings={"max_turns": 2})
+    try:
+        clock = store.clock
+        assert isinstance(clock, FakeClock)
+        runs = [turn(clock, n, "conv-long", ago=40 - n, cost=0.25) for n in range(1, 5)]
+        for t in runs:
+            store.commit(t)
+            store.stage.tick()
+            clock.advance(1)
+        late = replace(runs[1], revision=2, steps=[*runs[1].steps, llm(3, cost_usd=1.0)])
+        late = replace(late, steps=[replace(s, span_id=f"r{s.seq}") for s in late.steps])
+        store.commit(late)
+        store.stage.tick()
+        (found,) = store.sessions()
+        assert found["trace_ids"] == [t.trace_id for t in runs]
+        assert (found["turns"], found["steps"], found["llm_calls"]) == (4, 13, 5)
+        assert (found["cost_usd"], found["input_tokens"]) == (2.0, 500)
+        assert store.counted("sextant_session_turns_total") == 4
+    finally:
+        store.close()
