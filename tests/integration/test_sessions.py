@@ -192,7 +192,8 @@ def test_idle_sessions_close_and_a_late_turn_reopens_them(server: RunningServer)
 
 
 def test_a_configured_attribute_names_the_session(tmp_path: Path) -> None:
-    """`sessions.attribute` is looked for on every span, before the conventions' ids."""
+    """`sessions.attribute` is looked for on every span, before the conventions' ids, and
+    names the session of a run that has none of them."""
     running = serve(
         tmp_path, assembler=FAST, sessions={"tick_seconds": 0.1, "attribute": "app.thread"}
     )
@@ -202,7 +203,8 @@ def test_a_configured_attribute_names_the_session(tmp_path: Path) -> None:
         traces = []
         for question in ("Hello.", "Again."):
             script = AgentScript(provider.get_tracer("support"))
-            root_attrs = {"gen_ai.conversation.id": "per-run-id-" + question}
+            # the second run has no conventional id at all: the attribute alone names it
+            root_attrs = {"gen_ai.conversation.id": "per-run-id"} if question == "Hello." else {}
             with script.agent("support-agent", question, "Done.", **root_attrs) as root:
                 script.tool("lookup_customer", {"customer": "C-1"}, **{"app.thread": "t-1"})
             traces.append(trace_id_of(root))
