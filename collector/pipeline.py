@@ -127,9 +127,11 @@ class Pipeline:
 
     def _commit_hook(self) -> CommitHook:
         """Each commit handed on: spans to assembly; runs and results to the stages after it
-        (new failing results wake the decision round early; stored runs wake the judges)."""
+        (closed runs are the sessions' new turns; new failing results wake the decision round
+        early; stored runs wake the judges)."""
         return fan_out(
             self.assembler.consume,
+            self.sessions.consume,
             self.decisions.consume,
             self.events_out.consume,
             self.judges.consume,

@@ -53,9 +53,23 @@ class SessionsConfig(Strict):
     max_turns: int = Field(
         500, ge=1, description="Turns a session rule reads; a longer session is reviewed."
     )
-    tick_seconds: Seconds = Field(1.0, gt=0, description="How often new runs are looked for.")
+    tick_seconds: Seconds = Field(
+        1.0, gt=0, description="How often idle sessions are looked for (closed runs wake it)."
+    )
     lookback_seconds: Seconds = Field(
         86400.0, gt=0, description="At start, runs closed this recently are grouped again."
+    )
+    max_queue: int = Field(
+        10_000,
+        ge=1,
+        description="Closed runs waiting for the stage; past it they are read again from the"
+        " store (sextant_sessions_queue_dropped_runs_total).",
+    )
+    max_cached: int = Field(
+        10_000,
+        ge=0,
+        description="Open sessions kept in memory; another is read from its stored row when a"
+        " turn arrives.",
     )
 
 

@@ -23,6 +23,13 @@ class SessionMetrics:
         )
         self.lag = Gauge(
             "sextant_sessions_lag_seconds",
-            "How far the session stage is behind the newest closed run (0 when caught up).",
+            "How long the oldest closed run waiting for the session stage has waited (reading"
+            " back a backlog: how far behind the newest closed run it is; 0 when caught up).",
+            registry=registry,
+        )
+        self.dropped = Counter(
+            "sextant_sessions_queue_dropped_runs",
+            "Closed runs that did not fit the session stage's queue (sessions.max_queue); they"
+            " are read again from the store.",
             registry=registry,
         )

@@ -1,44 +1,63 @@
-"""The session stage: runs closed since the last look are grouped into their sessions (one
-service's conversation, or one conversation across services when configured), each touched
-session's row is replaced, its session rules run over all its turns on the session's clock,
-and sessions with no new turn for `idle_seconds` close.
+"""The session stage: closed runs are made into their sessions (one service's conversation,
+or one conversation across services when configured), each touched session's row is replaced,
+its session rules run over all its turns on the session's clock, and sessions with no new turn
+for `idle_seconds` close.
 
-Like the judge stage it runs beside the pipeline in its own thread and follows the stored runs
-by their `store_seq` (collector/store/follow.py: each run looked at once, in the order it was
-stored, however many share a commit), so a backlog costs no memory and a restart goes back
-`lookback_seconds`. A late turn reopens a closed session and its rules run again. A result is
-stored only when it differs from the rule's last one for the session (a budget gone over stays
-one failure, not one per later turn), so decisions count each violation once.
+Like the judge stage it runs beside the pipeline in its own thread, but it is handed its work:
+the writer's commit hook queues each commit's closed runs (collector/sessions/handed.py) and
+wakes it. When no pack in force has a session rule, a session's new row follows from its
+previous row and the new turns' own trajectory rows (collector/sessions/running.py), recently
+touched sessions kept in memory, others read from their stored row (unless the filter of
+stored keys, collector/sessions/stored.py, says there is none): no earlier turn is read
+again; a session whose turn came again in a late revision is rebuilt from its turns' rows
+(collector/sessions/rebuilt.py), its totals every turn's. When a pack has
+session rules, each touched session's latest `max_turns` turns are loaded and the rules run.
+
+The store is read back only for what was not handed: at start (runs closed in the last
+`lookback_seconds`) and after runs did not fit the queue, following the stored runs by their
+`store_seq` (collector/store/follow.py: each run looked at once, in the order it was stored).
+A run a session already holds is skipped, so one both handed and read back counts once. The
+follow is moved up to the runs known to have been handed, so reading back after an overflow
+starts there, not at the lookback. A late turn reopens a closed session and its rules run
+again. A result is stored only when it differs from the rule's last one for the session (a
+budget gone over stays one failure, not one per later turn), so decisions count each
+violation once.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
+
+import pyarrow as pa
 
 from collector.clock import Clock, SystemClock
 from collector.config.evaluation import SessionsConfig
 from collector.evaluation.metrics import RulesMetrics
-from collector.evaluation.packs import PackSource, PackText, compiled
+from collector.evaluation.packs import PackSource, PackText
+from collector.sessions.handed import Handed
+from collector.sessions.loaded import (
+    ACROSS,
+    SESSIONS_OF,
+    Key,
+    Loader,
+    has_session_rules,
+    rows_of,
+)
 from collector.sessions.metrics import SessionMetrics
-from collector.sessions.rows import session_result_rows, session_row
-from collector.sessions.turns import on_session_clock
+from collector.sessions.rebuilt import rebuilt
+from collector.sessions.running import RUN_COLUMNS, Running, advanced, news
+from collector.sessions.stored import MaybeStored
 from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow
-from collector.store.queries import rows_as_dicts
 from collector.store.reader import Interrupted, Reader, ReadingStage
-from collector.store.runs import DuckDBSource, load_trajectories
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker
-from evaluators.base import Decision, Result, Verdict
-from evaluators.evaluate import evaluate_session_pack, proven
-from evaluators.sessions import Session, is_session_rule
 
 log = logging.getLogger(__name__)
-STORE_TIMEOUT_SECONDS = 30.0
 SCAN_ROWS = 5_000
 CONVENTIONS = "t.conversation_id"
 # A configured attribute is looked for on every span of the run (OpenLLMetry's association
@@ -47,21 +66,20 @@ CONFIGURED = (
     "coalesce((SELECT min(json_extract_string(s.attributes, $path)) FROM spans s"
     " WHERE s.trace_id = t.trace_id), t.conversation_id)"
 )
+TURN_COLUMNS = ", ".join(f"t.{c}" for c in RUN_COLUMNS)
 NEW_TURNS = f"""
-SELECT t.trace_id, t.closed_at, {{session}} AS session_id, coalesce(t.service_name, ''),
-       t.store_seq
+SELECT {TURN_COLUMNS}, {{session}} AS session_id, t.store_seq
 FROM trajectories t
 WHERE t.is_current AND t.agent_run IS NOT false AND t.{NEW} AND t.closed_at >= $oldest
 {IN_ORDER.replace("store_seq", "t.store_seq")}
 """
-LAST_RESULTS = """
-SELECT session_id, coalesce(service_name, ''), pack, rule_id,
-       pack_version, verdict, reason, evidence_span_ids, trace_id, revision
-FROM results WHERE scope = 'session' AND origin = 'live' AND session_id IN ?
-QUALIFY row_number() OVER (
-  PARTITION BY session_id, coalesce(service_name, ''), pack, rule_id ORDER BY evaluated_at DESC
-) = 1
+# the configured attribute on handed runs' spans (received no earlier than their first)
+SESSION_IDS = """
+SELECT trace_id, min(json_extract_string(attributes, $path)) FROM spans
+WHERE received_at >= $since AND trace_id IN (SELECT unnest($ids)) GROUP BY trace_id
 """
+STORED_KEYS = "SELECT session_id, session_service FROM sessions"
+LAST_STORED = "SELECT max(store_seq) FROM trajectories WHERE store_seq > $after"
 
 
 class SessionStage(ReadingStage):
@@ -84,226 +102,274 @@ class SessionStage(ReadingStage):
         self.reader = Reader(database)
         self.enabled = config.enabled
         self.ticker = Ticker("sextant-sessions", self._pause, self.tick)
-        self._behind = False
+        self.handed = Handed(
+            config.max_queue, bool(config.attribute), metrics.dropped, self.ticker.wake
+        )
+        metrics.lag.set_function(self._lag)
         self.follow = Follow()  # runs in the order they were stored (collector/store/follow.py)
-        self._last_closed: datetime | None = None  # closed_at of the last run looked at
-        self._failures: list[str] = []  # a tick's packs that raised past evaluate_session_pack
+        self._caught_up = False  # the store has been read up to the runs handed since
+        self._caught_drops = 0  # the handed runs dropped that the store was read again for
+        self._behind = False  # the last catch-up read a whole page: more to read
+        self._failing = False  # the last tick raised: the next waits for the timer or a wake
+        self._last_closed: datetime | None = None  # closed_at of the last run read back
+        self._working: datetime | None = None  # when the runs being made were committed
+        # (store_seq, commit hooks returned after it was read, drops before): once another
+        # commit has been handed with no drop, every run up to store_seq has been handed.
+        self._mark: tuple[int, int, int] | None = None
+        self._next_round = float("-inf")  # when idle sessions are looked for next (monotonic)
+        self._running: OrderedDict[Key, Running] = OrderedDict()  # recently touched sessions
+        self._stored: MaybeStored | None = None  # which sessions may have a row (at start)
+        self._uncounted: dict[str, int] = {}  # sessions opened, reopened, turns: once stored
+        self.loader = Loader(config, metrics, rules_metrics)  # sessions made by loading turns
         self._sql = NEW_TURNS.format(session=CONFIGURED if config.attribute else CONVENTIONS)
 
+    def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
+        """Commit hook (the writer's thread): queue the committed runs and wake the stage."""
+        if self.enabled:
+            self.handed.consume(tables, received_at)
+
+    def _catching_up(self) -> bool:
+        return not self._caught_up or self.handed.dropped != self._caught_drops
+
     def _pause(self) -> float:
-        return 0.0 if self._behind else self.config.tick_seconds
+        if self._failing:
+            return self.config.tick_seconds
+        if self._behind or self._catching_up():
+            return 0.0
+        return max(0.0, self._next_round - self.clock.monotonic())
 
     def tick(self) -> int:
-        """Group the next runs into sessions and close the idle ones; sessions written."""
+        """Read back what the store holds that was not handed (at start, after an overflow),
+        make the handed runs into sessions, and every `tick_seconds` close the idle ones;
+        sessions written."""
         now = self.clock.now()
-        oldest = now - timedelta(seconds=self.config.lookback_seconds)
         texts = [t for t in self.packs.snapshot() if has_session_rules(t)]
+        written = 0
         try:
-            with self.reader.cursor() as cursor:
-                rows = cursor.execute(self._sql, self._scan(oldest)).fetchall()
-                turns: dict[Key, list[tuple[str, datetime]]] = {}
-                for trace_id, closed_at, session_id, service, _ in rows:
-                    if session_id:
-                        key = (session_id, ACROSS if self.config.across_services else service)
-                        turns.setdefault(key, []).append((trace_id, closed_at))
-                sessions, results = self._grouped(cursor, turns, texts, now)
-                idle = self._idle(cursor, now, set(turns))
-            self._store([*sessions, *idle], results)
+            if self._stored is None:
+                self._stored = self._stored_keys()
+            if self._catching_up():
+                written += self._catch_up(texts, now)
+            if not self._behind:
+                written += self._handed(texts, now)
+            if self.clock.monotonic() >= self._next_round:
+                written += self._round(now)
+            self._failing = False
         except Interrupted:
-            return 0  # shutting down: these runs are grouped again after the next start
+            pass  # shutting down: these runs are read again after the next start
+        except Exception:  # the ticker logs it; no retry at once, in a loop
+            self._failing = True
+            raise
         finally:
-            if self._failures:  # one line a tick, however many sessions
+            failures, self.loader.failures = self.loader.failures, []
+            if failures:  # one line a tick, however many sessions
                 log.warning(
                     "%d session pack evaluations failed (their results are missing), first: %s",
-                    len(self._failures),
-                    self._failures[0],
+                    len(failures),
+                    failures[0],
                 )
-                self._failures = []
-        self.metrics.events.labels("closed").inc(len(idle))
+        return written
+
+    def _stored_keys(self) -> MaybeStored:
+        stored = MaybeStored()
+        with self.reader.cursor() as cursor:
+            stored.add(cursor.execute(STORED_KEYS).fetchall())
+        return stored
+
+    def _catch_up(self, texts: list[PackText], now: datetime) -> int:
+        """The next page of stored runs past the follow, made into sessions."""
+        _, drops = self.handed.marks()
+        oldest = now - timedelta(seconds=self.config.lookback_seconds)
+        with self.reader.cursor() as cursor:
+            rows = rows_of(cursor, self._sql, self._scan(oldest))
+            sessions, results, states = self._made(cursor, rows, texts, now)
+        self._store(sessions, results, states)
         if rows:
-            self.follow.advance(rows[-1][4])
-            self._last_closed = rows[-1][1]
+            self.follow.advance(rows[-1]["store_seq"])
+            self._last_closed = rows[-1]["closed_at"]
         self._behind = len(rows) == SCAN_ROWS
-        last_closed = self._last_closed if self._behind else None
-        self.metrics.lag.set((now - last_closed).total_seconds() if last_closed else 0.0)
-        return len(sessions) + len(idle)
+        if not self._behind:  # runs dropped since are read by the next catch-up
+            self._caught_up, self._caught_drops = True, drops
+        return len(sessions)
+
+    def _handed(self, texts: list[PackText], now: datetime) -> int:
+        runs, first = self.handed.take()
+        if first is None:
+            return 0
+        self._working = first
+        try:
+            with self.reader.cursor() as cursor:
+                sessions, results, states = self._made(
+                    cursor, self._identified(cursor, runs), texts, now
+                )
+            self._store(sessions, results, states)
+        except Interrupted:
+            raise
+        except Exception:  # made again at the next wake
+            self.handed.put_back(runs, first)
+            raise
+        finally:
+            self._working = None
+        return len(sessions)
+
+    def _identified(self, cursor: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Handed runs with their session ids."""
+        if not self.config.attribute:
+            return [{**r, "session_id": r["conversation_id"]} for r in runs]
+        firsts = [r["first_received_at"] for r in runs]
+        since = min(firsts) if all(firsts) else datetime.min
+        ids = [r["trace_id"] for r in runs]
+        params = {**self._path(), "ids": ids, "since": since}
+        found = dict(cursor.execute(SESSION_IDS, params).fetchall())
+        return [{**r, "session_id": found.get(r["trace_id"]) or r["conversation_id"]} for r in runs]
+
+    def _round(self, now: datetime) -> int:
+        """Close the idle sessions, count the open ones, and move the follow past the runs
+        that have all been handed."""
+        self._next_round = self.clock.monotonic() + self.config.tick_seconds
+        with self.reader.cursor() as cursor:
+            idle = self._idle(cursor, now)
+        self._store(idle, [], {})
+        with self.reader.cursor() as cursor:
+            row = cursor.execute("SELECT count(*) FROM sessions WHERE status = 'open'").fetchone()
+            self.metrics.open.set(row[0] if row else 0)
+            self._advance(cursor)
+        for r in idle:
+            self._running.pop((r["session_id"], r["session_service"]), None)
+        self.metrics.events.labels("closed").inc(len(idle))
+        return len(idle)
+
+    def _advance(self, cursor: Any) -> None:
+        """A catch-up after an overflow starts from the last run known to have been handed,
+        not from the lookback: a run the store held when it was looked at has been handed
+        once a later commit has been (the writer hands each commit before the next)."""
+        commits, drops = self.handed.marks()
+        if self._mark is not None:
+            seq, handed, was = self._mark
+            if drops != was or self._catching_up():
+                self._mark = None
+            elif commits > handed:
+                self.follow.advance(seq)
+                self._mark = None
+        if self._mark is None and not self._catching_up():
+            after = -1 if self.follow.after is None else self.follow.after
+            last = cursor.execute(LAST_STORED, {"after": after}).fetchone()[0]
+            if last is not None:
+                self._mark = (last, self.handed.marks()[0], drops)
+
+    def _lag(self) -> float:
+        """At scrape: how long the oldest run waiting (or being made) has waited since it was
+        committed; while reading back a backlog, how far behind the newest closed run it is."""
+        now = self.clock.now()
+        if self._behind and self._last_closed is not None:
+            return max(0.0, (now - self._last_closed).total_seconds())
+        waiting = [at for at in (self._working, self.handed.oldest()) if at is not None]
+        return max(0.0, (now - min(waiting)).total_seconds()) if waiting else 0.0
 
     def _scan(self, oldest: datetime) -> dict[str, Any]:
-        scan = self.follow.params(oldest, SCAN_ROWS)
-        if self.config.attribute:
-            scan["path"] = '$."' + self.config.attribute.replace('"', '\\"') + '"'
-        return scan
+        return {**self.follow.params(oldest, SCAN_ROWS), **self._path()}
 
-    def _grouped(
-        self,
-        cursor: Any,
-        turns: dict[Key, list[tuple[str, datetime]]],
-        texts: list[PackText],
-        now: datetime,
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The touched sessions' new rows, and their session rules' changed results."""
-        ids = list({sid for sid, _ in turns})
-        before = {
-            (r["session_id"], r["session_service"]): r for r in rows_of(cursor, SESSIONS_OF, [ids])
-        }
-        # Runs a session holds already (read again after a restart) change nothing.
-        fresh = {key: new for key, new in turns.items() if is_news(before.get(key), new)}
-        if not fresh:
-            return [], []
-        ordered, arrived = self._ordered(cursor, fresh, before)
-        window = self.config.max_turns
-        loaded = load_trajectories(
-            DuckDBSource(cursor, "store"), [t for ts in ordered.values() for t in ts[-window:]]
+    def _path(self) -> dict[str, Any]:
+        if not self.config.attribute:
+            return {}
+        return {"path": '$."' + self.config.attribute.replace('"', '\\"') + '"'}
+
+    def _made(
+        self, cursor: Any, runs: list[dict[str, Any]], texts: list[PackText], now: datetime
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[Key, Running]]:
+        """Runs made into their sessions: the sessions' new rows, their rules' changed
+        results, and the running state of the sessions kept up without their rules."""
+        self._uncounted = {}  # of a previous making that was not stored
+        turns: dict[Key, list[dict[str, Any]]] = {}
+        for run in runs:
+            if run["session_id"]:
+                service = ACROSS if self.config.across_services else run["service_name"] or ""
+                turns.setdefault((run["session_id"], service), []).append(run)
+        if texts:  # session rules read every turn: each touched session is loaded
+            sessions, results = self.loader.grouped(cursor, closings(turns), texts, now)
+            return sessions, results, {}
+        sessions, states = self._folded(cursor, turns, now)
+        return sessions, [], states
+
+    def _folded(
+        self, cursor: Any, turns: dict[Key, list[dict[str, Any]]], now: datetime
+    ) -> tuple[list[dict[str, Any]], dict[Key, Running]]:
+        """The touched sessions' rows from their new turns' own columns (no earlier turn read
+        again); a session whose turn came again (a late revision) or that cannot be placed on
+        its clock from what its row says is rebuilt from its stored turns."""
+        maybe = self._stored
+        missing = list(
+            {k[0] for k in turns if k not in self._running and (maybe is None or k in maybe)}
         )
-        by_trace = {t.trace_id: t for t in loaded}
-        stored = cursor.execute(LAST_RESULTS, [list({sid for sid, _ in fresh})]).fetchall()
-        last = {tuple(r[:4]): tuple(v or None for v in r[4:]) for r in stored}
-        shas = {t.name: t.sha256 for t in texts}
-        sessions, results = [], []
-        for key, traces in ordered.items():
-            sid, service = key
-            runs = [by_trace[t] for t in traces[-window:] if t in by_trace]
-            if not runs:
-                continue
-            session = Session(sid, on_session_clock(runs, arrived))
-            found = self._evaluate(session, texts, truncated=len(traces) > len(runs))
-            rows = session_result_rows(session, found, shas, now)
-            changed = [r for r in rows if last.get(result_key(sid, r)) != key_of(r)]
-            results.extend(changed)
-            closed_at = max(at for _, at in fresh[key])
-            row = session_row(session, traces, before.get(key), closed_at, found)
-            sessions.append({**row, "session_service": service})
-            self._count(before.get(key), fresh[key], changed)
-        return sessions, results
+        stored = {}
+        if missing:
+            found = rows_of(cursor, SESSIONS_OF, [missing])
+            stored = {(r["session_id"], r["session_service"]): Running.stored(r) for r in found}
+        sessions, states, again = [], {}, {}
+        counts = self._uncounted = {"opened": 0, "reopened": 0, "turns": 0}
+        for key, runs in turns.items():
+            before = self._running.get(key) or stored.get(key)
+            new, rebuild = news(before, runs)
+            after = advanced(before, key, new) if new and not rebuild else None
+            if after is not None:
+                sessions.append(after.row)
+                states[key] = after
+                if before is None or before.row["status"] == "closed":
+                    counts["opened" if before is None else "reopened"] += 1
+                counts["turns"] += len(new)
+            elif rebuild or new:
+                again[key] = closings({key: runs})[key]
+        if again:
+            remade, left = rebuilt(cursor, again, counts)
+            sessions.extend(state.row for state in remade.values())
+            states.update(remade)
+            if left:  # a turn's totals past their columns: loaded, as with session rules
+                sessions.extend(self.loader.grouped(cursor, left, [], now)[0])
+        return sessions, states
 
-    def _ordered(
-        self,
-        cursor: Any,
-        fresh: dict[Key, list[tuple[str, datetime]]],
-        before: dict[Key, dict[str, Any]],
-    ) -> tuple[dict[Key, list[str]], dict[str, datetime]]:
-        """Each session's turns still stored, in the order they arrived (a turn retention
-        deleted drops out), and when each first closed. The turns a session held keep their
-        order; new ones follow by when they first closed, then by start."""
-        wanted = {
-            key: [*(before.get(key, {}).get("trace_ids") or []), *(t for t, _ in new)]
-            for key, new in fresh.items()
-        }
-        every = list({t for traces in wanted.values() for t in traces})
-        times = {t: (at, start) for t, at, start in cursor.execute(TURN_TIMES, [every]).fetchall()}
-        ordered = {}
-        for key, traces in wanted.items():
-            known = list(dict.fromkeys(before.get(key, {}).get("trace_ids") or []))
-            new = set(traces) - set(known)
-            ordered[key] = [t for t in known if t in times] + sorted(
-                new & times.keys(), key=lambda t: (times[t][0], times[t][1], t)
-            )
-        return ordered, {t: at for t, (at, _) in times.items()}
-
-    def _evaluate(self, session: Session, texts: list[PackText], truncated: bool) -> list[Result]:
-        out: list[Result] = []
-        for text in texts:
-            pack = compiled(text)
-            try:
-                found = evaluate_session_pack(session, pack)
-            except Exception as exc:  # evaluate_session_pack reviews its own errors
-                self._failures.append(f"session {session.session_id}: pack {pack.name}: {exc!r}")
-                continue
-            if truncated:  # rules that read fewer turns than there are
-                found = [truncate(r, self.config.max_turns) for r in found]
-            out.extend(found)
-        return out
-
-    def _idle(self, cursor: Any, now: datetime, touched: set[Key]) -> list[dict[str, Any]]:
+    def _idle(self, cursor: Any, now: datetime) -> list[dict[str, Any]]:
         """Open sessions whose last turn closed over `idle_seconds` ago, closed now."""
         cutoff = now - timedelta(seconds=self.config.idle_seconds)
         rows = rows_of(cursor, IDLE, {"cutoff": cutoff})
-        return [
-            {**r, "status": "closed", "closed_at": now}
-            for r in rows
-            if (r["session_id"], r["session_service"]) not in touched
-        ]
+        return [{**r, "status": "closed", "closed_at": now} for r in rows]
 
-    def _store(self, sessions: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
+    def _store(
+        self,
+        sessions: list[dict[str, Any]],
+        results: list[dict[str, Any]],
+        states: dict[Key, Running],
+    ) -> None:
+        """Store the rows; then they are counted, and the sessions written are the ones kept
+        in memory."""
         tables = {}
         if sessions:
             tables["sessions"] = rows_table("sessions", sessions)
         if results:
             tables["results"] = rows_table("results", results)
         if tables:
-            self.writer.submit_tables(tables).result(STORE_TIMEOUT_SECONDS)
-        with self.reader.cursor() as cursor:
-            row = cursor.execute("SELECT count(*) FROM sessions WHERE status = 'open'").fetchone()
-        self.metrics.open.set(row[0] if row else 0)
+            if self._stored is not None:
+                self._stored.add((r["session_id"], r["session_service"]) for r in sessions)
+            self.writer.record(tables, self.ticker.stopping)
+        counts, self._uncounted = self._uncounted, {}
+        for event in ("opened", "reopened"):
+            if counts.get(event):
+                self.metrics.events.labels(event).inc(counts[event])
+        self.metrics.turns.inc(counts.get("turns", 0))
+        for row in sessions:
+            if row["status"] == "open":
+                key = (row["session_id"], row["session_service"])
+                self._keep(key, states.get(key) or Running.stored(row))
 
-    def _count(
-        self,
-        before: dict[str, Any] | None,
-        new: list[tuple[str, datetime]],
-        changed: list[dict[str, Any]],
-    ) -> None:
-        if before is None:
-            self.metrics.events.labels("opened").inc()
-        elif before["status"] == "closed":
-            self.metrics.events.labels("reopened").inc()
-        known = set((before or {}).get("trace_ids") or ())
-        self.metrics.turns.inc(len({t for t, _ in new} - known))
-        for r in changed:
-            labels = (r["pack"], r["rule_id"], r["verdict"], r["reason"] or "")
-            self.rules_metrics.results.labels(*labels).inc()
+    def _keep(self, key: Key, state: Running) -> None:
+        self._running[key] = state
+        self._running.move_to_end(key)
+        while len(self._running) > self.config.max_cached:
+            self._running.popitem(last=False)
 
 
-Key = tuple[str, str]  # (session id, its service, or ACROSS)
-ACROSS = "*"  # the service of a session grouped across services
-SESSIONS_OF = "SELECT * FROM sessions WHERE session_id IN ?"
 IDLE = "SELECT * FROM sessions WHERE status = 'open' AND last_turn_at < $cutoff"
-# when a turn first closed (its first revision), and when its current revision began
-TURN_TIMES = """
-SELECT trace_id, min(closed_at), max(start_time_unix_nano) FILTER (WHERE is_current)
-FROM trajectories WHERE trace_id IN ? GROUP BY trace_id HAVING bool_or(is_current)
-"""
-KEY = ("pack_version", "verdict", "reason", "evidence_span_ids", "trace_id", "revision")
 
 
-def rows_of(cursor: Any, sql: str, params: Any) -> list[dict[str, Any]]:
-    cursor.execute(sql, params)
-    return rows_as_dicts(cursor)
-
-
-def is_news(before: dict[str, Any] | None, new: list[tuple[str, datetime]]) -> bool:
-    """Whether these runs change the session: a turn it lacks, or a turn closed again since
-    (a late revision); not the runs it holds, read again after a restart."""
-    if before is None:
-        return True
-    known = set(before["trace_ids"] or ())
-    return any(t not in known or at > before["last_turn_at"] for t, at in new)
-
-
-def result_key(session_id: str, row: dict[str, Any]) -> tuple[str, str, str, str]:
-    """Whose last result a new one is compared with: the session's rule, for the turn's service."""
-    return (session_id, row["service_name"] or "", row["pack"], row["rule_id"])
-
-
-def key_of(row: dict[str, Any]) -> tuple[Any, ...]:
-    """What makes a result new for its session: its pack version, verdict, reason, evidence,
-    and the turn (and revision) it names: a rebuilt turn's result is stored again, since
-    decisions count only results of a turn's current revision."""
-    return tuple(row[k] or None for k in KEY)
-
-
-def truncate(r: Result, max_turns: int) -> Result:
-    """A result over the latest `max_turns` turns of a longer session: only a failure shown
-    by steps that are there, and that the missing turns could not undo, stands."""
-    if proven(r.rule_type, r.verdict, r.evidence):
-        return r
-    return replace(
-        r,
-        verdict=Verdict.REVIEW,
-        reason="session_truncated",
-        requested_decision=Decision.REVIEW,
-        message=f"only the last {max_turns} turns were read; would be {r.verdict}: {r.message}",
-    )
-
-
-def has_session_rules(text: PackText) -> bool:
-    return any(is_session_rule(r) for r in compiled(text).rules)
+def closings(turns: dict[Key, list[dict[str, Any]]]) -> dict[Key, list[tuple[str, datetime]]]:
+    """Each session's runs as (trace id, when it closed)."""
+    return {key: [(r["trace_id"], r["closed_at"]) for r in runs] for key, runs in turns.items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -191,7 +192,8 @@ def test_idle_sessions_close_and_a_late_turn_reopens_them(server: RunningServer)
 
 
 def test_a_configured_attribute_names_the_session(tmp_path: Path) -> None:
-    """`sessions.attribute` is looked for on every span, before the conventions' ids."""
+    """`sessions.attribute` is looked for on every span, before the conventions' ids, and
+    names the session of a run that has none of them."""
     running = serve(
         tmp_path, assembler=FAST, sessions={"tick_seconds": 0.1, "attribute": "app.thread"}
     )
@@ -201,7 +203,8 @@ def test_a_configured_attribute_names_the_session(tmp_path: Path) -> None:
         traces = []
         for question in ("Hello.", "Again."):
             script = AgentScript(provider.get_tracer("support"))
-            root_attrs = {"gen_ai.conversation.id": "per-run-id-" + question}
+            # the second run has no conventional id at all: the attribute alone names it
+            root_attrs = {"gen_ai.conversation.id": "per-run-id"} if question == "Hello." else {}
             with script.agent("support-agent", question, "Done.", **root_attrs) as root:
                 script.tool("lookup_customer", {"customer": "C-1"}, **{"app.thread": "t-1"})
             traces.append(trace_id_of(root))
@@ -350,5 +353,40 @@ def test_a_session_gone_over_its_budget_stores_one_failure(tmp_path: Path) -> No
             ("session-turns", traces[2]),
         ]
         assert failures[0]["evidence_trace_ids"] == traces[:2]
+    finally:
+        running.stop()
+
+
+def test_a_conversation_without_session_rules_is_one_row_of_its_turns_totals(
+    tmp_path: Path,
+) -> None:
+    """No pack has a session rule: each turn, sent after the one before, is handed to the
+    session stage as it is stored and wakes it (it looks for idle sessions once a minute);
+    the row sums the turns' own totals."""
+    running = serve(tmp_path, assembler=FAST, sessions={"tick_seconds": 60})
+    try:
+        exporter = OTLPSpanExporter(endpoint=running.grpc_endpoint, insecure=True)
+        provider = provider_for(exporter, service="support-desk", version="2.5.0")
+        traces = []
+        for n, question in enumerate(("Hello.", "Where is my order?", "Refund it.")):
+            script = AgentScript(provider.get_tracer("support"))
+            ids = {"gen_ai.conversation.id": "conv-totals", "enduser.id": "mira"}
+            with script.agent("support-agent", question, "Done.", **ids) as root:
+                script.chat([("lookup_order", {"order": 42})])
+                script.tool("lookup_order", {"order": 42}, error="Timeout" if n == 1 else None)
+                script.chat()
+            provider.force_flush()
+            traces.append(trace_id_of(root))
+            found = session(running, "conv-totals", turns=n + 1)
+        assert found["trace_ids"] == traces
+        runs = [trajectory(running, t) for t in traces]
+        for total in ("steps", "tool_calls", "llm_calls", "input_tokens", "output_tokens"):
+            assert found[total] == sum(r[total] for r in runs), total
+        assert found["error_count"] == 1 and found["llm_calls"] == 6
+        assert found["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in runs))
+        assert (found["user_id"], found["service_version"]) == ("mira", "2.5.0")
+        started = datetime.fromisoformat(found["started_at"]).timestamp()
+        assert started == pytest.approx(runs[0]["start_time_unix_nano"] / 1e9, abs=2e-6)
+        assert (found["status"], found["verdict"], found["results"]) == ("open", "none", [])
     finally:
         running.stop()
