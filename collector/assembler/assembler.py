@@ -68,6 +68,14 @@ LEFT JOIN (
 WHERE t.covered IS NULL OR s.received_at > t.covered
 GROUP BY s.trace_id
 """
+# The traces that closed last with their root, oldest first: a late span reopens them as
+# rooted (closing after the quiet period, not at the maximum age), after a restart as before.
+RECENTLY_ROOTED = """
+SELECT trace_id FROM (
+  SELECT trace_id, closed_at FROM trajectories WHERE is_current AND root_span_id IS NOT NULL
+  ORDER BY closed_at DESC LIMIT ?
+) ORDER BY closed_at
+"""
 
 
 class EvaluationStage(Protocol):
@@ -163,8 +171,13 @@ class Assembler(TickingStage):
         return max(0.0, now - min(since)) if since else 0.0
 
     def recover(self) -> int:
-        """Reopen, from the store, every trace whose spans no trajectory covers yet."""
-        rows = self.database.cursor().execute(UNCLOSED).fetchall()
+        """Reopen, from the store, every trace whose spans no trajectory covers yet, and
+        remember the traces that closed last with their root (as the running process does)."""
+        cursor = self.database.cursor()
+        rows = cursor.execute(UNCLOSED).fetchall()
+        limit = [self.config.max_open_traces]
+        rooted = [row[0] for row in cursor.execute(RECENTLY_ROOTED, limit).fetchall()]
+        cursor.close()
         now, wall = self.clock.monotonic(), self.clock.now()
         traces = []
         for trace_id, count, root, first, last in rows:
@@ -180,6 +193,7 @@ class Assembler(TickingStage):
             )
             traces.append(trace)
         with self._lock:
+            self._buffers.remember_rooted(rooted)
             self._buffers.restore(traces)
             self.metrics.open_traces.set(len(self._buffers))
         return len(traces)
