@@ -24,6 +24,7 @@ from tests.support.otlp import (
     simple_spans,
     trace_request,
 )
+from tests.support.paths import ROOT
 from tests.support.process import EPHEMERAL, Serve
 from tests.support.wait import eventually, wait_for
 
@@ -94,6 +95,8 @@ BEFORE = [f"conv-before-{i}" for i in range(6)]
 ACROSS = [f"conv-across-{i}" for i in range(6)]
 AFTER = [f"conv-after-{i}" for i in range(4)]
 SERVICE = "support-desk"
+# The shipped packs, and the shipped example of session rules (its selector takes SERVICE).
+PACKS = ["--rules", str(ROOT / "rules"), "--rules", str(ROOT / "rules/examples/sessions.yaml")]
 RUNS_AFTER_RESTART = 10  # per exporter
 
 
@@ -227,13 +230,14 @@ class Split:
 def test_sessions_and_results_span_a_kill_under_load_each_run_evaluated_once(
     tmp_path: Path,
 ) -> None:
-    """Runs of 16 conversations from 8 exporters under the shipped rule packs; SIGKILL once many
+    """Runs of 16 conversations from 8 exporters under the shipped rule packs and session
+    rules; SIGKILL once many
     runs are assembled, evaluated and grouped into sessions and the latest are still open;
     restart and send more runs of some of those conversations and of new ones, and the rest of
     runs whose first spans came before the kill. Every acknowledged run is stored whole, is
     assembled and evaluated once (a run whose root was there before the kill and whose last
     spans came after it twice: once per revision), and is a turn of its session, listed once."""
-    data = ["--data-dir", str(tmp_path / "d")]
+    data = ["--data-dir", str(tmp_path / "d"), *PACKS]
     quick = {
         "SEXTANT_ASSEMBLER__QUIET_PERIOD_SECONDS": "0.5",
         "SEXTANT_ASSEMBLER__TICK_SECONDS": "0.05",
@@ -366,6 +370,25 @@ def test_sessions_and_results_span_a_kill_under_load_each_run_evaluated_once(
         alike = judged.pop()
         assert alike is not None
         assert {"default", "support-agent"} <= {r.split("/")[0] for r in alike}
+
+        # A session rule's result is stored when it changes, once: never the same result
+        # (verdict, reason, evidence, turn) twice in a row for one session's rule.
+        repeated = rows(
+            sql,
+            "SELECT session_id, pack, rule_id, verdict, trace_id FROM ("
+            "  SELECT *, lag(key) OVER (PARTITION BY session_id, pack, rule_id"
+            "    ORDER BY evaluated_at) AS previous"
+            "  FROM (SELECT *, (pack_version, verdict, reason, evidence_span_ids, trace_id,"
+            "    revision) AS key FROM results WHERE scope = 'session' AND origin = 'live'))"
+            " WHERE key IS NOT DISTINCT FROM previous",
+        )
+        assert repeated == []
+        over = rows(
+            sql,
+            "SELECT DISTINCT session_id FROM results WHERE scope = 'session'"
+            " AND rule_id = 'session-budget' AND verdict = 'fail'",
+        )
+        assert {row[0] for row in over} == set(BEFORE + ACROSS + AFTER)
 
         # No turn lost, none listed twice: each conversation's session holds its runs (and
         # those of the runs in doubt that the server had stored).
