@@ -194,7 +194,10 @@ class Sent:
                     self.acked[trace_id.hex()] = conversation
 
 
-def sent_by(serve: Serve, sent: Sent, stop: threading.Event | None, count: int = 0) -> list:
+def sent_by(
+    serve: Serve, sent: Sent, stop: threading.Event | None, count: int = 0
+) -> list[threading.Thread]:
+    """EXPORTERS clients sending runs to `serve`, each on its own channel, started."""
     port = serve.ports["OTLP/gRPC"]
     senders = [
         threading.Thread(target=sent.send, args=(port, stop, count)) for _ in range(EXPORTERS)
