@@ -16,7 +16,12 @@ import pyarrow.compute as pc
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.held import HeldSpans, rows_of
 from collector.assembler.metrics import AssemblerMetrics
-from collector.assembler.read_back import previous_revisions, spans_from_store, unclosed_traces
+from collector.assembler.read_back import (
+    previous_revisions,
+    recently_rooted,
+    spans_from_store,
+    unclosed_traces,
+)
 from collector.assembler.spans import REMOTE_PARENT
 from collector.assembler.work import (
     Built,
@@ -166,10 +171,17 @@ class Assembler(TickingStage):
         return 0.0 if recovering else self.lag()
 
     def recover(self) -> int:
-        """Reopen, from the store, every trace whose spans no trajectory covers yet."""
-        traces = unclosed_traces(self.database.cursor(), self.clock)
+        """Reopen, from the store, every trace whose spans no trajectory covers yet, and
+        remember the traces that closed last with their root (as the running process does)."""
+        cursor = self.database.cursor()
+        try:
+            traces = unclosed_traces(cursor, self.clock)
+            rooted = recently_rooted(cursor, self.config.max_open_traces)
+        finally:
+            cursor.close()
         with self._lock:
             self._recovered += len(traces)
+            self._buffers.remember_rooted(rooted)
             self._buffers.restore(traces)
             self.metrics.open_traces.set(len(self._buffers))
         return len(traces)

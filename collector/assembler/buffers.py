@@ -116,6 +116,15 @@ class TraceBuffers:
             sorted(self._by_activity.items(), key=lambda kv: kv[1].last_seen)
         )
 
+    def remember_rooted(self, trace_ids: list[str]) -> None:
+        """Traces that closed with their root before a restart, oldest first: their late spans
+        reopen them as rooted, as they would have without the restart."""
+        for trace_id in trace_ids:
+            self._closed_rooted[trace_id] = None
+            self._closed_rooted.move_to_end(trace_id)
+        while len(self._closed_rooted) > self.config.max_open_traces:
+            self._closed_rooted.popitem(last=False)
+
     def due(self, now: float, limit: int | None = None) -> list[tuple[OpenTrace, str]]:
         """Remove and return (at most `limit` of) the traces that close at `now`, with why."""
         closing: list[tuple[OpenTrace, str]] = []

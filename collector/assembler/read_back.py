@@ -37,6 +37,14 @@ LEFT JOIN (
 WHERE t.covered IS NULL OR s.received_at > t.covered
 GROUP BY s.trace_id
 """
+# The traces that closed last with their root, oldest first: a late span reopens them as
+# rooted (closing after the quiet period, not at the maximum age), after a restart as before.
+RECENTLY_ROOTED = """
+SELECT trace_id FROM (
+  SELECT trace_id, closed_at FROM trajectories WHERE is_current AND root_span_id IS NOT NULL
+  ORDER BY closed_at DESC LIMIT ?
+) ORDER BY closed_at
+"""
 
 
 def unclosed_traces(cursor: Any, clock: Clock) -> list[OpenTrace]:
@@ -55,6 +63,11 @@ def unclosed_traces(cursor: Any, clock: Clock) -> list[OpenTrace]:
         )
         for trace_id, count, root, first, last in cursor.execute(UNCLOSED).fetchall()
     ]
+
+
+def recently_rooted(cursor: Any, limit: int) -> list[str]:
+    """The ids of the `limit` traces that closed last with their root, oldest first."""
+    return [row[0] for row in cursor.execute(RECENTLY_ROOTED, [limit]).fetchall()]
 
 
 def previous_revisions(cursor: Any, trace_ids: list[str]) -> dict[str, tuple[Any, ...]]:

@@ -201,6 +201,25 @@ def test_late_spans_stored_before_a_restart_reopen_as_rooted(rig) -> None:
     assert current(database, trace_id) == [(2, 4, "ok", 1)]
 
 
+def test_late_spans_after_a_restart_reopen_as_rooted(rig) -> None:
+    """The trace closed with its root before the restart; spans that come after it (an
+    exporter retrying what the stopped process never answered) rebuild it after the quiet
+    period, as they would have without the restart, not at the maximum age."""
+    database, writer, assembler, clock, _registry = rig
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, [*children[:2], root])
+    clock.advance(6)
+    assert assembler.tick() == 1
+    fresh = restarted(assembler)
+    assert fresh.recover() == 0
+    writer.on_commit = fresh.consume
+    store(writer, children[2:])  # late, after the restart
+    clock.advance(5.1)
+    assert fresh.tick() == 1
+    assert current(database, trace_id) == [(2, 4, "ok", 1)]
+
+
 def test_turned_off_it_only_stores_and_assembles_what_it_missed_once_on(rig) -> None:
     database, writer, assembler, clock, _registry = rig
     off = Assembler(
