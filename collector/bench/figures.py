@@ -92,6 +92,7 @@ class RunFigures:
     results: int = 0
     uncovered_traces: int = 0
     keeping: Keeping | None = None
+    retried_requests: int = 0  # refusals the load generator retried after their wait
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -143,7 +144,8 @@ def render(f: RunFigures) -> str:
         f"{f.scenario} [{f.mode}] {f.protocol}, {f.spans_per_request} spans/request"
         f" ({f.bytes_per_span:.0f} B/span), {f.concurrency} exporters, {rate}, {f.load_s:.1f} s",
         f"  stored {f.stored_spans:,} spans = {f.spans_per_s:,.0f} spans/s | export p50"
-        f" {f.export_p50_ms:.1f} ms p99 {f.export_p99_ms:.1f} ms | {f.failed_requests} failed",
+        f" {f.export_p50_ms:.1f} ms p99 {f.export_p99_ms:.1f} ms | {f.failed_requests} failed,"
+        f" {f.retried_requests} refusals retried",
         f"  {'stage':<16s}{'CPU µs/span':>12s}{'in the load':>12s}{f'% of {f.cores} cores':>15s}",
     ]
     for row in [*f.stages, f.total, f.load_generator, *f.machine]:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import grpc
 import orjson
 from google.protobuf import json_format
+from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from collector.bench.traces import salted_template
@@ -34,6 +35,9 @@ class BenchOptions:
     spans_per_trace: int = 10
     rate: float = 0.0  # spans/s to offer; 0 = as fast as the endpoint answers
     headers: dict[str, str] = field(default_factory=dict)
+    # Retry a refusal that says when (RetryInfo, Retry-After) after that wait, as OpenTelemetry
+    # SDK exporters do, rather than count it failed and send the next request at once.
+    retry: bool = False
 
 
 @dataclass
@@ -45,6 +49,7 @@ class BenchReport:
     spans_accepted: int = 0
     latencies: list[float] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
+    retried: int = 0  # refusals retried after the wait they asked for (with `retry`)
     request_bytes: int = 0
     spans_per_request: int = 0  # as sent: whole traces only
 
@@ -67,6 +72,7 @@ class BenchReport:
             "duration_s": round(self.elapsed, 3),
             "requests_ok": self.requests_ok,
             "requests_failed": sum(self.errors.values()),
+            "requests_retried": self.retried,
             "spans_sent": self.spans_sent,
             "spans_accepted": self.spans_accepted,
             "spans_per_s": round(self.spans_accepted / self.elapsed, 1) if self.elapsed else 0.0,
@@ -84,7 +90,8 @@ class BenchReport:
             f"request size      {spans} spans, {self.request_bytes} bytes"
             f" ({self.request_bytes / max(spans, 1):.0f} bytes/span)",
             f"duration          {self.elapsed:.1f} s",
-            f"requests          {self.requests_ok} ok, {sum(self.errors.values())} failed",
+            f"requests          {self.requests_ok} ok, {sum(self.errors.values())} failed,"
+            f" {self.retried} refusals retried",
             f"spans accepted    {self.spans_accepted} of {self.spans_sent} sent",
             f"accepted spans/s  {rate:,.0f}",
             f"export latency    p50 {self.percentile(50) * 1000:.1f} ms,"
@@ -95,6 +102,31 @@ class BenchReport:
         for error, count in self.errors.most_common():
             lines.append(f"error             {count} x {error}")
         return "\n".join(lines)
+
+
+class Throttled(Exception):
+    """A retryable refusal that says how long to wait (OTLP throttling)."""
+
+    def __init__(self, what: str, delay: float) -> None:
+        super().__init__(what)
+        self.delay = delay
+
+
+def grpc_retry_delay(exc: grpc.RpcError) -> float | None:
+    """The RetryInfo delay of a refusal an OTLP exporter retries (RESOURCE_EXHAUSTED with
+    RetryInfo, UNAVAILABLE), or None."""
+    code = exc.code() if isinstance(exc, grpc.Call) else None
+    if code not in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
+        return None
+    assert isinstance(exc, grpc.Call)
+    for key, value in exc.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.RetryInfo()
+                if detail.Unpack(info):
+                    return info.retry_delay.ToTimedelta().total_seconds()
+    return 1.0 if code == grpc.StatusCode.UNAVAILABLE else None
 
 
 class Sender:
@@ -125,6 +157,9 @@ class Sender:
         self.conn.request("POST", self.path, body=payload, headers=self.headers)
         response = self.conn.getresponse()
         body = response.read()
+        retry_after = response.getheader("Retry-After")
+        if response.status in (429, 503) and retry_after and retry_after.isdigit():
+            raise Throttled(f"HTTP {response.status}", float(retry_after))
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}")
         if self.options.protocol == "http/json":
@@ -203,7 +238,14 @@ def send_until_done(
         while schedule.next():
             started = time.perf_counter()
             try:
-                rejected = sender.send(template.replace(salt, fresh_salt(salt)))
+                rejected = send_retrying(
+                    sender, template.replace(salt, fresh_salt(salt)), (options, schedule, report)
+                )
+            except Throttled as exc:  # still refused when the run ended
+                with schedule.lock:
+                    report.errors[f"{exc} (refused until the end)"] += 1
+                    report.spans_sent += spans
+                continue
             except grpc.RpcError as exc:
                 with schedule.lock:
                     report.errors[f"gRPC {exc.code().name}"] += 1
@@ -225,6 +267,31 @@ def send_until_done(
         sender.close()
         with schedule.lock:
             report.latencies.extend(latencies)
+
+
+def send_retrying(
+    sender: Sender, payload: bytes, run: tuple[BenchOptions, Schedule, BenchReport]
+) -> int:
+    """Send one request; with `retry`, a throttled one again after the wait it was told,
+    until the run ends."""
+    options, schedule, report = run
+    while True:
+        try:
+            return sender.send(payload)
+        except grpc.RpcError as exc:
+            delay = grpc_retry_delay(exc) if options.retry else None
+            if delay is None:
+                raise
+            throttled = Throttled(f"gRPC {exc.code().name}", delay)
+        except Throttled as exc:
+            if not options.retry:
+                raise RuntimeError(str(exc)) from None
+            throttled = exc
+        if time.monotonic() + throttled.delay >= schedule.deadline:
+            raise throttled
+        with schedule.lock:
+            report.retried += 1
+        time.sleep(throttled.delay)
 
 
 def run_bench(options: BenchOptions, on_start: Callable[[], object] | None = None) -> BenchReport:

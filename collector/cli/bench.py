@@ -43,6 +43,12 @@ def register(sub: Any) -> None:
     bench.add_argument(
         "--header", action="append", default=[], help="KEY=VALUE header, e.g. authorization=..."
     )
+    bench.add_argument(
+        "--retry",
+        action="store_true",
+        help="retry a refusal that says when (RetryInfo, Retry-After) after that wait, as"
+        " OpenTelemetry SDK exporters do; without it, a refusal counts failed",
+    )
     add_format(bench)
     bench.set_defaults(func=run)
 
@@ -67,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
             spans_per_trace=args.spans_per_trace,
             rate=args.rate,
             headers=dict(h.split("=", 1) for h in args.header),
+            retry=args.retry,
         ),
         on_start=lambda: print(f"{SENDING} for {args.duration:g} s", file=sys.stderr, flush=True),
     )

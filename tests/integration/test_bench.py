@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from collector.bench.runner import BenchOptions, run_bench
-from tests.support.server import RunningServer
+from tests.support.server import RunningServer, serve
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf", "http/json"])
@@ -67,3 +67,26 @@ def test_bench_against_a_dead_endpoint_reports_errors_and_ends() -> None:
     )
     assert report.requests_ok == 0
     assert sum(report.errors.values()) >= 1
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_bench_retries_a_refusal_after_the_wait_it_asks_for(tmp_path, protocol: str) -> None:
+    server = serve(tmp_path, ingest={"max_wait_seconds": 0.001})  # refuse all but one at a time
+    try:
+        endpoint = server.grpc_endpoint if protocol == "grpc" else f"{server.http_url}/v1/traces"
+        options = BenchOptions(
+            endpoint=endpoint,
+            protocol=protocol,
+            concurrency=4,
+            duration=60,
+            traces=40,
+            spans_per_request=50,
+            retry=True,
+        )
+        report = run_bench(options)
+        assert report.retried > 0  # as an SDK exporter does, told when by RetryInfo/Retry-After
+        assert not report.errors
+        assert report.spans_accepted == report.spans_sent == 400
+        assert server.query("SELECT count(*) FROM spans")[0][0] == 400
+    finally:
+        server.stop()
