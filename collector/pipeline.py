@@ -150,7 +150,9 @@ class Pipeline:
 
     def _assembly_lag(self) -> float:
         """How far assembly is behind, when it runs (off, spans are only stored)."""
-        return self.assembler.live_lag() if self.config.assembler.enabled else 0.0
+        if not self.config.assembler.enabled:
+            return 0.0
+        return self.assembler.live_lag(self.writer.queued_rows())
 
     def _receivers(
         self, auth: BearerAuth, metrics: ReceiverMetrics, grace: float

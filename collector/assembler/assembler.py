@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.held import HeldSpans, rows_of
 from collector.assembler.metrics import AssemblerMetrics
+from collector.assembler.pace import Pace
 from collector.assembler.read_back import (
     previous_revisions,
     recently_rooted,
@@ -97,10 +98,13 @@ class Assembler(TickingStage):
         self._last_error = ""
         self._round_since: float | None = None  # monotonic start of the round in progress
         self._in_round = 0  # traces of the round in progress
+        self._round_spans = 0  # and their spans
+        self._pace = Pace(workers.workers)
         self._parts: concurrent.futures.ThreadPoolExecutor | None = None
         metrics.lag.set_function(self.lag)
         metrics.pending.set_function(self.pending)
         metrics.held_bytes.set_function(lambda: self._held.bytes)
+        metrics.expected_lag.set_function(self.expected_lag)
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
         """Commit hook: hold the batch for its traces, note which traces got spans (runs in
@@ -162,13 +166,22 @@ class Assembler(TickingStage):
             since = [t for t in (self._buffers.late_since(now), self._round_since) if t is not None]
         return max(0.0, now - min(since)) if since else 0.0
 
-    def live_lag(self) -> float:
-        """The lag of the traffic arriving now: 0 while traces recovered at the start are
-        still being worked off (they are not late because of it, and refusing new spans
-        would not make them sooner)."""
+    def expected_lag(self, coming: int = 0) -> float:
+        """How long past its close time the last span held now (and `coming` more, on their
+        way) will wait, at the pace of the latest rounds (collector/assembler/pace.py)."""
+        with self._lock:
+            held = self._buffers.spans + self._round_spans + coming
+            held += sum(trace.spans for trace, _ in self._bounded)
+            return self._pace.expected_lag(held, self.config.quiet_period_seconds)
+
+    def live_lag(self, coming: int = 0) -> float:
+        """How far behind the traffic arriving now is, or will be once the spans held (and
+        `coming`, acknowledged and not yet loaded) are due: the more of the lag and the
+        expected lag. 0 while traces recovered at the start are still being worked off (they
+        are not late because of it, and refusing new spans would not make them sooner)."""
         with self._lock:
             recovering = self._recovered > 0
-        return 0.0 if recovering else self.lag()
+        return 0.0 if recovering else max(self.lag(), self.expected_lag(coming))
 
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet, and
@@ -223,12 +236,14 @@ class Assembler(TickingStage):
                 return 0
             self._round_since = self.clock.monotonic()
             self._in_round = len(due)
+            self._round_spans = sum(trace.spans for trace, _ in due)
+        started = time.perf_counter()
         try:
             self._assemble(due)
         except Exception as exc:  # the traces go back and are retried on the next tick
             with self._lock:
                 self._round_since = None
-                self._in_round = 0
+                self._in_round = self._round_spans = 0
                 self._buffers.restore([trace for trace, _ in due])
             self.metrics.errors.inc()
             if str(exc) != self._last_error:
@@ -237,8 +252,9 @@ class Assembler(TickingStage):
             return 0
         self._last_error = ""
         with self._lock:
+            self._pace.record(self._round_spans, time.perf_counter() - started)
             self._round_since = None
-            self._in_round = 0
+            self._in_round = self._round_spans = 0
             self.metrics.open_traces.set(len(self._buffers))
         return len(due)
 

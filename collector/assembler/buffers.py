@@ -39,6 +39,7 @@ class TraceBuffers:
         self.config = config
         self._by_activity: OrderedDict[str, OpenTrace] = OrderedDict()
         self._by_age: dict[str, OpenTrace] = {}  # insertion order is first-arrival order
+        self.spans = 0  # spans of the open traces (duplicates included)
         # Recently closed traces that had their root: a late span reopens them as rooted.
         self._closed_rooted: OrderedDict[str, None] = OrderedDict()
 
@@ -80,6 +81,7 @@ class TraceBuffers:
             trace.root_seen = trace_id in self._closed_rooted
             self._by_age[trace_id] = trace
         trace.spans += spans
+        self.spans += spans
         trace.root_seen |= root
         if batch is None:
             trace.read_back = trace.read_back or "recovered"
@@ -102,6 +104,7 @@ class TraceBuffers:
         """
         for trace in traces:
             newer = self._by_age.get(trace.trace_id)
+            self.spans += trace.spans
             if newer is not None:
                 trace.spans += newer.spans
                 trace.root_seen |= newer.root_seen
@@ -192,5 +195,6 @@ class TraceBuffers:
         return min(candidates) if candidates else None
 
     def _remove(self, trace: OpenTrace) -> None:
-        self._by_age.pop(trace.trace_id, None)
+        if self._by_age.pop(trace.trace_id, None) is not None:
+            self.spans -= trace.spans
         self._by_activity.pop(trace.trace_id, None)

@@ -93,6 +93,13 @@ class AssemblerMetrics:
             "How long the trace waiting longest past its close time has waited (0: none late).",
             registry=registry,
         )
+        self.expected_lag = Gauge(
+            "sextant_assembler_expected_lag_seconds",
+            "How long past its close time the last span held now will wait, at the pace of the"
+            " latest rounds (before the first, an assumed one); with the lag, what"
+            " ingest.max_assembly_lag_seconds refuses trace exports on. Read at scrape time.",
+            registry=registry,
+        )
         self.held_bytes = Gauge(
             "sextant_assembler_held_bytes",
             "Bytes of committed span batches held for the open traces (assembler.max_held_mib"

@@ -33,6 +33,11 @@ class WriteQueue:
         self._incoming = 0
         metrics.queue_limit.set(config.max_queue_rows)
 
+    @property
+    def rows(self) -> int:
+        """Rows queued (acknowledged ones included) and not yet taken into a commit."""
+        return self._rows
+
     def reserve(self, rows: int) -> None:
         """Counts `rows` in, or refuses them when they would overflow a non-empty queue."""
         with self.cond:

@@ -167,6 +167,10 @@ class Writer:
                     raise
         future.result(max(0.0, deadline - time.monotonic()))
 
+    def queued_rows(self) -> int:
+        """Rows waiting for a commit: the acknowledged spans not yet loaded among them."""
+        return self.queue.rows
+
     def settled(self) -> concurrent.futures.Future[None]:
         """Completes once every request acknowledged so far is loaded into DuckDB, so a read
         after an acknowledgement sees its rows."""

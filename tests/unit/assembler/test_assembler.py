@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.assembler.assembler import Assembler
 from collector.assembler.metrics import AssemblerMetrics
+from collector.assembler.pace import PRIOR_SPANS_PER_SECOND_PER_WORKER
 from collector.assembler.work import Closing, split_round
 from collector.clock import FakeClock
 from collector.config.sections import AssemblerConfig, WriterConfig
@@ -411,3 +412,16 @@ def test_traces_recovered_at_a_restart_hold_no_live_traffic_back(rig) -> None:
     store(writer, [run_spans(new_trace_id())[0]])
     clock.advance(10)  # a live trace 5 s past due: live traffic is behind now
     assert fresh.live_lag() == pytest.approx(5, abs=0.01)
+
+
+def test_spans_held_and_on_their_way_count_as_lag_before_any_trace_is_late(rig) -> None:
+    _database, writer, assembler, clock, registry = rig
+    root, children = run_spans(new_trace_id())
+    store(writer, [root, *children])
+    assert assembler.lag() == 0 and assembler.live_lag() == 0
+    prior = PRIOR_SPANS_PER_SECOND_PER_WORKER  # no worker process: built in place, one's pace
+    # acknowledged spans not loaded yet, as many as take 7 s at the assumed pace: 2 s past
+    # the 5 s quiet period they wait anyway
+    coming = int(prior * 7) - 4
+    assert assembler.live_lag(coming) == pytest.approx(2.0)
+    assert registry.get_sample_value("sextant_assembler_expected_lag_seconds") == 0
