@@ -415,7 +415,7 @@ def test_traces_recovered_at_a_restart_hold_no_live_traffic_back(rig) -> None:
 
 
 def test_spans_held_and_on_their_way_count_as_lag_before_any_trace_is_late(rig) -> None:
-    _database, writer, assembler, clock, registry = rig
+    _database, writer, assembler, _clock, registry = rig
     root, children = run_spans(new_trace_id())
     store(writer, [root, *children])
     assert assembler.lag() == 0 and assembler.live_lag() == 0
