@@ -33,6 +33,7 @@ class Document:
     score: float | None
     content_length: int | None
     metadata: dict[str, Any] = field(default_factory=dict)
+    content: str | None = field(default=None, compare=False, repr=False)  # for display only
 
 
 def decoded(value: Any) -> Any:
@@ -74,6 +75,7 @@ def document(fields: dict[str, Any]) -> Document:
         score,
         None if content is None else len(content),
         metadata,
+        content,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -142,3 +143,111 @@ def case_id(attrs: dict[str, Any]) -> str | None:
             if metadata.get(key) not in (None, ""):
                 return str(metadata[key])
     return None
+
+
+OI_FIELD = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
+OI_CALL_FIELD = re.compile(
+    r"^tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments)$"
+)
+OI_PART_TEXT = re.compile(r"^contents\.(\d+)\.message_content\.text$")
+LEGACY_FIELD = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(.+)$")
+LEGACY_CALL_FIELD = re.compile(r"^tool_calls\.(\d+)\.(id|name|arguments)$")
+
+
+def message(
+    role: str,
+    text: str | None,
+    calls: list[dict[str, Any]] | None = None,
+    answers: str | None = None,
+) -> dict[str, Any]:
+    """One message as the console shows it: `role`, `text`, the `tool_calls` it asks for and,
+    for a tool's answer, the call id it `answers`."""
+    return {"role": role, "text": text, "tool_calls": calls or [], "answers": answers}
+
+
+def genai_messages(value: Any, role: str) -> list[dict[str, Any]]:
+    """gen_ai.input.messages / output.messages (and system_instructions, a list of parts)."""
+    decoded = loads(value)
+    if not isinstance(decoded, list):
+        return []
+    if decoded and all(isinstance(p, dict) and "role" not in p for p in decoded):
+        decoded = [{"role": role, "parts": decoded}]  # system_instructions: bare parts
+    out = []
+    for m in decoded:
+        if not isinstance(m, dict):
+            continue
+        parts = m.get("parts")
+        parts = parts if isinstance(parts, list) else []
+        calls = [
+            {"id": p.get("id"), "name": p.get("name"), "arguments": loads(p.get("arguments"))}
+            for p in parts
+            if isinstance(p, dict) and p.get("type") == "tool_call"
+        ]
+        responses = [
+            p for p in parts if isinstance(p, dict) and p.get("type") == "tool_call_response"
+        ]
+        text = parts_text(m)
+        answers = None
+        if responses:
+            answers = responses[0].get("id")
+            response = responses[0].get("response", responses[0].get("result"))
+            text = response if isinstance(response, str) else orjson_text(response)
+        out.append(message(str(m.get("role", role)), text, calls, answers))
+    return out
+
+
+def orjson_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def flattened_messages(
+    attrs: dict[str, Any], head: re.Pattern[str], call_field: re.Pattern[str], want: str
+) -> list[dict[str, Any]]:
+    """OpenInference's `llm.*_messages.N.message.*` or OpenLLMetry's older `gen_ai.prompt.N.*`
+    / `gen_ai.completion.N.*`, gathered by index."""
+    by_index: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        match = head.match(key)
+        if match and match.group(1) == want:
+            by_index.setdefault(int(match.group(2)), {})[match.group(3)] = value
+    out = []
+    for _, fields in sorted(by_index.items()):
+        calls: dict[int, dict[str, Any]] = {}
+        texts: dict[int, str] = {}
+        for name, value in fields.items():
+            if found := call_field.match(name):
+                field = found.group(2).removeprefix("function.")
+                call = calls.setdefault(int(found.group(1)), {})
+                call[field] = loads(value) if field == "arguments" else value
+            elif (found := OI_PART_TEXT.match(name)) and isinstance(value, str):
+                texts[int(found.group(1))] = value
+        content = fields.get("content")
+        text = content if isinstance(content, str) and content else None
+        if text is None and texts:
+            text = "\n".join(texts[i] for i in sorted(texts))
+        out.append(
+            message(
+                str(fields.get("role") or ("user" if want in ("input", "prompt") else "assistant")),
+                text,
+                [
+                    {"id": c.get("id"), "name": c.get("name"), "arguments": c.get("arguments")}
+                    for _, c in sorted(calls.items())
+                ],
+                fields.get("tool_call_id"),
+            )
+        )
+    return out
+
+
+def chat(attrs: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """A model call's messages, `input` (the system instructions first) and `output`, from
+    whichever convention wrote them: GenAI's `gen_ai.*.messages`, OpenInference's
+    `llm.*_messages.N`, or OpenLLMetry's older `gen_ai.prompt.N` / `gen_ai.completion.N`."""
+    system = genai_messages(attrs.get("gen_ai.system_instructions"), "system")
+    given = genai_messages(attrs.get("gen_ai.input.messages"), "user")
+    given = given or flattened_messages(attrs, OI_FIELD, OI_CALL_FIELD, "input")
+    given = given or flattened_messages(attrs, LEGACY_FIELD, LEGACY_CALL_FIELD, "prompt")
+    answered = genai_messages(attrs.get("gen_ai.output.messages"), "assistant")
+    answered = answered or flattened_messages(attrs, OI_FIELD, OI_CALL_FIELD, "output")
+    answered = answered or flattened_messages(attrs, LEGACY_FIELD, LEGACY_CALL_FIELD, "completion")
+    return {"input": system + given, "output": answered}

@@ -13,6 +13,7 @@ import duckdb
 from aiohttp import web
 
 from collector.admin.http import MAX_LIST, list_limit
+from collector.console.payload import first_line, highlight, is_long, structured
 from collector.console.render import ago, page
 from collector.console.trajectory import trajectory_view
 from collector.errors import SextantError
@@ -124,4 +125,14 @@ class TrajectoryPages:
             return page(
                 "trajectory_missing.html", status=404, nav="trajectories", trace_id=trace_id
             )
-        return page("trajectory.html", nav="trajectories", t=view, now=self.now(), ago=ago)
+        return page(
+            "trajectory.html",
+            nav="trajectories",
+            t=view,
+            now=self.now(),
+            ago=ago,
+            highlight=highlight,
+            is_long=is_long,
+            first_line=first_line,
+            structured=structured,
+        )

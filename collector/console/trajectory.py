@@ -9,8 +9,10 @@ from datetime import datetime
 from typing import Any
 
 import duckdb
+import markupsafe
 import orjson
 
+from collector.console.payload import highlight, llm_messages, retrieved
 from collector.store.queries import load_trajectory, rows_as_dicts
 
 OBJECTING = ("fail", "review")
@@ -39,8 +41,10 @@ class StepView:
     offset: float  # where its bar starts, % of the run's wall time
     width: float  # its bar's length, % of the run's wall time
     step: dict[str, Any]  # the step as the API returns it
-    arguments: str | None = None  # pretty-printed JSON
-    result: str | None = None  # pretty-printed when it is JSON
+    arguments: markupsafe.Markup | None = None  # indented, highlighted JSON
+    result: markupsafe.Markup | None = None  # highlighted when it is JSON
+    messages: dict[str, Any] | None = None  # a model call's (payload.llm_messages)
+    documents: list[dict[str, Any]] | None = None  # a retrieval's (payload.retrieved)
     badges: list[dict[str, Any]] = field(default_factory=list)  # results it is evidence of
 
 
@@ -113,21 +117,32 @@ def trajectory_view(
         return None
     steps = doc["steps_detail"]
     seq_of = {s["span_id"]: s["seq"] for s in steps}
-    views = [
-        StepView(
+    window = [stored(doc["first_received_at"]), stored(doc["last_received_at"])]
+    cursor.execute(SPANS, [doc["trace_id"], *window])
+    spans = rows_as_dicts(cursor)
+    for span in spans:
+        span["attributes"] = pretty(span["attributes"])
+    views = []
+    for s, (offset, width) in zip(steps, bars(doc, steps), strict=True):
+        attributes = s["attributes"]  # the step's span's, decoded (load_trajectory)
+        kind = s["kind"] or "other"
+        view = StepView(
             s["seq"],
             s["depth"] or 0,
-            s["kind"] or "other",
+            kind,
             s["name"] or "",
             s["status"] or "",
             offset,
             width,
             s,
-            pretty(s["arguments"]),
-            pretty(s["result"]),
+            highlight(s["arguments"]),
+            highlight(s["result"]),
         )
-        for s, (offset, width) in zip(steps, bars(doc, steps), strict=True)
-    ]
+        if kind == "llm":
+            view.messages = llm_messages(attributes)
+        elif kind == "retrieval":
+            view.documents = retrieved(attributes)
+        views.append(view)
     by_seq = {v.seq: v for v in views}
     unplaced = []
     for result in doc["results"]:
@@ -137,11 +152,6 @@ def trajectory_view(
                 by_seq[seq].badges.append(result)
             if not result["at"]:
                 unplaced.append(result)
-    window = [stored(doc["first_received_at"]), stored(doc["last_received_at"])]
-    cursor.execute(SPANS, [doc["trace_id"], *window])
-    spans = rows_as_dicts(cursor)
-    for span in spans:
-        span["attributes"] = pretty(span["attributes"])
     cursor.execute(CITING, [doc["trace_id"]])
     packs = sorted({r["pack"] for r in doc["results"]})
     why = verdict_why(doc.get("verdict"), doc["results"])

@@ -10,7 +10,7 @@ import duckdb
 import orjson
 
 from collector.store.listing import Cursor, page_query, split_page
-from evaluators.documents import documents_of
+from evaluators.documents import Document, documents_of
 
 # Rule types whose results come after the run's round (beside the pipeline), so their
 # evaluated_at is not the trajectory's closed_at.
@@ -24,6 +24,13 @@ def rows_as_dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def jsonable(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v.isoformat() + "Z" if isinstance(v, datetime) else v for k, v in row.items()}
+
+
+def summary(document: Document) -> dict[str, Any]:
+    """A document as the API lists it: its id, score, length and metadata (not its text)."""
+    listed = asdict(document)
+    listed.pop("content")
+    return listed
 
 
 def load_trajectory(
@@ -64,7 +71,7 @@ def load_trajectory(
         step["attributes"] = orjson.loads(attributes.get(step["span_id"]) or "{}")
         if step["kind"] == "retrieval":  # what it returned, whatever wrote it (ids, scores...)
             listed = documents_of(step["attributes"])  # None: it recorded nothing about them
-            step["documents"] = None if listed is None else [asdict(d) for d in listed]
+            step["documents"] = None if listed is None else [summary(d) for d in listed]
     steps = [jsonable(step) for step in steps]
     trajectory["steps_detail"] = steps
     cursor.execute(
