@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import duckdb
+import orjson
 
+from collector.errors import SextantError
 from collector.store.queries import SUMMARY_COLUMNS, jsonable, rows_as_dicts
 
 # filter -> the SQL condition it adds ($name is its value)
@@ -22,16 +27,68 @@ SESSION_FILTERS = {
 TURN_COLUMNS = ", ".join(SUMMARY_COLUMNS)
 
 
+@dataclass(frozen=True)
+class SessionCursor:
+    """Where the previous page of sessions ended: its last row's last turn time and key."""
+
+    last_turn_at: datetime
+    session_id: str
+    session_service: str
+
+    def encode(self) -> str:
+        raw = orjson.dumps([self.last_turn_at.isoformat(), self.session_id, self.session_service])
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> SessionCursor:
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            at, session_id, service = orjson.loads(raw)
+            if not (isinstance(session_id, str) and isinstance(service, str)):
+                raise ValueError("not a session cursor")
+            return cls(datetime.fromisoformat(at), session_id, service)
+        except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
+            raise SextantError(f"cursor {text!r}: not one this page wrote") from exc
+
+
+# the keyset order of the list, and the rows after a cursor in it
+ORDER = "last_turn_at DESC, session_id, session_service"
+AFTER = (
+    "(last_turn_at < $at OR (last_turn_at = $at AND (session_id > $sid"
+    " OR (session_id = $sid AND session_service > $svc))))"
+)
+
+
 def list_sessions(
-    cursor: duckdb.DuckDBPyConnection, filters: dict[str, Any], limit: int
+    cursor: duckdb.DuckDBPyConnection,
+    filters: dict[str, Any],
+    limit: int,
+    after: SessionCursor | None = None,
 ) -> list[dict[str, Any]]:
-    """The sessions with the latest turns first."""
-    where = " AND ".join(SESSION_FILTERS[k] for k in filters) or "true"
-    cursor.execute(
-        f"SELECT * FROM sessions WHERE {where} ORDER BY last_turn_at DESC, session_id LIMIT $limit",
-        {**filters, "limit": limit},
-    )
+    """The sessions with the latest turns first; `after` a cursor, the ones that follow it."""
+    conditions = [SESSION_FILTERS[k] for k in filters]
+    params: dict[str, Any] = {**filters, "limit": limit}
+    if after is not None:
+        conditions.append(AFTER)
+        params |= {"at": after.last_turn_at, "sid": after.session_id, "svc": after.session_service}
+    where = " AND ".join(conditions) or "true"
+    cursor.execute(f"SELECT * FROM sessions WHERE {where} ORDER BY {ORDER} LIMIT $limit", params)
     return [jsonable(row) for row in rows_as_dicts(cursor)]
+
+
+def page_of_sessions(
+    cursor: duckdb.DuckDBPyConnection,
+    filters: dict[str, Any],
+    limit: int,
+    after: SessionCursor | None = None,
+) -> tuple[list[dict[str, Any]], SessionCursor | None]:
+    """One page of sessions and the cursor of the next one (None on the last page)."""
+    rows = list_sessions(cursor, filters, limit + 1, after)
+    if len(rows) <= limit:
+        return rows, None
+    last = rows[limit - 1]
+    at = datetime.fromisoformat(last["last_turn_at"].removesuffix("Z"))
+    return rows[:limit], SessionCursor(at, last["session_id"], last["session_service"])
 
 
 class AmbiguousSession(LookupError):
