@@ -23,9 +23,16 @@ from collector.decisions.state import DecisionState, Event, State
 from collector.errors import SextantError
 from collector.replay.evidence import write_evidence
 from collector.store.database import Database
+from collector.store.queries import jsonable, rows_as_dicts
 from collector.store.runs import DuckDBSource
 
 MAX_ROWS = 200
+# the runs a decision cites, as the evidence table shows them: one query for all of them
+EVIDENCE = """
+SELECT trace_id, service_name, agent_name, service_version, verdict, verdict_rules, status,
+       start_time, closed_at, input
+FROM trajectories WHERE is_current AND trace_id IN ?
+"""
 
 
 @dataclass(frozen=True)
@@ -125,7 +132,7 @@ class DecisionPages:
     async def _show(
         self, request: web.Request, decision_id: str, status: int = 200, error: str = ""
     ) -> web.Response:
-        history = await asyncio.to_thread(self.database.read, decision_history, decision_id)
+        history, evidence = await asyncio.to_thread(self.database.read, with_evidence, decision_id)
         if not history:
             return page("decision_missing.html", 404, nav="decisions", decision_id=decision_id)
         for row in history:
@@ -136,6 +143,7 @@ class DecisionPages:
             status=status,
             nav="decisions",
             d=current,
+            evidence=evidence,
             history=history,
             stages=timeline(history),
             notes=[r for r in history if r["event"] in (Event.ACK, Event.RESOLVE)],
@@ -168,6 +176,20 @@ class DecisionPages:
             message = "This decision is no longer pending or firing: nothing to do."
             return await self._show(request, decision_id, 409, message)
         return see_other(f"/decisions/{quote(decision_id, safe='')}")
+
+
+def with_evidence(
+    cursor: duckdb.DuckDBPyConnection, decision_id: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The decision's history and, for each run its latest state cites (newest first), the run's
+    target, verdict, failing rules and time; a run retention deleted is named alone."""
+    history = decision_history(cursor, decision_id)
+    if not history:
+        return history, []
+    cited = history[-1]["evidence_trace_ids"] or []
+    cursor.execute(EVIDENCE, [cited])
+    runs = {row["trace_id"]: jsonable(row) for row in rows_as_dicts(cursor)}
+    return history, [runs.get(t, {"trace_id": t}) for t in cited]
 
 
 def target_query(row: dict[str, Any]) -> str:

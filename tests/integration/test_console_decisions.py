@@ -16,10 +16,12 @@ from collector.admin.throttle import FailedLogins, LoginMetrics
 from collector.auth import BearerAuth
 from collector.config.sections import AdminConfig
 from collector.console.access import ConsoleAccess
-from tests.support.admin import firing, trajectory
+from tests.support.admin import decisions, firing, trajectory
 from tests.support.agents import support_run
 from tests.support.browser import new_page, screenshot
+from tests.support.captures import CAPTURES, expected_for, send
 from tests.support.server import RunningServer, serve_deciding
+from tests.support.wait import wait_for
 
 TOKEN = "console-test-token"
 
@@ -252,3 +254,54 @@ def test_the_evidence_bundle_downloads_from_the_decision_page(
     assert current["decision"] == "QUARANTINE"
     missing = requests.get(f"{server.admin_url}/decisions/d-nope/evidence.zip", timeout=5)
     assert missing.status_code == 404
+
+
+MISSING_APPROVAL = [
+    CAPTURES / "langgraph-openinference-missing_approval.otlp.json",
+    CAPTURES / "python_sdk-genai_semconv-missing_approval.otlp.json",
+]
+
+
+def test_a_decisions_evidence_shows_each_runs_agent_verdict_rules_and_time(
+    chromium: Browser, tmp_path: Path
+) -> None:
+    """Two recorded runs (LangGraph under OpenInference, the plain Python SDK) that changed an
+    account without approval: the QUARANTINE cites both, each row saying what the run was."""
+    server = serve_deciding(tmp_path)
+    try:
+        runs = []
+        for path in MISSING_APPROVAL:
+            send(server, path, "http/json")
+            runs.append(trajectory(server, expected_for(path)["trace_id"]))
+        decision = wait_for(
+            lambda: next(
+                (
+                    d
+                    for d in decisions(server, state="firing", decision="QUARANTINE")
+                    if len(d["evidence_trace_ids"]) == 2
+                ),
+                None,
+            ),
+            timeout=15,
+        )
+        assert set(decision["evidence_trace_ids"]) == {r["trace_id"] for r in runs}
+        # as the runs read once judged
+        by_trace = {r["trace_id"]: trajectory(server, r["trace_id"]) for r in runs}
+        with new_page(chromium, javascript=False) as page:
+            page.goto(f"{server.admin_url}/decisions/{decision['decision_id']}")
+            rows = page.locator("#evidence tbody tr").all()
+            assert [r.get_attribute("data-trace") for r in rows] == decision["evidence_trace_ids"]
+            for row in rows:
+                run = by_trace[row.get_attribute("data-trace") or ""]
+                cells = row.locator("td").all_inner_texts()
+                assert cells[1] == f"support-desk/{run['agent_name']}/3.1.0"
+                assert cells[2] == "fail"
+                assert "support-agent/approval-before-account-change" in cells[3]
+                assert cells[3] == ", ".join(run["verdict_rules"])
+                assert cells[4] == run["start_time"][:19].replace("T", " ")
+                assert cells[5] == run["input"]
+            rows[-1].locator("a").click()
+            page.wait_for_url(f"**/trajectories/{decision['evidence_trace_ids'][-1]}")
+            assert page.locator("#trace-id").inner_text() == decision["evidence_trace_ids"][-1]
+    finally:
+        server.stop()
