@@ -12,7 +12,7 @@ import markupsafe
 import orjson
 
 from collector.assembler.messages import chat
-from collector.console.render import visible
+from collector.console.text import visible
 from evaluators.documents import documents_of
 
 # one token of json.dumps output: a string (a key when a colon follows), a number, a literal

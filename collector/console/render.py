@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
 import jinja2
-import markupsafe
 from aiohttp import web
 
+from collector.console import payload
+from collector.console.text import visible
 from evaluators.base import Decision
-
-# Characters that reorder the text around them (Unicode's bidirectional controls): a tool named
-# "refund\u202eevil" would read as another name. Shown as <U+202E>, the way GitHub shows them.
-BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(value: Any) -> Any:
-    """Text with its bidirectional controls written out (`<U+202E>`); markup the templates built
-    themselves, and values that are not text, as they are."""
-    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
-        return BIDI_CONTROLS.sub(lambda m: f"<U+{ord(m[0]):04X}>", value)
-    return value
-
 
 ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("collector.console", "templates"),
@@ -54,6 +41,13 @@ def decision_class(decision: str) -> str:
 
 
 ENVIRONMENT.filters["decision_class"] = decision_class
+# what the pages use to show payloads: highlighted JSON, long text folded
+ENVIRONMENT.globals.update(
+    highlight=payload.highlight,
+    structured=payload.structured,
+    is_long=payload.is_long,
+    first_line=payload.first_line,
+)
 
 
 def page(template: str, status: int = 200, **context: Any) -> web.Response:

@@ -13,7 +13,6 @@ import duckdb
 from aiohttp import web
 
 from collector.admin.http import MAX_LIST, list_limit
-from collector.console.payload import first_line, is_long
 from collector.console.render import page
 from collector.errors import SextantError
 from collector.store.database import Database
@@ -138,6 +137,4 @@ class SessionPages:
             nav="sessions",
             s=found,
             turn_of=turn_of,
-            is_long=is_long,
-            first_line=first_line,
         )

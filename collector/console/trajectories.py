@@ -13,7 +13,6 @@ import duckdb
 from aiohttp import web
 
 from collector.admin.http import MAX_LIST, list_limit
-from collector.console.payload import first_line, highlight, is_long, structured
 from collector.console.render import ago, page
 from collector.console.trajectory import trajectory_view
 from collector.errors import SextantError
@@ -131,8 +130,4 @@ class TrajectoryPages:
             t=view,
             now=self.now(),
             ago=ago,
-            highlight=highlight,
-            is_long=is_long,
-            first_line=first_line,
-            structured=structured,
         )

@@ -52,6 +52,9 @@ def test_bidi_controls_in_stored_text_are_shown_written_out(
         page.goto(f"{server.admin_url}/trajectories/{trace_id}")
         names = page.locator("#steps .name").all_inner_texts()
         assert "refund_<U+202E>txt.exe" in names
+        # the tool call the model asked for, in its messages, and its highlighted arguments
+        asked = page.locator("#steps .messages .tool-call .tool-name").all_inner_texts()
+        assert "refund_<U+202E>txt.exe" in asked
         assert "support-<U+2067>agent" in page.locator("h1").inner_text()
         text = page.locator("body").inner_text()
         assert "\u202e" not in text and "\u2067" not in text
