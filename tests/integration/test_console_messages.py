@@ -1,7 +1,7 @@
 """What the model said, on a trajectory's page in real Chromium, for runs recorded from the real
 instrumentations (tests/testdata/otlp-captures): each model call shows the messages it was sent
 and what it answered (text and the tool calls it asked for), each tool step its arguments and
-result, each retrieval its documents."""
+result, each retrieval its documents; long text folded, markup shown as text."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from playwright.sync_api import Browser, Locator, Page
 
 from tests.support.admin import trajectory
+from tests.support.agents import provider_for, trace_id_of
 from tests.support.browser import new_page
 from tests.support.captures import CAPTURES, expected_for, send
 from tests.support.paths import TESTDATA
@@ -115,3 +117,39 @@ def test_a_retrievals_documents_are_shown(chromium: Browser, sent: Sent) -> None
         ]
         assert "score 0.82" in documents.first.inner_text()
         assert "refund" in documents.first.locator(".text").inner_text().lower()
+
+
+LONG_QUESTION = "Summarise this ticket thread.\n" + "\n".join(
+    f"line {i}: <img src=x onerror=alert({i})> the customer wrote again" for i in range(40)
+)
+
+
+def test_a_long_message_is_folded_and_its_markup_shown_as_text(
+    chromium: Browser, sent: Sent
+) -> None:
+    """A model call sent a long message full of markup, by the OTel SDK: the page folds it
+    behind its first line, and opened it reads as the text it was, no element made of it."""
+    exporter = OTLPSpanExporter(endpoint=sent.server.grpc_endpoint, insecure=True)
+    provider = provider_for(exporter, service="support-desk")
+    tracer = provider.get_tracer("agent_loop")
+    messages = [{"role": "user", "parts": [{"type": "text", "content": LONG_QUESTION}]}]
+    with tracer.start_as_current_span("invoke_agent summariser") as root:
+        root.set_attribute("gen_ai.operation.name", "invoke_agent")
+        root.set_attribute("gen_ai.agent.name", "summariser")
+        with tracer.start_as_current_span("chat gpt-4.1-mini") as call:
+            call.set_attribute("gen_ai.operation.name", "chat")
+            call.set_attribute("gen_ai.request.model", "gpt-4.1-mini")
+            call.set_attribute("gen_ai.input.messages", json.dumps(messages))
+    provider.shutdown()
+    trace_id = trace_id_of(root)
+    trajectory(sent.server, trace_id)
+    with new_page(chromium, javascript=True) as page:
+        page.goto(f"{sent.server.admin_url}/trajectories/{trace_id}")
+        (call_row,) = llm_rows(page)
+        folded = call_row.locator(".message.role-user details.long")
+        assert folded.locator("summary").inner_text().startswith("Summarise this ticket thread.")
+        text = folded.locator(".text")
+        assert not text.is_visible()
+        folded.locator("summary").click()
+        assert text.inner_text() == LONG_QUESTION
+        assert page.locator("#steps img").count() == 0
