@@ -1,0 +1,137 @@
+"""Anytime-valid canary tests: e-processes over a canary's runs as they accrue, one-sided in the
+direction of harm, and the weighted Holm correction that combines them.
+
+A canary is judged again at every look while its runs accrue, and any look may roll it back. A
+p-value valid for one look is not valid for many: the chance that some look falls under `alpha`
+grows with the looks. An e-process E_t (a nonnegative process whose expectation stays at most 1
+under the null at every stopping time) gives p = 1 / max_{s <= t} E_s, which by Ville's
+inequality is under `alpha` at *some* time with probability at most `alpha`, however often it
+is looked at and whenever the rollout stops.
+
+The runs of both versions are cut, in the order the store closed them, into blocks of at least
+`BLOCK` runs of each version: consecutive runs, so a block covers a few minutes of both versions
+and a daily ramp or an outage that hits both is not a difference between them. Within a block,
+if the candidate changes nothing, which of the block's runs belong to the candidate is a random
+draw independent of their values; a harm flag per run (failed, errored, calls the tool, above
+the block's median latency...) then puts the candidate's flagged count X under the
+hypergeometric law given the block's flagged count F. Each block contributes the likelihood
+ratio of Fisher's noncentral hypergeometric law with odds ratio psi > 1 (the candidate's runs
+more often harmed) against psi = 1; their product over blocks, mixed over a grid of psi, is a
+test martingale under the null, and stays a supermartingale when the candidate is better
+(psi < 1): the test is one-sided. It holds whatever the runs' distribution (heavy tails,
+retries within runs, repeated cases), because it conditions on the values and only bets on the
+labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special, stats
+
+# Runs of each version per block: small blocks are time-local (a ramp moves little within one)
+# and let the test move every few runs; larger ones would gain little power.
+BLOCK = 5
+# Odds ratios of harm the mixture bets on, equally weighted: from a mild shift to a rule that
+# fails eight times as often. The price of the mixture against knowing the shift is log(6).
+ODDS = np.geomspace(2.0, 16.0, 6)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block's counts for one metric: runs with a value, the candidate's among them, the
+    flagged runs, the candidate's flagged runs."""
+
+    runs: int
+    candidate: int
+    flagged: int
+    candidate_flagged: int
+
+
+def blocks_of(sides: np.ndarray, block: int = BLOCK) -> np.ndarray:
+    """Block number of each run (0 baseline, 1 candidate, in closing order); -1 for the runs of
+    the last, still incomplete block. A block closes when it holds `block` runs of each side."""
+    out = np.full(len(sides), -1, dtype=int)
+    counts = [0, 0]
+    current, first = 0, 0
+    for i, side in enumerate(sides):
+        counts[int(side)] += 1
+        if min(counts) >= block:
+            out[first : i + 1] = current
+            current, first, counts = current + 1, i + 1, [0, 0]
+    return out
+
+
+def flag_blocks(sides: np.ndarray, flags: np.ndarray, blocks: np.ndarray) -> list[Block]:
+    """Per complete block, the counts of `flags` (1 harmed, 0 not, NaN unknown: left out)."""
+    out = []
+    for b in range(int(blocks.max(initial=-1)) + 1):
+        mask = (blocks == b) & ~np.isnan(flags)
+        side, flag = sides[mask], flags[mask] > 0.5
+        candidate_flagged = int(flag[side == 1].sum())
+        out.append(Block(int(mask.sum()), int(side.sum()), int(flag.sum()), candidate_flagged))
+    return out
+
+
+def above_median(values: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+    """1 for a run above its block's median, 0 at or below, NaN when unknown: a continuous
+    metric (latency, cost...) as a harm flag, higher being worse."""
+    flags = np.full(len(values), np.nan)
+    for b in range(int(blocks.max(initial=-1)) + 1):
+        mask = (blocks == b) & ~np.isnan(values)
+        if mask.any():
+            flags[mask] = (values[mask] > np.median(values[mask])).astype(float)
+    return flags
+
+
+def log_e_process(blocks: Sequence[Block], odds: np.ndarray = ODDS) -> np.ndarray:
+    """log E after each block: the mixture over `odds` of the product of the blocks'
+    noncentral-hypergeometric likelihood ratios against odds 1."""
+    log_odds = np.log(odds)
+    total = np.zeros(len(odds))
+    out = np.zeros(len(blocks))
+    for i, block in enumerate(blocks):
+        if 0 < block.flagged < block.runs and 0 < block.candidate < block.runs:
+            ys = np.arange(0, min(block.candidate, block.flagged) + 1)
+            pmf = stats.hypergeom.pmf(ys, block.runs, block.candidate, block.flagged)
+            # E_null[psi^X] per psi, in logs
+            norm = special.logsumexp(log_odds[:, None] * ys[None, :], b=pmf[None, :], axis=1)
+            total = total + block.candidate_flagged * log_odds - norm
+        out[i] = special.logsumexp(total) - np.log(len(odds))
+    return out
+
+
+def anytime_p(log_e: np.ndarray) -> float:
+    """p = 1 / the running maximum of the e-process, valid at every look at once."""
+    if not len(log_e):
+        return 1.0
+    return float(min(1.0, np.exp(-max(0.0, float(np.max(log_e))))))
+
+
+def weighted_holm(p_values: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Holm's step-down with weights, adjusted p-values in the order given.
+
+    Test i is rejected at level alpha when, at its step, p_i <= alpha * w_i / (the weights of
+    the tests not yet rejected). With anytime-valid p-values this bounds the chance that any
+    look ever rejects a true null by alpha: at the first such rejection every true null is
+    still in the family, so some true null i had p_i <= alpha * w_i / W_true at some time,
+    which happens with probability at most the sum of alpha * w_i / W_true over them. Weights
+    put more of alpha on what matters first; what a rejected test held passes on to the rest.
+    """
+    w = np.asarray(weights, dtype=float)
+    p = np.asarray(p_values, dtype=float)
+    if not len(p):
+        return []
+    if np.any(w <= 0):
+        raise ValueError("weights must be positive")
+    order = sorted(range(len(p)), key=lambda i: (p[i] / w[i], i))
+    remaining = float(w.sum())
+    adjusted = [1.0] * len(p)
+    running = 0.0
+    for index in order:
+        running = max(running, min(1.0, p[index] * remaining / w[index]))
+        adjusted[index] = running
+        remaining -= w[index]
+    return adjusted
