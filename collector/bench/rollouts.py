@@ -128,6 +128,7 @@ def canary_rule(alpha: float, **overrides: object) -> DriftRule:
 @dataclass(frozen=True)
 class Lifetime:
     rollout: Rollout
+    rule: str  # the variant's name
     canaries: int
     fired: Rate  # canaries rolled back at some look over the whole life
     by_runs: Rate  # ... by the look where each side had `runs_mark` runs
@@ -143,51 +144,52 @@ class Lifetime:
 def simulate(
     rollouts: tuple[Rollout, ...],
     canaries: int,
-    rule: DriftRule,
+    rules: dict[str, DriftRule],
     hours: float = 6.0,
     rate: float = 60.0,
     runs_mark: int = 120,
     seed: int = 1,
 ) -> Iterator[Lifetime]:
-    """Per rollout, `canaries` canaries living `hours` with `rate` runs an hour on each side,
-    looked at every `rule.interval`."""
+    """Per rollout and rule variant, `canaries` canaries living `hours` with `rate` runs an
+    hour on each side, looked at every `rule.interval`. The variants judge the same runs."""
     for index, rollout in enumerate(rollouts):
         rng = np.random.default_rng([seed, index])
-        fired = by_runs = 0
-        delays: list[float] = []
-        metrics: dict[str, int] = {}
+        found: dict[str, list[tuple[float, str, bool] | None]] = {name: [] for name in rules}
         for first in range(0, canaries, CHUNK):
             chunk = range(first, min(first + CHUNK, canaries))
-            for found in lives(rng, rollout, chunk, rule, hours, rate, runs_mark):
-                if found is None:
-                    continue
-                minutes, metric, early = found
-                fired += 1
-                by_runs += early
-                delays.append(minutes)
+            for lived in lives(rng, rollout, chunk, rules, hours, rate, runs_mark):
+                for name, first_fired in lived.items():
+                    found[name].append(first_fired)
+        for name, outcomes in found.items():
+            fired: list[tuple[float, str, bool]] = [f for f in outcomes if f is not None]
+            metrics: dict[str, int] = {}
+            for _, metric, _ in fired:
                 metrics[metric] = metrics.get(metric, 0) + 1
-        yield Lifetime(
-            rollout,
-            canaries,
-            Rate(fired, canaries),
-            Rate(by_runs, canaries),
-            runs_mark,
-            delays,
-            metrics,
-        )
+            yield Lifetime(
+                rollout,
+                name,
+                canaries,
+                Rate(len(fired), canaries),
+                Rate(sum(early for _, _, early in fired), canaries),
+                runs_mark,
+                [minutes for minutes, _, _ in fired],
+                metrics,
+            )
 
 
 def lives(
     rng: np.random.Generator,
     rollout: Rollout,
     chunk: range,
-    rule: DriftRule,
+    rules: dict[str, DriftRule],
     hours: float,
     rate: float,
     runs_mark: int,
-) -> Iterator[tuple[float, str, bool] | None]:
-    """Per canary of the chunk: (minutes to its first ROLLBACK, the metric, whether each side
-    had at most `runs_mark` runs by then), or None when it lived without one."""
+) -> Iterator[dict[str, tuple[float, str, bool] | None]]:
+    """Per canary of the chunk and rule variant: (minutes to its first ROLLBACK, the metric,
+    whether each side had at most `runs_mark` runs by then), or None when it lived without
+    one. The variants must share their sides (same compare, interval and min_samples)."""
+    shared = next(iter(rules.values()))
     with tempfile.TemporaryDirectory() as tmp:
         database = Database(Path(tmp) / "rollouts.duckdb", "1GB")
         database.open()
@@ -198,16 +200,23 @@ def lives(
             for canary in chunk:
                 target = Target(f"canary-{canary:04d}", "support-agent", "2.0.0")
                 since = sequential.canary_start(cursor, Side(*exactly(target), end=end))
-                pair = sides(rule, target, end, since)
+                pair = sides(shared, target, end, since)
                 assert pair is not None
                 life = sequential.load(cursor, *pair)
+                (b_sql, b_params), (c_sql, c_params) = pair[0].sql(), pair[1].sql()
                 closes = cursor.execute(
-                    f"WITH b AS ({pair[0].sql()[0]}), c AS ({pair[1].sql()[0]}),"
+                    f"WITH b AS ({b_sql}), c AS ({c_sql}),"
                     " runs AS (SELECT * FROM b UNION ALL SELECT * FROM c)"
                     f" SELECT {sequential.CLOSED} FROM runs ORDER BY {sequential.CLOSED}, trace_id",
-                    [*pair[0].sql()[1], *pair[1].sql()[1]],
+                    [*b_params, *c_params],
                 ).fetchall()
-                yield first_rollback(life, [c[0] for c in closes], rule, hours, runs_mark)
+                tests = dict(life.trajectories())
+                yield {
+                    name: first_rollback(
+                        life, tests, [c[0] for c in closes], rule, hours, runs_mark
+                    )
+                    for name, rule in rules.items()
+                }
             cursor.close()
         finally:
             database.close()
@@ -215,13 +224,13 @@ def lives(
 
 def first_rollback(
     life: sequential.Life,
+    tests: dict[str, np.ndarray],
     closes: list[datetime],
     rule: DriftRule,
     hours: float,
     runs_mark: int,
 ) -> tuple[float, str, bool] | None:
     """Replays the looks: the first one where a test's adjusted anytime p is under alpha."""
-    tests = dict(life.trajectories())
     weights = sequential.family(rule, {name: 1.0 for name in tests})
     names = sorted(weights)
     block_end = np.array([closes[i] for i in life.block_ends()], dtype="datetime64[us]")
