@@ -220,17 +220,35 @@ def anytime(
     }
     names = sorted(weights)
     p_values = [raw[t] if member(t, judged) else 1.0 for t in names]
-    holm_p = dict(zip(names, weighted_holm(p_values, [weights[t] for t in names]), strict=True))
+    holm_p: dict[str, float] = {}
+    for group in families(rule, names):
+        found = weighted_holm(
+            [p_values[names.index(t)] for t in group], [weights[t] for t in group]
+        )
+        holm_p.update(zip(group, found, strict=True))
     out: list[Compared] = []
     adjusted: list[float] = []
     for metric, comparison, evidence in compared:
         own = [t for t in names if t == metric or t.startswith(f"{metric}:")]
-        if metric == "pass_rate":
-            own = ["pass_rate"]
+        if metric == "pass_rate":  # the per-rule pass rates are metrics of their own
+            own = [t for t in own if t == metric]
         p_raw = min((raw[t] for t in own), default=1.0)
         out.append((metric, replace(comparison, p_value=p_raw, parts=()), evidence))
         adjusted.append(min((holm_p[t] for t in own), default=1.0))
     return out, adjusted, len(names)
+
+
+def families(rule: DriftRule, names: list[str]) -> list[list[str]]:
+    """The tests corrected together: all of them (`holm`), or each metric alone (`none`), a
+    tool mix still over its tools."""
+    if rule.correction == "holm":
+        return [names]
+    by_metric: dict[str, list[str]] = {}
+    for test in names:
+        by_metric.setdefault("tool_choice" if test.startswith("tool_choice:") else test, []).append(
+            test
+        )
+    return list(by_metric.values())
 
 
 def member(test: str, judged: set[str]) -> bool:

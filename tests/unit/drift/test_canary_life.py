@@ -81,3 +81,23 @@ def test_evidence_found_at_one_look_holds_at_the_next(store: RunStore) -> None:
     assert [o.verdict for o in early + late] == [Verdict.FAIL, Verdict.FAIL]
     assert late[0].p_value is not None and early[0].p_value is not None
     assert late[0].p_value <= early[0].p_value
+
+
+def test_without_correction_each_test_of_a_canary_is_judged_alone(store: RunStore) -> None:
+    for i in range(40):
+        store.run(["search_flights"], version="1.4.0", ago=timedelta(minutes=1 + i))
+        store.run(["search_flights", "hold_seat"], version="1.5.0", ago=timedelta(minutes=1 + i))
+    rule = canary(metrics=["tool_choice", "steps", "error_rate"])
+    held = {o.metric: o for o in evaluate_drift(store.cursor, TRAVEL, rule, NOW)}
+    alone = {
+        o.metric: o
+        for o in evaluate_drift(
+            store.cursor,
+            TRAVEL,
+            canary(metrics=rule.metrics, correction="none"),
+            NOW,
+        )
+    }
+    assert alone["tool_choice"].p_value is not None and held["tool_choice"].p_value is not None
+    assert alone["tool_choice"].p_value < held["tool_choice"].p_value
+    assert "weighted-Holm-adjusted" in held["tool_choice"].message
