@@ -25,11 +25,12 @@ labels.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 # Runs of each version per block: small blocks are time-local (a ramp moves little within one)
 # and let the test move every few runs; larger ones would gain little power.
@@ -90,17 +91,33 @@ def log_e_process(blocks: Sequence[Block], odds: np.ndarray = ODDS) -> np.ndarra
     """log E after each block: the mixture over `odds` of the product of the blocks'
     noncentral-hypergeometric likelihood ratios against odds 1."""
     log_odds = np.log(odds)
+    key = tuple(float(o) for o in odds)
     total = np.zeros(len(odds))
     out = np.zeros(len(blocks))
     for i, block in enumerate(blocks):
         if 0 < block.flagged < block.runs and 0 < block.candidate < block.runs:
-            ys = np.arange(0, min(block.candidate, block.flagged) + 1)
-            pmf = stats.hypergeom.pmf(ys, block.runs, block.candidate, block.flagged)
-            # E_null[psi^X] per psi, in logs
-            norm = special.logsumexp(log_odds[:, None] * ys[None, :], b=pmf[None, :], axis=1)
+            norm = log_null_moment(block.runs, block.candidate, block.flagged, key)
             total = total + block.candidate_flagged * log_odds - norm
-        out[i] = special.logsumexp(total) - np.log(len(odds))
+        out[i] = log_mean_exp(total)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def log_null_moment(runs: int, candidate: int, flagged: int, odds: tuple[float, ...]) -> np.ndarray:
+    """log E[psi^X] per psi for X hypergeometric (a block's flagged candidate runs under the
+    null); blocks repeat the same few shapes, so it is computed once per shape."""
+    ys = np.arange(0, min(candidate, flagged) + 1)
+    log_pmf = stats.hypergeom.logpmf(ys, runs, candidate, flagged)
+    terms = np.log(np.asarray(odds))[:, None] * ys[None, :] + log_pmf[None, :]
+    top = terms.max(axis=1, keepdims=True)
+    moment = (top + np.log(np.exp(terms - top).sum(axis=1, keepdims=True)))[:, 0]
+    moment.setflags(write=False)
+    return moment
+
+
+def log_mean_exp(values: np.ndarray) -> float:
+    top = float(values.max())
+    return top + float(np.log(np.exp(values - top).mean()))
 
 
 def anytime_p(log_e: np.ndarray) -> float:

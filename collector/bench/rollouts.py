@@ -237,6 +237,8 @@ def first_rollback(
     times = np.array(closes, dtype="datetime64[us]")
     candidate = np.cumsum(life.sides)
     baseline = np.cumsum(1 - life.sides)
+    # the running maximum of each e-process: the p-value after `done` blocks
+    best = {t: np.maximum.accumulate(np.maximum(tests[t], 0.0)) for t in names}
     step = np.timedelta64(int(rule.interval * 1e6), "us")
     look = np.datetime64(START, "us") + step
     stop = np.datetime64(START + timedelta(hours=hours), "us")
@@ -244,7 +246,7 @@ def first_rollback(
         seen = int(np.searchsorted(times, look, side="left"))
         if seen and min(candidate[seen - 1], baseline[seen - 1]) >= rule.min_samples:
             done = int(np.searchsorted(block_end, look, side="left"))
-            p = [stats.anytime_p(tests[t][:done]) for t in names]
+            p = [float(np.exp(-best[t][done - 1])) if done else 1.0 for t in names]
             adjusted = stats.weighted_holm(p, [weights[t] for t in names])
             failing = [t for t, a in zip(names, adjusted, strict=True) if a < rule.alpha]
             if failing:
