@@ -46,6 +46,7 @@ class Rollout:
     null: bool
     draws: Callable[[np.random.Generator], Draw]  # a canary's own generator (its cases...)
     lead: float = 0.0  # seconds of production runs before the canary's first run
+    production: float = 1.0  # production's runs per candidate run (4: the canary has 20 %)
 
 
 def fixed(shape: Shape, candidate: Shape | None = None) -> Callable[[np.random.Generator], Draw]:
@@ -105,6 +106,13 @@ ROLLOUTS = (
         "one rule passes 80 % not 97 %",
         False,
         fixed(Shape(), Shape(pass_rates=(0.8, PASS_RATES[1]))),
+    ),
+    Rollout(
+        "approval_80_at_20",
+        "the same, the canary taking 20 % of the traffic",
+        False,
+        fixed(Shape(), Shape(pass_rates=(0.8, PASS_RATES[1]))),
+        production=4.0,
     ),
 )
 
@@ -265,14 +273,16 @@ def fill(
     hours: float,
     rate: float,
 ) -> None:
-    """Every canary's runs: a Poisson stream a side, the candidate's from START, production's
-    from `lead` seconds before it; each run closes 5 s after it ends."""
+    """Every canary's runs: a Poisson stream a side (production's `production` times as
+    dense), the candidate's from START, production's from `lead` seconds before it; each run
+    closes 5 s after it ends."""
     rows: dict[str, list[dict[str, object]]] = {"trajectories": [], "steps": [], "results": []}
     life = hours * 3600.0
     for canary in canaries:
         make = rollout.draws(rng)
-        for side, version, begin in ((0, "1.0.0", -rollout.lead), (1, "2.0.0", 0.0)):
-            count = int(rng.poisson(rate * (life - begin) / 3600.0))
+        sides = ((0, "1.0.0", -rollout.lead, rollout.production), (1, "2.0.0", 0.0, 1.0))
+        for side, version, begin, share in sides:
+            count = int(rng.poisson(rate * share * (life - begin) / 3600.0))
             for t in np.sort(rng.uniform(begin, life, count)):
                 ended = START + timedelta(seconds=float(t))
                 add_run(rows, rng, f"canary-{canary:04d}", version, make(rng, float(t), side))
