@@ -41,14 +41,14 @@ ODDS = np.geomspace(2.0, 16.0, 6)
 
 
 @dataclass(frozen=True)
-class Block:
-    """One block's counts for one metric: runs with a value, the candidate's among them, the
+class Blocks:
+    """Per complete block, for one metric: runs with a value, the candidate's among them, the
     flagged runs, the candidate's flagged runs."""
 
-    runs: int
-    candidate: int
-    flagged: int
-    candidate_flagged: int
+    runs: np.ndarray
+    candidate: np.ndarray
+    flagged: np.ndarray
+    candidate_flagged: np.ndarray
 
 
 def blocks_of(sides: np.ndarray, block: int = BLOCK) -> np.ndarray:
@@ -57,49 +57,65 @@ def blocks_of(sides: np.ndarray, block: int = BLOCK) -> np.ndarray:
     out = np.full(len(sides), -1, dtype=int)
     counts = [0, 0]
     current, first = 0, 0
-    for i, side in enumerate(sides):
-        counts[int(side)] += 1
-        if min(counts) >= block:
+    for i, side in enumerate(sides.tolist()):
+        counts[side] += 1
+        if counts[0] >= block and counts[1] >= block:
             out[first : i + 1] = current
             current, first, counts = current + 1, i + 1, [0, 0]
     return out
 
 
-def flag_blocks(sides: np.ndarray, flags: np.ndarray, blocks: np.ndarray) -> list[Block]:
+def flag_blocks(sides: np.ndarray, flags: np.ndarray, blocks: np.ndarray) -> Blocks:
     """Per complete block, the counts of `flags` (1 harmed, 0 not, NaN unknown: left out)."""
-    out = []
-    for b in range(int(blocks.max(initial=-1)) + 1):
-        mask = (blocks == b) & ~np.isnan(flags)
-        side, flag = sides[mask], flags[mask] > 0.5
-        candidate_flagged = int(flag[side == 1].sum())
-        out.append(Block(int(mask.sum()), int(side.sum()), int(flag.sum()), candidate_flagged))
-    return out
+    count = int(blocks.max(initial=-1)) + 1
+    known = (blocks >= 0) & ~np.isnan(flags)
+    block, side = blocks[known], sides[known].astype(float)
+    flag = (flags[known] > 0.5).astype(float)
+
+    def per_block(weights: np.ndarray | None) -> np.ndarray:
+        return np.bincount(block, weights, minlength=count).astype(int)
+
+    return Blocks(per_block(None), per_block(side), per_block(flag), per_block(flag * side))
 
 
 def above_median(values: np.ndarray, blocks: np.ndarray) -> np.ndarray:
     """1 for a run above its block's median, 0 at or below, NaN when unknown: a continuous
     metric (latency, cost...) as a harm flag, higher being worse."""
     flags = np.full(len(values), np.nan)
-    for b in range(int(blocks.max(initial=-1)) + 1):
-        mask = (blocks == b) & ~np.isnan(values)
-        if mask.any():
-            flags[mask] = (values[mask] > np.median(values[mask])).astype(float)
+    known = np.flatnonzero((blocks >= 0) & ~np.isnan(values))
+    if not len(known):
+        return flags
+    order = known[np.lexsort((values[known], blocks[known]))]  # by block, then value
+    block, value = blocks[order], values[order]
+    starts = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
+    sizes = np.diff(np.r_[starts, len(order)])
+    medians = (value[starts + (sizes - 1) // 2] + value[starts + sizes // 2]) / 2.0
+    flags[order] = (value > np.repeat(medians, sizes)).astype(float)
     return flags
 
 
-def log_e_process(blocks: Sequence[Block], odds: np.ndarray = ODDS) -> np.ndarray:
+def log_e_process(blocks: Blocks, odds: np.ndarray = ODDS) -> np.ndarray:
     """log E after each block: the mixture over `odds` of the product of the blocks'
     noncentral-hypergeometric likelihood ratios against odds 1."""
     log_odds = np.log(odds)
     key = tuple(float(o) for o in odds)
-    total = np.zeros(len(odds))
-    out = np.zeros(len(blocks))
-    for i, block in enumerate(blocks):
-        if 0 < block.flagged < block.runs and 0 < block.candidate < block.runs:
-            norm = log_null_moment(block.runs, block.candidate, block.flagged, key)
-            total = total + block.candidate_flagged * log_odds - norm
-        out[i] = log_mean_exp(total)
-    return out
+    informative = (
+        (blocks.flagged > 0)
+        & (blocks.flagged < blocks.runs)
+        & (blocks.candidate > 0)
+        & (blocks.candidate < blocks.runs)
+    )
+    norms = np.zeros((len(blocks.runs), len(odds)))
+    for i in np.flatnonzero(informative):
+        norms[i] = log_null_moment(
+            int(blocks.runs[i]), int(blocks.candidate[i]), int(blocks.flagged[i]), key
+        )
+    bets = np.where(informative, blocks.candidate_flagged, 0)[:, None] * log_odds[None, :] - norms
+    totals = np.cumsum(bets, axis=0)
+    if not len(totals):
+        return np.zeros(0)
+    top = totals.max(axis=1, keepdims=True)
+    return (top + np.log(np.exp(totals - top).mean(axis=1, keepdims=True)))[:, 0]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -113,11 +129,6 @@ def log_null_moment(runs: int, candidate: int, flagged: int, odds: tuple[float, 
     moment = (top + np.log(np.exp(terms - top).sum(axis=1, keepdims=True)))[:, 0]
     moment.setflags(write=False)
     return moment
-
-
-def log_mean_exp(values: np.ndarray) -> float:
-    top = float(values.max())
-    return top + float(np.log(np.exp(values - top).mean()))
 
 
 def anytime_p(log_e: np.ndarray) -> float:

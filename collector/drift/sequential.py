@@ -33,7 +33,7 @@ class Life:
 
     sides: np.ndarray
     values: dict[str, np.ndarray]
-    tools: list[frozenset[str]]
+    tools: dict[str, np.ndarray]  # tool -> 1.0 for the runs calling it
     rule_failed: dict[str, np.ndarray]
     blocks: np.ndarray
 
@@ -61,8 +61,7 @@ class Life:
         yield "pass_rate", self.log_e(1.0 - self.values["pass_rate"])
         for rule, failed in sorted(self.rule_failed.items()):
             yield f"pass_rate:{rule}", self.log_e(failed)
-        for tool in sorted(set().union(*self.tools)):
-            used = np.array([tool in called for called in self.tools], dtype=float)
+        for tool, used in sorted(self.tools.items()):
             yield f"tool_choice:{tool}", self.log_e(used)
 
     def tests(self) -> Iterator[tuple[str, float]]:
@@ -95,7 +94,8 @@ def load(cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side) -> Li
     ).fetchnumpy()
     index = {str(t): i for i, t in enumerate(columns["trace_id"])}
     sides = np.asarray(columns["side"], dtype=int)
-    tools: list[set[str]] = [set() for _ in index]
+    tools: dict[str, np.ndarray] = {}
+    calling = np.zeros(len(index), dtype=bool)
     called = cursor.execute(
         f"{both} SELECT runs.trace_id, list(DISTINCT coalesce(s.tool_name, s.name))"
         " FROM runs JOIN steps s ON s.trace_id = runs.trace_id AND s.revision = runs.revision"
@@ -103,7 +103,12 @@ def load(cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side) -> Li
         params,
     ).fetchall()
     for trace_id, names in called:
-        tools[index[trace_id]].update(names)
+        row = index[trace_id]
+        calling[row] = True
+        for name in names:
+            tools.setdefault(name, np.zeros(len(index)))[row] = 1.0
+    if not calling.all():
+        tools[samples.NO_TOOL] = (~calling).astype(float)
     rule_failed: dict[str, np.ndarray] = {}
     results = cursor.execute(
         f"{both} SELECT runs.trace_id, r.pack || '/' || r.rule_id,"
@@ -118,7 +123,7 @@ def load(cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side) -> Li
     return Life(
         sides=sides,
         values={name: samples.filled(columns[name]) for name in exprs},
-        tools=[frozenset(t or {samples.NO_TOOL}) for t in tools],
+        tools=tools,
         rule_failed=rule_failed,
         blocks=sequential.blocks_of(sides),
     )
