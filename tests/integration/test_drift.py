@@ -181,3 +181,28 @@ def test_a_saved_baseline_is_frozen_and_compared_with(tmp_path: Path) -> None:
         assert set(result["evidence_trace_ids"]) <= b_runs
     finally:
         server.stop()
+
+
+def test_a_restarted_collector_resumes_a_canary_where_it_was(tmp_path: Path) -> None:
+    """The canary's anytime-valid tests are a function of its stored runs: after a restart the
+    first look judges the same life with the same evidence, not a fresh start."""
+    server = serve_pack(tmp_path, "canary", PACK)
+    try:
+        send_alternating(server.grpc_endpoint, "travel-desk", ("1.4.0", "1.5.0"), (A, B), RUNS)
+        wait_for(lambda: server.query("SELECT count(*) FROM trajectories")[0][0] == 2 * RUNS, 60)
+        stored = datetime.now(UTC).replace(tzinfo=None)
+        before = {r["metric"]: r for r in wait_for(lambda: window_results(server, stored), 30)}
+    finally:
+        server.stop()
+    restarted = datetime.now(UTC).replace(tzinfo=None)
+    server = serve_pack(tmp_path, "canary", PACK)
+    try:
+        after = {r["metric"]: r for r in wait_for(lambda: window_results(server, restarted), 30)}
+    finally:
+        server.stop()
+    tool_mix = before["tool_choice"]
+    assert tool_mix["verdict"] == "fail" and "anytime one-sided p=" in tool_mix["message"]
+    for metric, row in before.items():
+        again = after[metric]
+        assert (again["verdict"], again["p_value"]) == (row["verdict"], row["p_value"]), metric
+        assert again["window_start"] == row["window_start"]  # the canary's first run
