@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
+from collector.drift import sequential
 from collector.drift.evaluate import evaluate_drift, sides
 from evaluators.base import Verdict
 from tests.support.canary import TRAVEL, canary
@@ -30,8 +33,8 @@ def test_a_canary_that_starts_mid_window_during_a_ramp_is_not_rolled_back(
     # same window the canary looks slower, over the same minutes it is not
     ramp(store, "1.4.0", range(1, 60))
     ramp(store, "1.5.0", range(1, 40))
-    for sequential in (True, False):
-        rule = canary(metrics=["latency"], sequential=sequential, min_samples=15)
+    for anytime in (True, False):
+        rule = canary(metrics=["latency"], sequential=anytime, min_samples=15)
         [outcome] = evaluate_drift(store.cursor, TRAVEL, rule, NOW)
         assert outcome.verdict == Verdict.PASS, outcome.message
         assert outcome.baseline_n == outcome.current_n == 39
@@ -101,3 +104,23 @@ def test_without_correction_each_test_of_a_canary_is_judged_alone(store: RunStor
     assert alone["tool_choice"].p_value is not None and held["tool_choice"].p_value is not None
     assert alone["tool_choice"].p_value < held["tool_choice"].p_value
     assert "weighted-Holm-adjusted" in held["tool_choice"].message
+
+
+def test_a_metric_shares_its_weight_between_its_tests_and_a_named_rule_keeps_its_own() -> None:
+    names = ["pass_rate", "pass_rate:support/approval", "pass_rate:support/budget", "latency"]
+    tests = dict.fromkeys([*names, "tool_choice:search", "tool_choice:fetch", "steps"], 0.5)
+    rule = canary(metrics=["pass_rate", "latency", "tool_choice"])
+    assert sequential.family(rule, tests) == pytest.approx(
+        {
+            "pass_rate": 4 / 3,
+            "pass_rate:support/approval": 4 / 3,
+            "pass_rate:support/budget": 4 / 3,
+            "latency": 1.0,
+            "tool_choice:search": 0.5,
+            "tool_choice:fetch": 0.5,
+        }
+    )
+    named = canary(metrics=rule.metrics, weights={"pass_rate:support/approval": 16.0})
+    weights = sequential.family(named, tests)
+    assert weights["pass_rate:support/approval"] == 16.0
+    assert weights["pass_rate"] == weights["pass_rate:support/budget"] == 2.0
