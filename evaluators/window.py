@@ -6,6 +6,7 @@ collector evaluates them on a schedule (`interval`) over the store.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, get_args
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -31,6 +32,14 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "error_rate": 0.05,
     "pass_rate": 0.05,
 }
+# Relative shares of alpha in an anytime-valid canary: whether the agent still does its job
+# first. A metric made of several tests (the tool mix, one per tool; the pass rates, overall
+# and per rule) splits its share equally between them.
+DEFAULT_WEIGHTS: dict[str, float] = {"pass_rate": 4.0}
+WEIGHT_KEY = re.compile(
+    r"^(tool_choice|steps|latency|cost|tokens|error_rate|pass_rate)"
+    r"(:[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*)?$"
+)
 
 
 class WindowRule(RuleBase):
@@ -101,12 +110,50 @@ class DriftRule(WindowRule):
         " target; none: each test at alpha on its own (false failures add up).",
     )
     min_samples: int = Field(30, ge=2, description="Fewer runs (or cases) on a side: review.")
+    sequential: bool | None = Field(
+        None,
+        description="Canaries only (default true with `compare`): anytime-valid tests over the"
+        " canary's life, from its first run, so that alpha bounds a false failure over every"
+        " look; false: fixed-sample tests of the current window, valid for one look.",
+    )
+    weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Anytime-valid canaries: relative share of alpha per metric (or"
+        " pass_rate:PACK/RULE), default pass_rate 4 and every other metric 1.",
+    )
 
     @model_validator(mode="after")
     def _one_baseline(self) -> DriftRule:
         if (self.baseline is None) == (self.compare is None):
             raise ValueError("give exactly one of `baseline` or `compare` (a canary)")
+        if self.sequential and self.compare is None:
+            raise ValueError(
+                "`sequential` needs `compare`: a canary has a first run to start from; a"
+                " baseline window is judged one look at a time"
+            )
+        for key, value in self.weights.items():
+            if not WEIGHT_KEY.match(key):
+                raise ValueError(
+                    f"weights: {key!r} is not a metric ({', '.join(DRIFT_METRICS)})"
+                    " or pass_rate:PACK/RULE"
+                )
+            if not value > 0:
+                raise ValueError(f"weights: {key!r} must be positive")
+        if self.weights and not self.is_sequential:
+            raise ValueError("`weights` apply to anytime-valid canaries (`compare`, sequential)")
         return self
+
+    @property
+    def is_sequential(self) -> bool:
+        """Whether the rule is judged with anytime-valid tests over the canary's life."""
+        return self.compare is not None and self.sequential is not False
+
+    def weight(self, metric: str) -> float:
+        """The relative share of alpha of `metric` (or pass_rate:PACK/RULE)."""
+        if metric in self.weights:
+            return self.weights[metric]
+        name = metric.split(":")[0]
+        return self.weights.get(name, DEFAULT_WEIGHTS.get(name, 1.0))
 
     def threshold(self, metric: str) -> float:
         """The effect size over which `metric` fails: the rule's own, else the default."""

@@ -48,6 +48,7 @@ def canary_rule(alpha: float, correction: str) -> DriftRule:
             },
             "alpha": alpha,
             "correction": correction,
+            "sequential": False,  # one look at one window: the fixed-sample tests
         }
     )
 

@@ -21,7 +21,7 @@ from collector.embedded import Embedded, loopback_config, start
 from collector.targets import Target
 
 CANARY_PACK = Path(__file__).resolve().parent.parent / "data" / "demo-canary.yaml"
-CANARY_MIN_RUNS = 10  # the canary pack's min_samples: fewer runs a side would only be a review
+CANARY_MIN_RUNS = 20  # the canary pack's min_samples (15) and a few blocks of both versions
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import duckdb
 import numpy as np
 
-from collector.drift import samples
+from collector.drift import samples, sequential
 from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
 from collector.drift.sides import Side, exactly, matching
 from collector.store.reader import Reader
@@ -25,6 +25,7 @@ from evaluators.drift import (
 )
 from evaluators.matchers import text_matches
 from evaluators.rulepack import Selector
+from evaluators.sequential import weighted_holm
 from evaluators.window import DriftRule
 
 # A tool the baseline "always" used: called in at least this share of its runs (or cases).
@@ -55,18 +56,28 @@ def find_targets(
     return [Target(r[0], r[1], r[2]) for r in rows]
 
 
-def sides(rule: DriftRule, target: Target, now: datetime) -> tuple[Side, Side] | None:
-    """(baseline, current) for a target, or None when the target is the baseline itself."""
+def sides(
+    rule: DriftRule, target: Target, now: datetime, since: datetime | None = None
+) -> tuple[Side, Side] | None:
+    """(baseline, current) for a target, or None when the target is the baseline itself.
+
+    A canary's sides cover the same minutes, from the canary's first run (`since`) at the
+    earliest: production runs from before the candidate existed are not what it is compared
+    with (a daily ramp would look like a difference between versions). An anytime-valid canary
+    covers its whole life, from that first run on."""
     start = now - timedelta(seconds=rule.current.last)
     version = target[2]
     conditions, params = exactly(target)
-    current = Side(conditions, params, start, now, runs=rule.current.runs)
     same_agent, agent_params = conditions[:2], params[:2]
     last = rule.current.runs
     if rule.compare is not None:
         pattern = rule.compare.baseline.version
         if version is not None and text_matches(pattern, version):
             return None
+        if since is not None:
+            start = since if rule.is_sequential else max(start, since)
+        if rule.is_sequential:
+            last = None
         baseline = Side(
             (*same_agent, "t.service_version GLOB ?"),
             (*agent_params, pattern),
@@ -75,7 +86,8 @@ def sides(rule: DriftRule, target: Target, now: datetime) -> tuple[Side, Side] |
             runs=last,
             description=f"service.version {pattern} over the same window",
         )
-        return baseline, current
+        return baseline, Side(conditions, params, start, now, runs=last)
+    current = Side(conditions, params, start, now, runs=last)
     spec = rule.baseline
     assert spec is not None  # the model requires baseline or compare
     if spec.snapshot is not None:
@@ -143,14 +155,20 @@ def evaluate_target(
     now: datetime,
     max_evidence: int,
 ) -> list[WindowOutcome]:
-    start = now - timedelta(seconds=rule.current.last)
-    pair = sides(rule, target, now)
+    since = None
+    if rule.compare is not None:
+        since = sequential.canary_start(cursor, Side(*exactly(target), end=now))
+    pair = sides(rule, target, now, since)
     if pair is None:
         return []
     baseline, current = pair
+    start = current.start or now - timedelta(seconds=rule.current.last)
     compared = list(compare_sides(cursor, rule, baseline, current))
-    adjusted = corrected(rule, [comparison for _, comparison, _ in compared])
-    tests = sum(len(c.parts) or 1 for _, c, _ in compared)
+    if rule.is_sequential:
+        compared, adjusted, tests = anytime(cursor, rule, baseline, current, compared)
+    else:
+        adjusted = corrected(rule, [comparison for _, comparison, _ in compared])
+        tests = sum(len(c.parts) or 1 for _, c, _ in compared)
     outcomes: list[WindowOutcome] = []
     for (metric, comparison, evidence), p_value in zip(compared, adjusted, strict=True):
         tested = replace(comparison, p_value=p_value)
@@ -176,6 +194,66 @@ def evaluate_target(
             )
         )
     return outcomes
+
+
+Compared = tuple[str, Comparison, Evidence]
+
+
+def anytime(
+    cursor: duckdb.DuckDBPyConnection,
+    rule: DriftRule,
+    baseline: Side,
+    current: Side,
+    compared: list[Compared],
+) -> tuple[list[Compared], list[float], int]:
+    """The comparisons with their anytime-valid one-sided p-values, and each one's p-value
+    after the weighted Holm correction over the rule's tests (one per tool, per rule pass
+    rate), and how many tests that is.
+
+    A test whose metric has too few samples to be judged stays in the family with p = 1: it
+    cannot fail, and the family's weights are the same at every look."""
+    life = sequential.load(cursor, baseline, current)
+    raw = dict(life.tests())
+    weights = sequential.family(rule, raw)
+    judged = {
+        metric for metric, c, _ in compared if min(c.baseline_n, c.current_n) >= rule.min_samples
+    }
+    names = sorted(weights)
+    p_values = [raw[t] if member(t, judged) else 1.0 for t in names]
+    holm_p: dict[str, float] = {}
+    for group in families(rule, names):
+        found = weighted_holm(
+            [p_values[names.index(t)] for t in group], [weights[t] for t in group]
+        )
+        holm_p.update(zip(group, found, strict=True))
+    out: list[Compared] = []
+    adjusted: list[float] = []
+    for metric, comparison, evidence in compared:
+        own = [t for t in names if t == metric or t.startswith(f"{metric}:")]
+        if metric == "pass_rate":  # the per-rule pass rates are metrics of their own
+            own = [t for t in own if t == metric]
+        p_raw = min((raw[t] for t in own), default=1.0)
+        out.append((metric, replace(comparison, p_value=p_raw, parts=()), evidence))
+        adjusted.append(min((holm_p[t] for t in own), default=1.0))
+    return out, adjusted, len(names)
+
+
+def families(rule: DriftRule, names: list[str]) -> list[list[str]]:
+    """The tests corrected together: all of them (`holm`), or each metric alone (`none`), a
+    tool mix still over its tools."""
+    if rule.correction == "holm":
+        return [names]
+    by_metric: dict[str, list[str]] = {}
+    for test in names:
+        by_metric.setdefault("tool_choice" if test.startswith("tool_choice:") else test, []).append(
+            test
+        )
+    return list(by_metric.values())
+
+
+def member(test: str, judged: set[str]) -> bool:
+    """Whether a test belongs to a metric with enough samples to be judged."""
+    return test in judged or (test.startswith("tool_choice:") and "tool_choice" in judged)
 
 
 def corrected(rule: DriftRule, comparisons: list[Comparison]) -> list[float]:
@@ -289,9 +367,11 @@ def message(
 ) -> str:
     name = metric.split(":")[0]
     statistic = STATISTIC.get(name, "KS D")
-    significance = f"p={comp.p_value:.3g}"
+    kind = "anytime one-sided p" if rule.is_sequential else "p"
+    significance = f"{kind}={comp.p_value:.3g}"
     if p_value != comp.p_value:
-        significance += f", Holm-adjusted over {tests} tests p={p_value:.3g}"
+        holm = "weighted-Holm" if rule.is_sequential else "Holm"
+        significance += f", {holm}-adjusted over {tests} tests p={p_value:.3g}"
     text = (
         f"{metric}: {comp.detail}; {statistic} {comp.effect_size:.3f}"
         f" (threshold {rule.threshold(name):g}), {significance} (alpha {rule.alpha:g});"

@@ -12,7 +12,7 @@ from collector.targets import Target
 RUN_COLUMNS = (
     "t.trace_id, t.revision, t.case_id, t.service_name, t.agent_name, t.service_version,"
     " t.end_time, t.steps, t.duration_ms, t.cost_usd, t.input_tokens, t.output_tokens,"
-    " t.status, t.error_count, t.tool_calls, t.verdict"
+    " t.status, t.error_count, t.tool_calls, t.verdict, t.closed_at"
 )
 TARGET_COLUMNS = ("service_name", "agent_name", "service_version")
 

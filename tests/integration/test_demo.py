@@ -26,12 +26,12 @@ def test_the_demo_quarantines_the_unsafe_agent_and_passes_the_correct_one(tmp_pa
     assert unsafe[6] == "(approval_boundary_violation)"
     assert rows["travel-desk/travel-agent@1.0.0"][5] == "REVIEW"
     # the canary's tool mix drifts from production's: ROLLBACK for the candidate only
-    assert rows["triage-desk/triage-agent@1.4.0"][1:6] == ["10", "10", "0", "0", "PASS"]
+    assert rows["triage-desk/triage-agent@1.4.0"][1:6] == ["20", "20", "0", "0", "PASS"]
     canary = rows["triage-desk/triage-agent@1.5.0"]
     assert canary[5] == "ROLLBACK" and "canary_tool_mix_changed" in canary[6]
     # live lines: trajectories closing with verdicts, and the decision firing with evidence
     assert "FIRING  QUARANTINE support-desk/support-agent@2.4.0-rc1" in out
-    assert out.count("  closed  ") == 2 + 2 + 2 + 10 + 10
+    assert out.count("  closed  ") == 2 + 2 + 2 + 20 + 20
     database = tmp_path / "sextant.duckdb"
     assert f"DuckDB file: {database}" in out
     with duckdb.connect(str(database), read_only=True) as con:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.drift import send_runs, serve_pack
+from tests.support.drift import send_alternating, send_runs, serve_pack
 from tests.support.server import RunningServer
 from tests.support.wait import wait_for
 
@@ -57,14 +57,13 @@ def test_canary_fails_on_the_changed_version_with_its_runs_as_evidence(
     canary_server: RunningServer,
 ) -> None:
     endpoint = canary_server.grpc_endpoint
-    send_runs(endpoint, "travel-desk", "1.4.0", [A] * RUNS)
-    b_runs = set(send_runs(endpoint, "travel-desk", "1.5.0", [B] * RUNS))
+    # each canary's runs arrive beside production's: they are compared over the same minutes
+    _, b_sent = send_alternating(endpoint, "travel-desk", ("1.4.0", "1.5.0"), (A, B), RUNS)
+    b_runs = set(b_sent)
     # a twin service whose candidate behaves exactly like its baseline: no drift
-    send_runs(endpoint, "travel-desk-twin", "1.4.2", [A] * RUNS)
-    send_runs(endpoint, "travel-desk-twin", "1.5.1", [A] * RUNS)
+    send_alternating(endpoint, "travel-desk-twin", ("1.4.2", "1.5.1"), (A, A), RUNS)
     # too few runs to say anything: a review, never a silent pass
-    send_runs(endpoint, "travel-desk-small", "1.4.0", [A] * 5)
-    send_runs(endpoint, "travel-desk-small", "1.5.0", [B] * 5)
+    send_alternating(endpoint, "travel-desk-small", ("1.4.0", "1.5.0"), (A, B), 5)
     wait_for(
         lambda: canary_server.query("SELECT count(*) FROM trajectories")[0][0] == 4 * RUNS + 10,
         timeout=60,
@@ -80,7 +79,8 @@ def test_canary_fails_on_the_changed_version_with_its_runs_as_evidence(
     assert (changed["trace_id"], changed["revision"]) == (None, 0)
     assert changed["service_version"] == "1.5.0" and changed["agent_name"] == "travel-agent"
     assert changed["baseline"] == "service.version 1.4.* over the same window"
-    assert (changed["baseline_n"], changed["current_n"]) == (RUNS, RUNS)
+    # production's first run came before the canary's: the comparison starts at the canary's
+    assert (changed["baseline_n"], changed["current_n"]) == (RUNS - 1, RUNS)
     assert changed["effect_size"] > 0.3 and changed["p_value"] < 0.01
     assert changed["evidence_trace_ids"] and set(changed["evidence_trace_ids"]) <= b_runs
     assert "reserve_seat_v2" in changed["message"] and "hold_seat" in changed["message"]
@@ -181,3 +181,28 @@ def test_a_saved_baseline_is_frozen_and_compared_with(tmp_path: Path) -> None:
         assert set(result["evidence_trace_ids"]) <= b_runs
     finally:
         server.stop()
+
+
+def test_a_restarted_collector_resumes_a_canary_where_it_was(tmp_path: Path) -> None:
+    """The canary's anytime-valid tests are a function of its stored runs: after a restart the
+    first look judges the same life with the same evidence, not a fresh start."""
+    server = serve_pack(tmp_path, "canary", PACK)
+    try:
+        send_alternating(server.grpc_endpoint, "travel-desk", ("1.4.0", "1.5.0"), (A, B), RUNS)
+        wait_for(lambda: server.query("SELECT count(*) FROM trajectories")[0][0] == 2 * RUNS, 60)
+        stored = datetime.now(UTC).replace(tzinfo=None)
+        before = {r["metric"]: r for r in wait_for(lambda: window_results(server, stored), 30)}
+    finally:
+        server.stop()
+    restarted = datetime.now(UTC).replace(tzinfo=None)
+    server = serve_pack(tmp_path, "canary", PACK)
+    try:
+        after = {r["metric"]: r for r in wait_for(lambda: window_results(server, restarted), 30)}
+    finally:
+        server.stop()
+    tool_mix = before["tool_choice"]
+    assert tool_mix["verdict"] == "fail" and "anytime one-sided p=" in tool_mix["message"]
+    for metric, row in before.items():
+        again = after[metric]
+        assert (again["verdict"], again["p_value"]) == (row["verdict"], row["p_value"]), metric
+        assert again["window_start"] == row["window_start"]  # the canary's first run

@@ -4,10 +4,11 @@ rest; a service that did not move keeps its verdict."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.integration.test_drift import PACK, A
-from tests.support.drift import send_runs
+from tests.support.drift import send_alternating, send_runs
 from tests.support.server import FAST, serve
 from tests.support.wait import wait_for
 
@@ -27,15 +28,16 @@ def test_a_window_split_over_two_replicas_is_reviewed(tmp_path: Path) -> None:
     try:
         send_runs(peer.grpc_endpoint, "travel-desk-moved", "1.4.2", [A] * 3)  # before the move
         for service in ("travel-desk-moved", "travel-desk-stayed"):
-            send_runs(here.grpc_endpoint, service, "1.4.2", [A] * RUNS)
-            send_runs(here.grpc_endpoint, service, "1.5.1", [A] * RUNS)
+            send_alternating(here.grpc_endpoint, service, ("1.4.2", "1.5.1"), (A, A), RUNS)
         wait_for(lambda: here.query("SELECT count(*) FROM trajectories")[0][0] == 4 * RUNS, 60)
+        stored = datetime.now(UTC).replace(tzinfo=None)
 
         def results() -> dict[str, set[tuple[str, str]]] | None:
             rows = here.query_dicts(
                 "SELECT service_name, verdict, coalesce(reason, '') AS reason, message FROM results"
-                " WHERE scope = 'window' AND evaluated_at = (SELECT max(evaluated_at) FROM results"
-                " WHERE scope = 'window')"
+                " WHERE scope = 'window' AND evaluated_at = (SELECT min(evaluated_at) FROM results"
+                " WHERE scope = 'window' AND evaluated_at > ?)",
+                [stored],
             )
             found: dict[str, set[tuple[str, str]]] = {}
             for r in rows:

@@ -42,12 +42,37 @@ def send_runs(
     trace_ids = []
     for i, calls in enumerate(tools):
         case = (case_ids or [None] * len(tools))[i]
-        attrs = {"sextant.case.id": case} if case else {}
-        with script.agent("travel-agent", f"Book trip {i}", "Booked.", **attrs) as root:
-            for tool in calls:
-                script.chat([(tool, {"trip": i})])
-                script.tool(tool, {"trip": i}, "ok")
-            script.chat()
-        trace_ids.append(trace_id_of(root))
+        trace_ids.append(one_run(script, i, calls, case))
     provider.shutdown()
     return trace_ids
+
+
+def send_alternating(
+    endpoint: str,
+    service: str,
+    versions: tuple[str, str],
+    tools: tuple[list[str], list[str]],
+    runs: int,
+) -> tuple[list[str], list[str]]:
+    """`runs` runs of each version taking turns, each exported before the next, as a canary's
+    traffic arrives beside production's; returns each version's trace ids."""
+    providers = [batch_provider(endpoint, service, version) for version in versions]
+    scripts = [AgentScript(p.get_tracer("drift-test")) for p in providers]
+    sent: tuple[list[str], list[str]] = ([], [])
+    for i in range(runs):
+        for side in (0, 1):
+            sent[side].append(one_run(scripts[side], i, tools[side], None))
+            providers[side].force_flush()
+    for provider in providers:
+        provider.shutdown()
+    return sent
+
+
+def one_run(script: AgentScript, i: int, calls: list[str], case: str | None) -> str:
+    attrs = {"sextant.case.id": case} if case else {}
+    with script.agent("travel-agent", f"Book trip {i}", "Booked.", **attrs) as root:
+        for tool in calls:
+            script.chat([(tool, {"trip": i})])
+            script.tool(tool, {"trip": i}, "ok")
+        script.chat()
+    return trace_id_of(root)

@@ -98,3 +98,22 @@ def test_the_engine_skips_window_rules() -> None:
     )
     results = evaluate_pack(make_run(llm(1)), pack)
     assert [r.rule_id for r in results] == ["b"]
+
+
+def test_a_canary_is_anytime_valid_by_default_and_weights_name_metrics() -> None:
+    canary = (
+        "  - {id: c, type: drift, reason: r, on_fail: ROLLBACK,\n"
+        "     compare: {baseline: {service.version: '1.4.*'},\n"
+        "               candidate: {service.version: '1.5.*'}}"
+    )
+    [rule] = load(canary + "}\n").rules
+    assert rule.is_sequential and rule.weight("pass_rate") == 4 and rule.weight("latency") == 1
+    [rule] = load(canary + ", weights: {pass_rate:support/approval: 6, latency: 2}}\n").rules
+    assert rule.weight("pass_rate:support/approval") == 6 and rule.weight("latency") == 2
+    assert rule.weight("pass_rate:support/budget") == 4
+    [rule] = load(canary + ", sequential: false}\n").rules
+    assert not rule.is_sequential
+    assert "weights: 'latncy' is not a metric" in errors(canary + ", weights: {latncy: 2}}\n")[0]
+    assert "must be positive" in errors(canary + ", weights: {latency: 0}}\n")[0]
+    week = "  - {id: w, type: drift, reason: r, baseline: {last: 7d}, sequential: true}\n"
+    assert "`sequential` needs `compare`" in errors(week)[0]
