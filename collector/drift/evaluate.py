@@ -56,6 +56,30 @@ def find_targets(
     return [Target(r[0], r[1], r[2]) for r in rows]
 
 
+def canary_sides(
+    rule: DriftRule, target: Target, now: datetime, since: datetime | None
+) -> tuple[Side, Side] | None:
+    """A canary's sides: the baseline version's runs and its own over the same minutes."""
+    assert rule.compare is not None
+    start = now - timedelta(seconds=rule.current.last)
+    conditions, params = exactly(target)
+    pattern = rule.compare.baseline.version
+    if target[2] is not None and text_matches(pattern, target[2]):
+        return None
+    if since is not None:
+        start = since if rule.is_sequential else max(start, since)
+    last = None if rule.is_sequential else rule.current.runs
+    baseline = Side(
+        (*conditions[:2], "t.service_version GLOB ?"),
+        (*params[:2], pattern),
+        start,
+        now,
+        runs=last,
+        description=f"service.version {pattern} over the same window",
+    )
+    return baseline, Side(conditions, params, start, now, runs=last)
+
+
 def sides(
     rule: DriftRule, target: Target, now: datetime, since: datetime | None = None
 ) -> tuple[Side, Side] | None:
@@ -65,29 +89,13 @@ def sides(
     earliest: production runs from before the candidate existed are not what it is compared
     with (a daily ramp would look like a difference between versions). An anytime-valid canary
     covers its whole life, from that first run on."""
+    if rule.compare is not None:
+        return canary_sides(rule, target, now, since)
     start = now - timedelta(seconds=rule.current.last)
     version = target[2]
     conditions, params = exactly(target)
     same_agent, agent_params = conditions[:2], params[:2]
-    last = rule.current.runs
-    if rule.compare is not None:
-        pattern = rule.compare.baseline.version
-        if version is not None and text_matches(pattern, version):
-            return None
-        if since is not None:
-            start = since if rule.is_sequential else max(start, since)
-        if rule.is_sequential:
-            last = None
-        baseline = Side(
-            (*same_agent, "t.service_version GLOB ?"),
-            (*agent_params, pattern),
-            start,
-            now,
-            runs=last,
-            description=f"service.version {pattern} over the same window",
-        )
-        return baseline, Side(conditions, params, start, now, runs=last)
-    current = Side(conditions, params, start, now, runs=last)
+    current = Side(conditions, params, start, now, runs=rule.current.runs)
     spec = rule.baseline
     assert spec is not None  # the model requires baseline or compare
     if spec.snapshot is not None:
