@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+import requests
 from playwright.sync_api import Browser, Page
 
 from tests.integration.test_console_sessions import CAPTURED_PACK, MULTI
@@ -93,3 +94,22 @@ def test_every_page_prints_its_times_one_way_with_the_zone(
                 r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z",
                 stamps.first.get_attribute("datetime") or "",
             )
+
+
+def test_an_address_the_console_does_not_serve_is_its_own_404_page(
+    chromium: Browser, recorded: RunningServer
+) -> None:
+    with new_page(chromium) as page:
+        answer = page.goto(recorded.admin_url + "/decisionz/<img src=x onerror=alert(1)>")
+        assert answer is not None and answer.status == 404
+        assert page.title() == "Not found · Sextant"
+        assert page.locator("header nav a").count() >= 5  # the console's layout, not bare text
+        assert "<img src=x onerror=alert(1)>" in page.locator("main code").inner_text()
+        assert page.locator("main img").count() == 0
+        page.click("main a:has-text('decisions')")
+        page.wait_for_url("**/decisions")
+        assert page.title() == "Decisions · Sextant"
+    api = requests.get(recorded.admin_url + "/api/v1/nothing", timeout=10)
+    assert api.status_code == 404
+    assert api.headers["Content-Type"].startswith("application/json")
+    assert api.json() == {"error": "no API path /api/v1/nothing"}
