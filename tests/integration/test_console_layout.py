@@ -113,3 +113,92 @@ def test_an_address_the_console_does_not_serve_is_its_own_404_page(
     assert api.status_code == 404
     assert api.headers["Content-Type"].startswith("application/json")
     assert api.json() == {"error": "no API path /api/v1/nothing"}
+
+
+# a row of one line of text (14 px type, 1.45 leading, its padding and badges) is under 36 px,
+# a wrapped one over 50; the targets' row holds a chart of 26 px with its axis below
+ONE_LINE_PX = 40
+CHART_ROW_PX = 56
+# the texts of a table's cells that break over more than one line (the chart left out)
+WRAPPED = """table => {
+    const wrapped = [];
+    for (const cell of table.querySelectorAll("tbody td")) {
+        if (cell.querySelector(".chart")) continue;
+        const texts = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+            if (!node.textContent.trim()) continue;
+            const range = document.createRange();
+            range.selectNodeContents(node);
+            const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+            if (tops.size > 1) wrapped.push(node.textContent.trim());
+        }
+    }
+    return wrapped;
+}"""
+
+
+@pytest.mark.parametrize(
+    ("path", "table", "bound"),
+    [
+        ("/", "#targets", CHART_ROW_PX),
+        ("/trajectories", "#trajectories", ONE_LINE_PX),
+        ("/sessions", "#sessions", ONE_LINE_PX),
+        ("/decisions", "#decisions", ONE_LINE_PX),
+    ],
+)
+def test_list_rows_are_one_line_high_on_a_1400_px_screen(
+    chromium: Browser, recorded: RunningServer, path: str, table: str, bound: int
+) -> None:
+    with new_page(chromium, javascript=False) as page:
+        page.set_viewport_size({"width": 1400, "height": 900})
+        page.goto(recorded.admin_url + path)
+        rows = page.locator(f"{table} tbody tr").all()
+        assert rows, path
+        heights = [(row.bounding_box() or {"height": 0})["height"] for row in rows]
+        assert max(heights) <= bound, f"{path}: rows {heights} px high"
+        assert page.locator(table).evaluate(WRAPPED) == [], path
+        # ... without pushing the table past the screen's edge instead
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1400, f"{path} is {width} px wide"
+        # text cut short keeps its whole on hover
+        for cell in page.locator(f"{table} td.clip").all():
+            shown = cell.evaluate("c => c.scrollWidth > c.clientWidth")
+            if shown:
+                assert cell.get_attribute("title"), path
+
+
+def test_the_targets_page_looks_back_over_the_chosen_range_and_reloads_itself(
+    chromium: Browser, recorded: RunningServer
+) -> None:
+    support = '#targets tr[data-target^="support-desk/"] td'
+    with new_page(chromium, javascript=False) as page:
+        page.goto(recorded.admin_url + "/")
+        assert page.locator('meta[http-equiv="refresh"]').count() == 0
+        day = page.locator(support).all_inner_texts()
+        assert int(day[8]) > int(day[6])  # the recorded threads began hours ago
+        # the chart says what it plots and its scale: the most runs in an hour over 0, 24 h back
+        legend = page.locator("#targets thead th").filter(has=page.locator(".key.fails"))
+        assert legend.inner_text().split() == ["runs", "fails", "per", "hour"]
+        chart = page.locator(f"{support} .chart")
+        top, bottom = chart.locator(".y > span").all_inner_texts()
+        assert 1 <= int(top) <= int(day[8]) and bottom == "0"
+        assert chart.locator(".x").inner_text().split() == ["−24", "h", "now"]
+        page.select_option('#view select[name="range"]', "1h")
+        page.select_option('#view select[name="refresh"]', "30s")
+        page.click('#view button[type="submit"]')
+        page.wait_for_url("**/?range=1h&refresh=30s")
+        hour = page.locator(support).all_inner_texts()
+        assert hour[8] == hour[6] == day[6]  # over the last hour: the hour's runs
+        assert "last 1 h" in page.locator("#targets thead").inner_text()
+        assert "per 5 min" in page.locator("#targets thead").inner_text()
+        assert chart.locator(".x").inner_text().split() == ["−1", "h", "now"]
+        refresh = page.locator('meta[http-equiv="refresh"]')
+        assert refresh.get_attribute("content") == "30"
+        assert "reloads every 30s" in page.locator("#as-of").inner_text()
+        assert page.locator('#view select[name="range"]').input_value() == "1h"
+        page.goto(recorded.admin_url + "/?range=7d")
+        week = page.locator(support).all_inner_texts()
+        assert int(week[8]) >= int(day[8])
+        assert page.locator('meta[http-equiv="refresh"]').count() == 0
+    wrong = requests.get(recorded.admin_url + "/?range=2y", timeout=10)
+    assert wrong.status_code == 400 and "range is one of 1h, 6h, 24h, 7d" in wrong.text
