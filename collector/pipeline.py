@@ -22,6 +22,7 @@ from collector.clock import Clock, SystemClock
 from collector.cluster import other_peers, peer_token
 from collector.config import SextantConfig
 from collector.console.access import ConsoleAccess
+from collector.console.missing import not_found_page
 from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector, DecisionMetrics
 from collector.drift.metrics import DriftMetrics
@@ -168,7 +169,15 @@ class Pipeline:
         throttle = FailedLogins.configured(admin, self.clock.monotonic, self.registry)
         self.console = console = ConsoleAccess(admin, auth, self.clock.monotonic, throttle)
         return AdminServer(
-            admin, admin_routes(self), auth, grace, console, settled, throttle, peers
+            admin,
+            admin_routes(self),
+            auth,
+            grace,
+            console,
+            settled,
+            throttle,
+            peers,
+            not_found=not_found_page,
         )
 
     def _watch_the_store(self) -> None:

@@ -146,6 +146,26 @@ def read_your_writes(settled: Callable[[], concurrent.futures.Future[None]]) -> 
     return settle
 
 
+def missing_routes(page: Callable[[web.Request], web.StreamResponse] | None = None) -> Any:
+    """Middleware: an address nothing serves answers 404 as its side of the port does: JSON
+    (`{"error": ...}`) under API_PREFIX, where clients parse the answer, and `page` (the
+    console's own) elsewhere. Inside the guard, so the login comes first."""
+
+    @web.middleware
+    async def answer(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPNotFound as exc:
+            if request.path.startswith(API_PREFIX):
+                said = exc.text if exc.text and exc.text != "404: Not Found" else ""
+                return json_error(404, said or f"no API path {request.path}")
+            if page is None:
+                raise
+            return page(request)
+
+    return answer
+
+
 def unauthorized(exc: Unauthenticated) -> web.Response:
     response = error_reply(exc)
     response.headers["WWW-Authenticate"] = 'Bearer realm="sextant"'

@@ -13,6 +13,7 @@ from collector.admin.http import (
     ConsoleGate,
     RouteGroup,
     guard,
+    missing_routes,
     read_your_writes,
 )
 from collector.admin.throttle import FailedLogins
@@ -40,6 +41,7 @@ class AdminServer:
         settled: Callable[[], concurrent.futures.Future[None]] | None = None,
         throttle: FailedLogins | None = None,
         peers: Iterable[str] = (),
+        not_found: Callable[[web.Request], web.StreamResponse] | None = None,
     ) -> None:
         tls = config.tls
         certificates = tls is not None and tls.client_ca_file is not None
@@ -51,6 +53,7 @@ class AdminServer:
         ]
         if settled is not None:
             middlewares.append(read_your_writes(settled))
+        middlewares.append(missing_routes(not_found))
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
         app.on_response_prepare.append(security_headers)
         for group in routes:

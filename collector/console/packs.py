@@ -44,6 +44,13 @@ class PacksPage:
         app.router.add_get("/packs", self._packs)
 
     async def _packs(self, request: web.Request) -> web.Response:
-        rows = pack_rows(self.status())
+        status = self.status()
+        rows = pack_rows(status)
         refused = sum(1 for row in rows if row["refused"])
-        return page("packs.html", nav="packs", packs=rows, refused=refused)
+        return page(
+            "packs.html",
+            nav="packs",
+            packs=rows,
+            refused=refused,
+            counted_since=status["counted_since"],
+        )

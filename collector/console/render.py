@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import jinja2
+import markupsafe
 from aiohttp import web
 
 from collector.console import payload
@@ -33,6 +34,49 @@ def ago(moment: datetime | None, now: datetime) -> str:
     return f"{seconds:.0f} s ago"
 
 
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S UTC"  # every time the console prints, on every page
+
+
+def utc(value: datetime | str | None) -> datetime | None:
+    """A stored time as naive UTC: a datetime (naive ones are UTC already, as the store keeps
+    them) or ISO 8601 text (`...Z`, `+00:00` or no offset). None for nothing or for text that is
+    not a time."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def when_text(value: datetime | str | None) -> str:
+    """'2026-12-02 13:45:07 UTC' (to the second); '—' for nothing; text that is not a time
+    as it is, rather than a page that fails."""
+    moment = utc(value)
+    if moment is None:
+        return "—" if value is None or value == "" else str(value)
+    return moment.strftime(TIME_FORMAT)
+
+
+def when(value: datetime | str | None, now: datetime | None = None) -> markupsafe.Markup:
+    """The time as every page prints it, in a <time> element whose `datetime` machines read and
+    whose title says how long ago it was (when the page knows its `now`)."""
+    moment = utc(value)
+    if moment is None:
+        return markupsafe.Markup("{}").format(when_text(value))
+    stamp = moment.isoformat(timespec="seconds") + "Z"
+    now = utc(now)
+    if now is None:
+        return markupsafe.Markup('<time datetime="{}">{}</time>').format(stamp, when_text(moment))
+    return markupsafe.Markup('<time datetime="{}" title="{}">{}</time>').format(
+        stamp, ago(moment, now), when_text(moment)
+    )
+
+
 def decision_class(decision: str) -> str:
     """A CSS class per kind of decision: pass, look (REVIEW, FAIL), stop (the ones that act)."""
     if decision == Decision.PASS:
@@ -47,6 +91,7 @@ ENVIRONMENT.globals.update(
     structured=payload.structured,
     is_long=payload.is_long,
     first_line=payload.first_line,
+    when=when,
 )
 
 

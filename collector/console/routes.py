@@ -10,7 +10,7 @@ from importlib import resources
 from aiohttp import web
 
 from collector.console.render import ago, page
-from collector.console.targets import spark, target_rows
+from collector.console.targets import DEFAULT_RANGE, RANGES, REFRESHES, spark, target_rows
 from collector.decisions.engine import DecisionEngine
 from collector.store.database import Database
 
@@ -32,9 +32,28 @@ class ConsoleRoutes:
         app.router.add_get("/static/{name}", self._static)
 
     async def _targets(self, request: web.Request) -> web.Response:
+        """?range= how far back the counts and the chart look; ?refresh= how often the page
+        reloads itself (a <meta> refresh: no script)."""
+        shown = RANGES.get(request.query.get("range") or DEFAULT_RANGE)
+        refresh = request.query.get("refresh") or "off"
+        if shown is None or refresh not in REFRESHES:
+            ranges, refreshes = ", ".join(RANGES), ", ".join(REFRESHES)
+            raise web.HTTPBadRequest(text=f"range is one of {ranges}; refresh one of {refreshes}")
         now = self.now()
-        rows = await asyncio.to_thread(self.database.read, target_rows, self.engine.snapshot(), now)
-        return page("targets.html", nav="targets", rows=rows, now=now, ago=ago, spark=spark)
+        snapshot = self.engine.snapshot()
+        rows = await asyncio.to_thread(self.database.read, target_rows, snapshot, now, shown)
+        return page(
+            "targets.html",
+            nav="targets",
+            rows=rows,
+            now=now,
+            ago=ago,
+            spark=spark,
+            shown=shown,
+            ranges=RANGES,
+            refresh=refresh,
+            refreshes=REFRESHES,
+        )
 
     async def _static(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]

@@ -36,15 +36,25 @@ STRENGTH_HELP = ", ".join(
 
 @dataclass
 class Why:
-    """Reason codes and owners of what makes one decision fire for one shown target."""
+    """Reason codes and owners of what makes one decision fire for one shown target, and the
+    decision the dashboard links to: the one that fired first, so the link stays put while it
+    fires (the others are on the console's decision list beside it)."""
 
     reasons: set[str] = field(default_factory=set)
     owners: set[str] = field(default_factory=set)
+    first: tuple[str, str] | None = None  # (fired_at, id) of the earliest firing
 
     def add(self, state: DecisionState) -> None:
         self.reasons.update(state.finding.reasons)
         if state.finding.owner:
             self.owners.add(state.finding.owner)
+        fired = (state.fired_at.isoformat() if state.fired_at else "", state.id)
+        if self.first is None or fired < self.first:
+            self.first = fired
+
+    @property
+    def decision_id(self) -> str:
+        return self.first[1] if self.first else ""
 
 
 class DecisionCollector(Collector):
@@ -138,12 +148,15 @@ def info_family(why: dict[tuple[Target, Decision], Why]) -> GaugeMetricFamily:
     owner is added, never from one scrape to the next."""
     family = GaugeMetricFamily(
         "sextant_decision_info",
-        "1 for each firing decision of a target, with its reason codes and owner (comma-joined).",
-        labels=[*LABELS, "reasons", "owner"],
+        "1 for each firing decision of a target, with its reason codes and owner (comma-joined)"
+        " and the id of the one that fired first (its console page: /decisions/{id}).",
+        labels=[*LABELS, "reasons", "owner", "decision_id"],
     )
     for (target, decision), w in sorted(why.items(), key=str):
         reasons, owners = ",".join(sorted(w.reasons)), ",".join(sorted(w.owners))
-        family.add_metric([*label_values(target), decision.value, reasons, owners], 1.0)
+        family.add_metric(
+            [*label_values(target), decision.value, reasons, owners, w.decision_id], 1.0
+        )
     return family
 
 

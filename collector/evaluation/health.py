@@ -34,10 +34,12 @@ class RuleHealth:
 
 
 class EvaluatorHealth:
-    """Answers "did my evaluator run, and did it work?" for every rule in force."""
+    """Answers "did my evaluator run, and did it work?" for every rule in force. The counts
+    live in this process: they start at 0 at `since` and restart at 0 with it."""
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()
+        self.since = iso_utc(self.clock.now())
         self._rules: dict[tuple[str, str], RuleHealth] = {}
         self._matched: dict[str, int] = {}
         self._lock = threading.Lock()

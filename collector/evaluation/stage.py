@@ -60,4 +60,5 @@ class Evaluation:
         """Packs in force (and refused) with each rule's health, for `/api/v1/rules`."""
         packs = self.packs.status()
         named = [p for p in packs if p["pack"]]
-        return {"packs": packs, "rules": self.health.snapshot(named, self.packs.config.disabled)}
+        rules = self.health.snapshot(named, self.packs.config.disabled)
+        return {"packs": packs, "rules": rules, "counted_since": self.health.since}

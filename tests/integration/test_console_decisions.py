@@ -298,7 +298,7 @@ def test_a_decisions_evidence_shows_each_runs_agent_verdict_rules_and_time(
                 assert cells[2] == "fail"
                 assert "support-agent/approval-before-account-change" in cells[3]
                 assert cells[3] == ", ".join(run["verdict_rules"])
-                assert cells[4] == run["start_time"][:19].replace("T", " ")
+                assert cells[4] == run["start_time"][:19].replace("T", " ") + " UTC"
                 assert cells[5] == run["input"]
             rows[-1].locator("a").click()
             page.wait_for_url(f"**/trajectories/{decision['evidence_trace_ids'][-1]}")

@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Locator, Page
 
 from tests.support.admin import trajectory
 from tests.support.agents import provider_for, trace_id_of
-from tests.support.browser import new_page
+from tests.support.browser import new_page, screenshot
 from tests.support.captures import CAPTURES, expected_for, send
 from tests.support.paths import TESTDATA
 from tests.support.server import FAST, RunningServer, serve
@@ -98,6 +98,8 @@ def test_a_model_calls_messages_and_a_tools_payload_are_shown(
         )
         tool.locator("details.payload summary").nth(1).click()
         assert "TP1187" in result.inner_text()
+        if name == BOOKINGS[0]:
+            screenshot(page, "messages", page.locator("#steps"))
 
 
 def test_a_retrievals_documents_are_shown(chromium: Browser, sent: Sent) -> None:

@@ -11,6 +11,8 @@ import requests
 from playwright.sync_api import Browser, Page
 
 from collector.store.views import VIEWS
+from tests.support.admin import trajectory
+from tests.support.agents import support_run
 from tests.support.browser import new_page, screenshot
 from tests.support.server import SHIPPED_PACKS, RunningServer, serve_deciding
 from tests.support.wait import wait_for
@@ -81,7 +83,7 @@ def test_a_refused_edit_shows_its_file_line_error_and_the_last_good_version_stay
             assert "version 1.0.0 stays in force" in page.locator(".refusal").inner_text()
             row = cells(page, '#packs tr[data-pack="support-agent"]')
             assert row[1] == "1.0.0" and row[4] == good  # the last good version, not the edit
-            assert "1 with a refused edit" in page.locator("main > p.muted").inner_text()
+            assert "1 with a refused edit" in page.locator("#pack-count").inner_text()
     finally:
         server.stop()
 
@@ -153,3 +155,35 @@ def test_the_sql_page_downloads_csv_and_lists_the_views(
         assert page.locator("#views dt").all_inner_texts() == list(VIEWS)
         tool_calls = page.locator("#views dt:has-text('tool_calls') + dd").inner_text()
         assert "tool_name" in tool_calls and "arguments" in tool_calls
+
+
+def test_the_rule_counts_say_they_restart_at_zero_with_the_collector(
+    chromium: Browser, tmp_path: Path
+) -> None:
+    rule = 'section[data-pack="support-agent"] tr[data-rule="approval-before-account-change"]'
+
+    def counted_since(page: Page) -> str:
+        note = page.locator("#counted-since")
+        assert "since the last start at" in note.inner_text()
+        assert "restart at 0" in note.inner_text()
+        return note.locator("time").get_attribute("datetime") or ""
+
+    server = serve_deciding(tmp_path)
+    try:
+        trajectory(server, support_run(server, approve=False))
+        with new_page(chromium, javascript=False) as page:
+            page.goto(server.admin_url + "/packs")
+            first_start = counted_since(page)
+            assert cells(page, rule)[3] == "1"  # evaluated
+    finally:
+        server.stop()
+    server = serve_deciding(tmp_path)  # the same store and packs, a new process
+    try:
+        with new_page(chromium, javascript=False) as page:
+            page.goto(server.admin_url + "/packs")
+            assert counted_since(page) >= first_start
+            assert cells(page, rule)[3] == "0"
+            page.goto(server.admin_url + "/trajectories")  # what was stored stays
+            assert page.locator("#trajectories tbody tr").count() == 1
+    finally:
+        server.stop()

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser
 
 from tests.integration.test_sessions import PACK, Conversation, session
 from tests.support.admin import trajectory
-from tests.support.browser import new_page
+from tests.support.browser import new_page, screenshot
 from tests.support.captures import send
 from tests.support.paths import TESTDATA
 from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve
@@ -163,8 +163,12 @@ def test_a_five_turn_session_reads_as_its_transcript(
 ) -> None:
     found = session(captured, "thread-5e7c", turns=5)
     with new_page(chromium, javascript=False) as page:
+        page.goto(captured.admin_url + "/sessions")
+        assert page.locator('#sessions tr[data-session="thread-5e7c"]').count() == 1
+        screenshot(page, "sessions")
         page.goto(captured.admin_url + "/sessions/thread-5e7c")
         assert "verdict pass" in page.locator("#summary").inner_text()
+        screenshot(page, "session")
         turns = page.locator("#transcript .turn").all()
         assert len(turns) == 5
         for turn, trace_id, (question, tools, answer) in zip(

@@ -119,6 +119,11 @@ def test_per_target_metrics_after_real_traffic(deciding_server: RunningServer) -
     assert quarantine["service"] == "support-desk"
     assert "approval_boundary_violation" in quarantine["reasons"].split(",")
     assert quarantine["owner"]
+    # ... and the decision the dashboard's row opens in the console
+    page = requests.get(
+        f"{deciding_server.admin_url}/decisions/{quarantine['decision_id']}", timeout=10
+    )
+    assert page.status_code == 200 and "QUARANTINE" in page.text
     strength = value(text, "sextant_target_decision_strength", **SUPPORT)
     assert strength is not None and strength >= 4  # QUARANTINE or stronger, no decision label
 
@@ -177,6 +182,21 @@ def test_the_dashboard_has_the_target_variables_and_uses_only_exposed_metrics(
         assert all('service=~"$service"' in t["expr"] for t in panel["targets"]), panel["title"]
     panels = [p for p in board["panels"] if p["type"] != "row"]
     assert all(p["datasource"]["uid"] == "${datasource}" for p in panels)
+    # every replica's process panels, whatever the scrape job is called
+    assert variables["job"]["query"]["query"] == "label_values(sextant_build_info, job)"
+    assert "job=" not in json.dumps(board).replace('job=~\\"$job\\"', "")
+    assert sum('job=~"$job"' in expr for expr in dashboard_queries()[0]) == 3
+    # each firing decision's row opens that decision's page
+    (decisions,) = [p for p in panels if p["title"].startswith("Decisions firing")]
+    links = [
+        link["url"]
+        for o in decisions["fieldConfig"]["overrides"]
+        if o["matcher"]["options"] == "decision"
+        for prop in o["properties"]
+        if prop["id"] == "links"
+        for link in prop["value"]
+    ]
+    assert links == ["${admin_url}/decisions/${__data.fields.decision_id}"]
     traffic(deciding_server)
     exposed = exposed_names(scrape(deciding_server))
     exprs, queries = dashboard_queries()
@@ -188,8 +208,10 @@ def test_the_dashboard_has_the_target_variables_and_uses_only_exposed_metrics(
 def grafana_to_promql(expr: str) -> str:
     """A dashboard expression with its variables as Grafana fills them for 'All'."""
     return (
-        expr.replace("$__rate_interval", "1m").replace("$service", ".*").replace("$agent", ".*")
-    ).replace("$version", ".*")
+        (expr.replace("$__rate_interval", "1m").replace("$service", ".*").replace("$agent", ".*"))
+        .replace("$version", ".*")
+        .replace("$job", ".*")
+    )
 
 
 def test_every_dashboard_query_runs_on_prometheus_and_the_target_panels_have_data(

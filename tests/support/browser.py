@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, sync_playwright
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser")
+TALLEST = 1300  # px of a picture of part of a page
 
 
 def chromium_path() -> str:
@@ -50,10 +51,19 @@ def new_page(chromium: Browser, javascript: bool = True) -> Iterator[Page]:
         context.close()
 
 
-def screenshot(page: Page, name: str) -> None:
-    """With SEXTANT_SCREENSHOTS=DIR, the page as DIR/NAME.png (the README's pictures)."""
+def screenshot(page: Page, name: str, part: Locator | None = None) -> None:
+    """With SEXTANT_SCREENSHOTS=DIR, the page (or only `part` of it) as DIR/NAME.png (the
+    README's pictures)."""
     folder = os.environ.get("SEXTANT_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         page.set_viewport_size({"width": 1280, "height": 720})
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+        path = str(Path(folder) / f"{name}.png")
+        box = part.bounding_box() if part is not None else None
+        if box is not None:  # the part, cut at a screen and a half: a picture, not a scroll
+            top = box["y"] + page.evaluate("window.scrollY")  # the box is where it is on screen
+            height = min(box["height"], TALLEST)
+            clip = {"x": box["x"], "y": top, "width": box["width"], "height": height}
+            page.screenshot(path=path, full_page=True, clip=clip)
+        else:
+            page.screenshot(path=path, full_page=True)

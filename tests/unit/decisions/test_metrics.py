@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from prometheus_client import CollectorRegistry
@@ -86,3 +87,18 @@ def test_targets_the_cap_turns_away_share_overflow_in_every_gauge():
     assert versions == {"1", OVERFLOW[2]}
     info = samples(registry, "sextant_decision_info")
     assert {(s["version"], s["reasons"]) for s in info} == {("_overflow", "x,y")}
+
+
+def test_the_dashboard_row_names_the_decision_that_fired_first_while_it_fires():
+    first = firing(A, Decision.QUARANTINE, "approval_boundary_violation")
+    later = replace(
+        firing(A, Decision.QUARANTINE, "wrong_authorization_context"),
+        id="d-later",
+        fired_at=NOW + timedelta(minutes=2),
+    )
+    registry = scrape(Snapshot([later, first], {A: NOW}), TargetCap(10, 3600, CLOCK))
+    (info,) = samples(registry, "sextant_decision_info")
+    assert info["decision_id"] == first.id
+    registry = scrape(Snapshot([later], {A: NOW}), TargetCap(10, 3600, CLOCK))  # first resolved
+    (info,) = samples(registry, "sextant_decision_info")
+    assert info["decision_id"] == "d-later"
