@@ -148,9 +148,8 @@ def target_url(target: Target) -> str:
     return "/target?" + urlencode({"service": service, "agent": agent, "version": version})
 
 
-ENVIRONMENT.globals.update(
-    percent=percent, p_text=p_text, side_value=side_value, runs_url=runs_url, target_url=target_url
-)
+# what target.html prints with
+ENVIRONMENT.globals.update(percent=percent, p_text=p_text, side_value=side_value, runs_url=runs_url)
 
 
 class TargetPage:
