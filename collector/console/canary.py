@@ -11,7 +11,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -133,12 +133,14 @@ def side_value(value: Any, unit: str | None) -> str:
 
 def runs_url(target: Target, version: str, start: datetime, end: datetime) -> str:
     """The trajectory list filtered to one side: the target at `version`, over the look's
-    window (the list filters on when runs closed)."""
+    window to the second, outward (the list filters on when runs closed)."""
     service, agent, _ = target
+    if end.microsecond:  # to the second, outward: the window's every run stays in
+        end = end.replace(microsecond=0) + timedelta(seconds=1)
     form = {
         "target": f"{service}/{agent}/{version}",
-        "since": start.isoformat(timespec="seconds") + "Z",
-        "until": end.isoformat(timespec="seconds") + "Z",
+        "since": start.replace(microsecond=0).isoformat() + "Z",
+        "until": end.isoformat() + "Z",
     }
     return "/trajectories?" + urlencode(form)
 

@@ -6,6 +6,7 @@ p-values (the numbers the rolled-back look stored), and lists the runs behind ea
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,6 +85,11 @@ def test_the_rollbacks_canary_names_the_tools_that_moved_and_every_metric_on_bot
         look = page.locator('section.look[data-rule="travel-canary/canary-tool-mix"]')
         assert look.locator("h3 .verdict").inner_text() == "fail"
         screenshot(page, "console-canary", look)
+        # when it looked and its window, printed as every page prints a time
+        assert re.fullmatch(
+            r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC", look.locator("time").first.inner_text()
+        )
+        assert look.locator("dl.facts time[datetime]").count() == 3
 
         # the tools: one appeared, one vanished, their shares of each side's runs
         tools = look.locator("table.tools tbody tr")
@@ -133,13 +139,18 @@ def test_the_rollbacks_canary_names_the_tools_that_moved_and_every_metric_on_bot
 
         # the runs behind each side: the trajectory list filtered to that version and window
         look.locator("a.runs-canary").click()
+        page.wait_for_url("**/trajectories?*")
         listed = page.locator("#trajectories tbody tr")
+        listed.first.wait_for()
         assert trace_ids(listed) == set(canary_runs)
         assert {t.inner_text() for t in page.locator("#trajectories td.target").all()} == {
             "travel-desk/travel-agent/1.5.0"
         }
         page.go_back()
+        page.wait_for_url("**/target?*")
         page.locator("section.look a.runs-baseline", has_text="runs of 1.4.0").click()
+        page.wait_for_url("**/trajectories?*")
+        page.locator("#trajectories tbody tr").first.wait_for()
         shown_runs = trace_ids(page.locator("#trajectories tbody tr"))
         assert shown_runs <= set(baseline_runs) and len(shown_runs) >= RUNS - 1
 

@@ -47,6 +47,10 @@ def test_a_sides_runs_are_the_list_filtered_to_its_version_and_window() -> None:
         "since": ["2026-12-02T13:00:00Z"],
         "until": ["2026-12-02T14:00:00Z"],
     }
+    # a window ending within a second: its last runs are in
+    later = runs_url(TARGET, "1.5.0", START.replace(microsecond=5), END.replace(microsecond=1))
+    assert parse_qs(urlsplit(later).query)["since"] == ["2026-12-02T13:00:00Z"]
+    assert parse_qs(urlsplit(later).query)["until"] == ["2026-12-02T14:00:01Z"]
 
 
 def test_stored_names_are_escaped_and_shown_written_out() -> None:
