@@ -84,7 +84,7 @@ def test_the_rollbacks_canary_names_the_tools_that_moved_and_every_metric_on_bot
         assert page.url.endswith("&version=1.5.0#canary")
         look = page.locator('section.look[data-rule="travel-canary/canary-tool-mix"]')
         assert look.locator("h3 .verdict").inner_text() == "fail"
-        screenshot(page, "console-canary", look)
+        screenshot(page, "canary", look)
         # when it looked and its window, printed as every page prints a time
         assert re.fullmatch(
             r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC", look.locator("time").first.inner_text()
