@@ -13,6 +13,7 @@ from collector.admin.replay import ReplayRoutes
 from collector.admin.sessions import SessionRoutes
 from collector.admin.sql import SqlRoutes
 from collector.admin.trajectories import TrajectoryRoutes
+from collector.console.canary import TargetPage
 from collector.console.decisions import DecisionPages
 from collector.console.login import LoginRoutes
 from collector.console.packs import PacksPage
@@ -38,6 +39,7 @@ def admin_routes(pipeline: Pipeline) -> list[RouteGroup]:
         BaselineRoutes(pipeline.database, pipeline.writer, pipeline.clock.now),
         JudgeRoutes(pipeline.packs, pipeline.database, pipeline.writer, pipeline.clock.now),
         ConsoleRoutes(pipeline.decisions, pipeline.database, pipeline.clock.now),
+        TargetPage(pipeline.database, pipeline.clock.now),
         LoginRoutes(pipeline.console),
         DecisionPages(pipeline.decisions, pipeline.database, pipeline.clock.now),
         TrajectoryPages(pipeline.database, pipeline.clock.now),

@@ -16,6 +16,7 @@ import duckdb
 from aiohttp import web
 
 from collector.console.access import CSRF, CSRF_FIELD, see_other
+from collector.console.canary import has_canary, target_url
 from collector.console.render import ago, page
 from collector.decisions.engine import DecisionEngine
 from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
@@ -25,8 +26,10 @@ from collector.replay.evidence import write_evidence
 from collector.store.database import Database
 from collector.store.queries import jsonable, rows_as_dicts
 from collector.store.runs import DuckDBSource
+from collector.targets import Target
 
 MAX_ROWS = 200
+TARGET_COLUMNS = ("service_name", "agent_name", "service_version")
 # the runs a decision cites, as the evidence table shows them: one query for all of them
 EVIDENCE = """
 SELECT trace_id, service_name, agent_name, service_version, verdict, verdict_rules, status,
@@ -138,6 +141,11 @@ class DecisionPages:
         for row in history:
             row["changed"] = moment(row["changed_at"])
         current = history[-1]
+        target = Target(*(current[k] or "" for k in TARGET_COLUMNS))
+        rules = list(current["rules"] or [])
+        canary = rules and not target.is_scope()
+        if canary:
+            canary = await asyncio.to_thread(self.database.read, has_canary, target, rules)
         return page(
             "decision.html",
             status=status,
@@ -148,6 +156,7 @@ class DecisionPages:
             stages=timeline(history),
             notes=[r for r in history if r["event"] in (Event.ACK, Event.RESOLVE)],
             target_query=target_query(current),
+            canary_url=target_url(target) + "#canary" if canary else None,
             active=current["state"] != State.RESOLVED,
             csrf=request[CSRF],
             csrf_field=CSRF_FIELD,

@@ -9,6 +9,7 @@ from importlib import resources
 
 from aiohttp import web
 
+from collector.console.canary import target_url
 from collector.console.render import ago, page
 from collector.console.targets import DEFAULT_RANGE, RANGES, REFRESHES, spark, target_rows
 from collector.decisions.engine import DecisionEngine
@@ -49,6 +50,7 @@ class ConsoleRoutes:
             now=now,
             ago=ago,
             spark=spark,
+            target_url=target_url,
             shown=shown,
             ranges=RANGES,
             refresh=refresh,

@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 
 from collector.drift import samples, sequential
+from collector.drift.details import Values, details, percentiles, rate, tool_shares
 from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
 from collector.drift.sides import Side, exactly, matching
 from collector.store.reader import Reader
@@ -171,12 +172,16 @@ def evaluate_target(
         return []
     baseline, current = pair
     start = current.start or now - timedelta(seconds=rule.current.last)
-    compared = list(compare_sides(cursor, rule, baseline, current))
+    values: dict[str, Values] = {}
+    compared = list(compare_sides(cursor, rule, baseline, current, values))
+    per_test: dict[str, tuple[float, float]] = {}
     if rule.is_sequential:
-        compared, adjusted, tests = anytime(cursor, rule, baseline, current, compared)
+        compared, adjusted, tests = anytime(cursor, rule, baseline, current, compared, per_test)
     else:
-        adjusted = corrected(rule, [comparison for _, comparison, _ in compared])
+        adjusted = corrected(rule, [comparison for _, comparison, _ in compared], per_test, values)
         tests = sum(len(c.parts) or 1 for _, c, _ in compared)
+    mode = "canary" if rule.compare is not None else "baseline"
+    versions = side_versions(cursor, baseline) if rule.compare is not None else None
     outcomes: list[WindowOutcome] = []
     for (metric, comparison, evidence), p_value in zip(compared, adjusted, strict=True):
         tested = replace(comparison, p_value=p_value)
@@ -184,6 +189,11 @@ def evaluate_target(
             tested, rule.threshold(metric.split(":")[0]), rule.alpha, rule.min_samples
         )
         found = evidence(max_evidence) if verdict != Verdict.PASS else []
+        decided_on = details(
+            metric, values.get(metric, {}), comparison.p_value, p_value, per_test, mode
+        )
+        if versions is not None:
+            decided_on["baseline_versions"] = versions
         outcomes.append(
             WindowOutcome(
                 target=target,
@@ -199,9 +209,22 @@ def evaluate_target(
                 baseline_n=comparison.baseline_n,
                 current_n=comparison.current_n,
                 evidence=tuple(found),
+                details=decided_on,
             )
         )
     return outcomes
+
+
+def side_versions(cursor: duckdb.DuckDBPyConnection, side: Side, limit: int = 5) -> list[str]:
+    """The versions a side's runs report (a canary's baseline is a version glob), so that
+    its runs can be listed version by version."""
+    runs, params = side.sql()
+    rows = cursor.execute(
+        f"SELECT DISTINCT service_version FROM ({runs}) WHERE service_version IS NOT NULL"
+        f" ORDER BY 1 LIMIT {int(limit)}",
+        params,
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 Compared = tuple[str, Comparison, Evidence]
@@ -213,13 +236,15 @@ def anytime(
     baseline: Side,
     current: Side,
     compared: list[Compared],
+    per_test: dict[str, tuple[float, float]] | None = None,
 ) -> tuple[list[Compared], list[float], int]:
     """The comparisons with their anytime-valid one-sided p-values, and each one's p-value
     after the weighted Holm correction over the rule's tests (one per tool, per rule pass
     rate), and how many tests that is.
 
     A test whose metric has too few samples to be judged stays in the family with p = 1: it
-    cannot fail, and the family's weights are the same at every look."""
+    cannot fail, and the family's weights are the same at every look. `per_test` receives
+    every test's (raw, adjusted) p-value."""
     life = sequential.load(cursor, baseline, current)
     raw = dict(life.tests())
     weights = sequential.family(rule, raw)
@@ -234,6 +259,8 @@ def anytime(
             [p_values[names.index(t)] for t in group], [weights[t] for t in group]
         )
         holm_p.update(zip(group, found, strict=True))
+    if per_test is not None:
+        per_test.update((t, (raw[t], holm_p[t])) for t in names)
     out: list[Compared] = []
     adjusted: list[float] = []
     for metric, comparison, evidence in compared:
@@ -264,17 +291,42 @@ def member(test: str, judged: set[str]) -> bool:
     return test in judged or (test.startswith("tool_choice:") and "tool_choice" in judged)
 
 
-def corrected(rule: DriftRule, comparisons: list[Comparison]) -> list[float]:
+def corrected(
+    rule: DriftRule,
+    comparisons: list[Comparison],
+    per_test: dict[str, tuple[float, float]] | None = None,
+    values: dict[str, Values] | None = None,
+) -> list[float]:
     """The p-value each comparison is judged on.
 
     Holm's correction runs over every test of the target that has enough samples to be judged
     (the others are reviews whatever their p-value); a comparison made of several tests (the
     tool mix, one per tool) enters with each of them and is judged on the smallest of their
-    adjusted p-values.
+    adjusted p-values. `per_test` receives each tool's (raw, adjusted) p-value, the tools
+    named by `values` (the tool mix's parts are its tools in sorted order).
     """
     adjusted = [c.p_value for c in comparisons]
-    if rule.correction == "none":
-        return adjusted
+    parts_adjusted: dict[int, list[float]] = {
+        i: list(c.parts) for i, c in enumerate(comparisons) if c.parts
+    }
+    if rule.correction != "none":
+        adjust(rule, comparisons, adjusted, parts_adjusted)
+    tools = ((values or {}).get("tool_choice") or {}).get("tools") or {}
+    names = [t for t in sorted(tools) if tools[t]["baseline"] or tools[t]["current"]]
+    for i, c in enumerate(comparisons):
+        if per_test is not None and len(c.parts) == len(names) and c.parts:
+            for tool, raw, adj in zip(names, c.parts, parts_adjusted[i], strict=True):
+                per_test[f"tool_choice:{tool}"] = (raw, adj)
+    return adjusted
+
+
+def adjust(
+    rule: DriftRule,
+    comparisons: list[Comparison],
+    adjusted: list[float],
+    parts_adjusted: dict[int, list[float]],
+) -> None:
+    """Holm over the judged comparisons' tests, in place."""
     family = [
         (i, p_value)
         for i, c in enumerate(comparisons)
@@ -284,29 +336,49 @@ def corrected(rule: DriftRule, comparisons: list[Comparison]) -> list[float]:
     judged = {i for i, _ in family}
     for i in judged:
         adjusted[i] = 1.0
+    part = dict.fromkeys(judged, 0)
     for (i, _), p_value in zip(family, holm([p for _, p in family]), strict=True):
         adjusted[i] = min(adjusted[i], p_value)
-    return adjusted
+        if i in parts_adjusted:
+            parts_adjusted[i][part[i]] = p_value
+            part[i] += 1
 
 
 def compare_sides(
-    cursor: duckdb.DuckDBPyConnection, rule: DriftRule, baseline: Side, current: Side
+    cursor: duckdb.DuckDBPyConnection,
+    rule: DriftRule,
+    baseline: Side,
+    current: Side,
+    values: dict[str, Values] | None = None,
 ) -> Iterator[tuple[str, Comparison, Evidence]]:
-    """(metric, comparison, evidence(limit) -> trace ids) for each metric of the rule."""
+    """(metric, comparison, evidence(limit) -> trace ids) for each metric of the rule;
+    `values` receives each metric's value on both sides."""
     b, c = samples.unit_values(cursor, baseline), samples.unit_values(cursor, current)
     b_units, c_units = len(b["steps"]), len(c["steps"])
+    seen: dict[str, Values] = {} if values is None else values
     for metric in rule.metrics:
         if metric in samples.CONTINUOUS:
             comp = compare_continuous(b[metric], c[metric], samples.UNITS[metric])
             found = evidence_of(samples.continuous_evidence, cursor, current, metric, comp)
+            seen[metric] = {
+                "baseline": percentiles(b[metric]),
+                "current": percentiles(c[metric]),
+                "unit": samples.UNITS[metric].strip(),
+            }
             yield metric, comp, found
         elif metric in samples.FLAGS:
             comp = proportions(b[metric], c[metric])
+            seen[metric] = {"baseline": mean_of(b[metric]), "current": mean_of(c[metric])}
             yield metric, comp, evidence_of(samples.flag_evidence, cursor, current, metric, comp)
             if metric == "pass_rate":
-                yield from rule_pass_rates(cursor, baseline, current)
+                yield from rule_pass_rates(cursor, baseline, current, seen)
         else:
-            yield tool_choice(cursor, baseline, current, b_units, c_units)
+            yield tool_choice(cursor, baseline, current, b_units, c_units, seen)
+
+
+def mean_of(values: np.ndarray) -> float | None:
+    kept = values[~np.isnan(values)]
+    return float(kept.mean()) if len(kept) else None
 
 
 def evidence_of(
@@ -326,12 +398,16 @@ def proportions(baseline: np.ndarray, current: np.ndarray) -> Comparison:
 
 
 def rule_pass_rates(
-    cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side
+    cursor: duckdb.DuckDBPyConnection,
+    baseline: Side,
+    current: Side,
+    values: dict[str, Values],
 ) -> Iterator[tuple[str, Comparison, Evidence]]:
     b, c = samples.rule_passes(cursor, baseline), samples.rule_passes(cursor, current)
     for rule in sorted(set(b) | set(c)):
         (bx, bn), (cx, cn) = b.get(rule, (0.0, 0)), c.get(rule, (0.0, 0))
         comp = compare_proportions(bx, bn, cx, cn)
+        values[f"pass_rate:{rule}"] = {"baseline": rate(bx, bn), "current": rate(cx, cn)}
         yield (
             f"pass_rate:{rule}",
             comp,
@@ -340,9 +416,15 @@ def rule_pass_rates(
 
 
 def tool_choice(
-    cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side, b_units: int, c_units: int
+    cursor: duckdb.DuckDBPyConnection,
+    baseline: Side,
+    current: Side,
+    b_units: int,
+    c_units: int,
+    values: dict[str, Values],
 ) -> tuple[str, Comparison, Evidence]:
     (b, b_used), (c, c_used) = samples.tools(cursor, baseline), samples.tools(cursor, current)
+    values["tool_choice"] = {"tools": tool_shares(b_used, c_used, b_units, c_units)}
     comp = compare_tool_mix((b, c), (b_used, c_used), b_units, c_units)
     b_total, c_total = sum(b.values()) or 1.0, sum(c.values()) or 1.0
     rises = {t: w / c_total - b.get(t, 0.0) / b_total for t, w in c.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import duckdb
 
@@ -28,6 +29,8 @@ class WindowOutcome:
     current_n: int | None = None
     score: float | None = None
     evidence: tuple[str, ...] = field(default=())
+    # What it was decided on (each side's values, raw and adjusted p, the tools): details.py
+    details: dict[str, Any] | None = None
 
 
 EVALUATION_ERROR = "evaluation_error"

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from collector.drift.details import encoded
 from evaluators.base import Decision, Result, Verdict
 from evaluators.model import Trajectory
 from evaluators.rulepack import RulePack
@@ -120,6 +121,7 @@ def window_result_row(
         "metric": outcome.metric,
         "effect_size": outcome.effect_size,
         "p_value": outcome.p_value,
+        "details": encoded(outcome.details),
         "baseline_n": outcome.baseline_n,
         "current_n": outcome.current_n,
         "evidence_trace_ids": list(outcome.evidence) or None,

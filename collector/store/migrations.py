@@ -21,7 +21,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -108,5 +108,8 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE sessions ADD COLUMN session_service VARCHAR",
         # a session stored before was keyed by its id alone: it keeps its latest turn's service
         "UPDATE sessions SET session_service = coalesce(service_name, '')",
+    ],
+    15: [
+        "ALTER TABLE results ADD COLUMN details JSON",
     ],
 }

@@ -210,7 +210,10 @@ RESULTS_V4 = (
 # Version 9: a judgement's or an external evaluation's label (score alone is not the verdict).
 RESULTS_V9 = (*RESULTS_V4, ("label", "VARCHAR", pa.string()))
 # Version 10: the session a `scope: session` result is about (its trace is the turn it names).
-RESULTS = (*RESULTS_V9, ("session_id", "VARCHAR", pa.string()))
+RESULTS_V10 = (*RESULTS_V9, ("session_id", "VARCHAR", pa.string()))
+# Version 15: what a window result was decided on (both sides' values, raw and adjusted p-values,
+# the tools that moved), as JSON (collector/drift/details.py).
+RESULTS = (*RESULTS_V10, ("details", "JSON", pa.string()))
 
 # One row per session (conversation of many runs), replaced whenever a turn arrives or it
 # closes: what `GET /api/v1/sessions` lists. The turns are its traces, in the order they arrived.

@@ -242,6 +242,7 @@ def test_every_console_page_works_under_its_content_security_policy(
         "/decisions": 200,
         f"/decisions/{decision}": 200,
         "/decisions/d-nope": 404,
+        "/target?service=support-desk": 200,
         "/packs": 200,
         "/sql": 200,
         "/login": 200,
