@@ -36,7 +36,8 @@ SELECTOR = Selector(service="canary-*")
 CHUNK = 50
 
 
-def canary_rule(alpha: float, correction: str) -> DriftRule:
+def canary_rule(alpha: float, **overrides: object) -> DriftRule:
+    """The canary rule the simulations judge: version 2.* against 1.*, at `alpha`."""
     return DriftRule.model_validate(
         {
             "id": "canary",
@@ -47,8 +48,7 @@ def canary_rule(alpha: float, correction: str) -> DriftRule:
                 "candidate": {"service.version": "2.*"},
             },
             "alpha": alpha,
-            "correction": correction,
-            "sequential": False,  # one look at one window: the fixed-sample tests
+            **overrides,
         }
     )
 
@@ -116,7 +116,8 @@ def evaluate_chunk(
             fill(database, rng, scenario, canaries, runs)
             cursor = database.cursor()
             for correction in corrections:
-                rule = canary_rule(alpha, correction)
+                # one look at one window: the fixed-sample tests
+                rule = canary_rule(alpha, correction=correction, sequential=False)
                 yield correction, evaluate_drift(cursor, SELECTOR, rule, NOW, max_evidence=1)
             cursor.close()
         finally:

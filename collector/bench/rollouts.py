@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from collector.bench.calibration import RULES, Rate, add_run
+from collector.bench.calibration import RULES, Rate, add_run, canary_rule
 from collector.bench.canaries import PASS_RATES, SHARES, Run, Shape, draw
 from collector.drift import sequential
 from collector.drift.evaluate import sides
@@ -115,22 +115,6 @@ ROLLOUTS = (
         production=4.0,
     ),
 )
-
-
-def canary_rule(alpha: float, **overrides: object) -> DriftRule:
-    return DriftRule.model_validate(
-        {
-            "id": "canary",
-            "type": "drift",
-            "reason": "canary_behaviour_changed",
-            "compare": {
-                "baseline": {"service.version": "1.*"},
-                "candidate": {"service.version": "2.*"},
-            },
-            "alpha": alpha,
-            **overrides,
-        }
-    )
 
 
 @dataclass(frozen=True)
