@@ -26,8 +26,7 @@ import pyarrow as pa
 from collector.bench.calibration import RULES, Rate, add_run, canary_rule
 from collector.bench.canaries import PASS_RATES, SHARES, Run, Shape, draw
 from collector.drift import sequential
-from collector.drift.evaluate import sides
-from collector.drift.sides import Side, exactly
+from collector.drift.sides import Side, exactly, sides
 from collector.store.database import Database
 from collector.targets import Target
 from evaluators import sequential as stats

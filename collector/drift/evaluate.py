@@ -12,7 +12,7 @@ import numpy as np
 from collector.drift import samples, sequential
 from collector.drift.details import Values, details, percentiles, rate, tool_shares
 from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
-from collector.drift.sides import Side, exactly, matching
+from collector.drift.sides import Side, exactly, matching, sides
 from collector.store.reader import Reader
 from collector.targets import Target
 from evaluators.base import Verdict
@@ -24,7 +24,6 @@ from evaluators.drift import (
     holm,
     judge,
 )
-from evaluators.matchers import text_matches
 from evaluators.rulepack import Selector
 from evaluators.sequential import weighted_holm
 from evaluators.window import DriftRule
@@ -55,79 +54,6 @@ def find_targets(
         [start, end, *params],
     ).fetchall()
     return [Target(r[0], r[1], r[2]) for r in rows]
-
-
-def canary_sides(
-    rule: DriftRule, target: Target, now: datetime, since: datetime | None
-) -> tuple[Side, Side] | None:
-    """A canary's sides: the baseline version's runs and its own over the same minutes."""
-    assert rule.compare is not None
-    start = now - timedelta(seconds=rule.current.last)
-    conditions, params = exactly(target)
-    pattern = rule.compare.baseline.version
-    if target[2] is not None and text_matches(pattern, target[2]):
-        return None
-    if since is not None:
-        start = since if rule.is_sequential else max(start, since)
-    last = None if rule.is_sequential else rule.current.runs
-    baseline = Side(
-        (*conditions[:2], "t.service_version GLOB ?"),
-        (*params[:2], pattern),
-        start,
-        now,
-        runs=last,
-        description=f"service.version {pattern} over the same window",
-    )
-    return baseline, Side(conditions, params, start, now, runs=last)
-
-
-def sides(
-    rule: DriftRule, target: Target, now: datetime, since: datetime | None = None
-) -> tuple[Side, Side] | None:
-    """(baseline, current) for a target, or None when the target is the baseline itself.
-
-    A canary's sides cover the same minutes, from the canary's first run (`since`) at the
-    earliest: production runs from before the candidate existed are not what it is compared
-    with (a daily ramp would look like a difference between versions). An anytime-valid canary
-    covers its whole life, from that first run on."""
-    if rule.compare is not None:
-        return canary_sides(rule, target, now, since)
-    start = now - timedelta(seconds=rule.current.last)
-    version = target[2]
-    conditions, params = exactly(target)
-    same_agent, agent_params = conditions[:2], params[:2]
-    current = Side(conditions, params, start, now, runs=rule.current.runs)
-    spec = rule.baseline
-    assert spec is not None  # the model requires baseline or compare
-    if spec.snapshot is not None:
-        baseline = Side(
-            same_agent,
-            agent_params,
-            snapshot=spec.snapshot,
-            description=f"snapshot {spec.snapshot}",
-        )
-    elif spec.version is not None:
-        if version is not None and text_matches(spec.version, version):
-            return None
-        since = now - timedelta(seconds=spec.last) if spec.last else None
-        baseline = Side(
-            (*same_agent, "t.service_version GLOB ?"),
-            (*agent_params, spec.version),
-            since,
-            now,
-            description=f"service.version {spec.version}"
-            + (f" over the last {spec.last:g} s" if spec.last else ""),
-        )
-    else:
-        assert spec.last is not None
-        baseline = Side(
-            conditions,
-            params,
-            start - timedelta(seconds=spec.last),
-            start,
-            description=f"the {spec.last:g} s before the current window",
-        )
-    return baseline, current
 
 
 def evaluate_drift(

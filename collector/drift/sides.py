@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from collector.targets import Target
+from evaluators.matchers import text_matches
+from evaluators.window import DriftRule
 
 # The columns every drift and reliability query reads; runs still open or incomplete have no
 # trustworthy totals and are reviewed one by one already, so they stay out of the statistics.
@@ -77,3 +79,76 @@ def matching(
             conditions.append("(" + " OR ".join(f"t.{column} GLOB ?" for _ in globs) + ")")
             params.extend(globs)
     return tuple(conditions), tuple(params)
+
+
+def canary_sides(
+    rule: DriftRule, target: Target, now: datetime, since: datetime | None
+) -> tuple[Side, Side] | None:
+    """A canary's sides: the baseline version's runs and its own over the same minutes."""
+    assert rule.compare is not None
+    start = now - timedelta(seconds=rule.current.last)
+    conditions, params = exactly(target)
+    pattern = rule.compare.baseline.version
+    if target[2] is not None and text_matches(pattern, target[2]):
+        return None
+    if since is not None:
+        start = since if rule.is_sequential else max(start, since)
+    last = None if rule.is_sequential else rule.current.runs
+    baseline = Side(
+        (*conditions[:2], "t.service_version GLOB ?"),
+        (*params[:2], pattern),
+        start,
+        now,
+        runs=last,
+        description=f"service.version {pattern} over the same window",
+    )
+    return baseline, Side(conditions, params, start, now, runs=last)
+
+
+def sides(
+    rule: DriftRule, target: Target, now: datetime, since: datetime | None = None
+) -> tuple[Side, Side] | None:
+    """(baseline, current) for a target, or None when the target is the baseline itself.
+
+    A canary's sides cover the same minutes, from the canary's first run (`since`) at the
+    earliest: production runs from before the candidate existed are not what it is compared
+    with (a daily ramp would look like a difference between versions). An anytime-valid canary
+    covers its whole life, from that first run on."""
+    if rule.compare is not None:
+        return canary_sides(rule, target, now, since)
+    start = now - timedelta(seconds=rule.current.last)
+    version = target[2]
+    conditions, params = exactly(target)
+    same_agent, agent_params = conditions[:2], params[:2]
+    current = Side(conditions, params, start, now, runs=rule.current.runs)
+    spec = rule.baseline
+    assert spec is not None  # the model requires baseline or compare
+    if spec.snapshot is not None:
+        baseline = Side(
+            same_agent,
+            agent_params,
+            snapshot=spec.snapshot,
+            description=f"snapshot {spec.snapshot}",
+        )
+    elif spec.version is not None:
+        if version is not None and text_matches(spec.version, version):
+            return None
+        since = now - timedelta(seconds=spec.last) if spec.last else None
+        baseline = Side(
+            (*same_agent, "t.service_version GLOB ?"),
+            (*agent_params, spec.version),
+            since,
+            now,
+            description=f"service.version {spec.version}"
+            + (f" over the last {spec.last:g} s" if spec.last else ""),
+        )
+    else:
+        assert spec.last is not None
+        baseline = Side(
+            conditions,
+            params,
+            start - timedelta(seconds=spec.last),
+            start,
+            description=f"the {spec.last:g} s before the current window",
+        )
+    return baseline, current

@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from collector.drift import sequential
-from collector.drift.evaluate import evaluate_drift, sides
+from collector.drift.evaluate import evaluate_drift
+from collector.drift.sides import sides
 from evaluators.base import Verdict
 from tests.support.canary import TRAVEL, canary
 from tests.support.store import NOW, RunStore

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from collector.drift.evaluate import corrected, evaluate_drift, find_targets, sides
+from collector.drift.evaluate import corrected, evaluate_drift, find_targets
+from collector.drift.sides import sides
 from evaluators.base import Verdict
 from evaluators.drift import Comparison
 from evaluators.window import DriftRule
