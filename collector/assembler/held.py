@@ -43,9 +43,6 @@ class HeldSpans:
         self._batches: dict[int, HeldBatch] = {}  # insertion order is arrival order
         self._next = 0
 
-    def __len__(self) -> int:
-        return len(self._batches)
-
     def add(self, spans: pa.Table, received_at: datetime, trace_ids: Iterable[str]) -> int:
         """Hold a committed batch for `trace_ids` (its traces that are wholly held); its id."""
         table = spans.select(list(SPAN_FIELDS))
@@ -54,10 +51,6 @@ class HeldSpans:
         self._batches[batch_id] = HeldBatch(table, received_at, set(trace_ids))
         self.bytes += table.nbytes
         return batch_id
-
-    def wait(self, batch_id: int, trace_id: str) -> None:
-        """`trace_id` has rows in batch `batch_id` and will take them when it closes."""
-        self._batches[batch_id].waiting.add(trace_id)
 
     def over_cap(self) -> list[int]:
         """The oldest batches to let go so that what stays fits in `max_bytes`."""
