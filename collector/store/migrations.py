@@ -21,7 +21,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -111,5 +111,9 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     15: [
         "ALTER TABLE results ADD COLUMN details JSON",
+    ],
+    16: [
+        "ALTER TABLE results ADD COLUMN source VARCHAR",
+        "ALTER TABLE results ADD COLUMN reviewer VARCHAR",
     ],
 }

@@ -213,7 +213,14 @@ RESULTS_V9 = (*RESULTS_V4, ("label", "VARCHAR", pa.string()))
 RESULTS_V10 = (*RESULTS_V9, ("session_id", "VARCHAR", pa.string()))
 # Version 15: what a window result was decided on (both sides' values, raw and adjusted p-values,
 # the tools that moved), as JSON (collector/drift/details.py).
-RESULTS = (*RESULTS_V10, ("details", "JSON", pa.string()))
+RESULTS_V15 = (*RESULTS_V10, ("details", "JSON", pa.string()))
+# Version 16: who gave a result: NULL for the rule's own evaluator, 'human' for a reviewer's label
+# (the reviewer's name beside it); a human label answers the result with its trace, pack and rule.
+RESULTS = (
+    *RESULTS_V15,
+    ("source", "VARCHAR", pa.string()),
+    ("reviewer", "VARCHAR", pa.string()),
+)
 
 # One row per session (conversation of many runs), replaced whenever a turn arrives or it
 # closes: what `GET /api/v1/sessions` lists. The turns are its traces, in the order they arrived.

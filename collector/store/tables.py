@@ -92,6 +92,8 @@ INSERTS_IGNORING_DUPLICATES["results"] = (
     + " WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.trace_id = batch.trace_id"
     " AND r.revision = batch.revision AND r.pack = batch.pack AND r.rule_id = batch.rule_id"
     " AND r.origin = batch.origin AND r.replay_id IS NOT DISTINCT FROM batch.replay_id"
+    " AND r.source IS NOT DISTINCT FROM batch.source"
+    " AND r.reviewer IS NOT DISTINCT FROM batch.reviewer"
     " AND r.scope = 'trajectory')"
 )
 
