@@ -116,6 +116,12 @@ class DriftRule(WindowRule):
         " canary's life, from its first run, so that alpha bounds a false failure over every"
         " look; false: fixed-sample tests of the current window, valid for one look.",
     )
+    horizon: int = Field(
+        120,
+        ge=2,
+        description="Anytime-valid canaries: the runs a side by which the canary should be"
+        " decided; most of alpha is spent on an exact test when both versions reach it.",
+    )
     weights: dict[str, float] = Field(
         default_factory=dict,
         description="Anytime-valid canaries: relative share of alpha per metric (or"
@@ -139,8 +145,11 @@ class DriftRule(WindowRule):
                 )
             if not value > 0:
                 raise ValueError(f"weights: {key!r} must be positive")
-        if self.weights and not self.is_sequential:
-            raise ValueError("`weights` apply to anytime-valid canaries (`compare`, sequential)")
+        for field in ("weights", "horizon"):
+            if field in self.model_fields_set and not self.is_sequential:
+                raise ValueError(
+                    f"`{field}` applies to anytime-valid canaries (`compare`, sequential)"
+                )
         return self
 
     @property

@@ -122,7 +122,7 @@ class Lifetime:
     rule: str  # the variant's name
     canaries: int
     fired: Rate  # canaries rolled back at some look over the whole life
-    by_runs: Rate  # ... by the look where each side had `runs_mark` runs
+    by_runs: Rate  # ... by the first look where each side had `runs_mark` runs
     runs_mark: int
     delays: list[float]  # minutes from the canary's first run to its first ROLLBACK
     by_metric: dict[str, int]  # the metric of the first failing test, per fired canary
@@ -178,8 +178,9 @@ def lives(
     runs_mark: int,
 ) -> Iterator[dict[str, tuple[float, str, bool] | None]]:
     """Per canary of the chunk and rule variant: (minutes to its first ROLLBACK, the metric,
-    whether each side had at most `runs_mark` runs by then), or None when it lived without
-    one. The variants must share their sides (same compare, interval and min_samples)."""
+    whether it came by the first look at which each side had `runs_mark` runs), or None when it
+    lived without one. The variants must share their sides (same compare, interval,
+    min_samples and horizon)."""
     shared = next(iter(rules.values()))
     with tempfile.TemporaryDirectory() as tmp:
         database = Database(Path(tmp) / "rollouts.duckdb", "1GB")
@@ -201,7 +202,7 @@ def lives(
                     f" SELECT {sequential.CLOSED} FROM runs ORDER BY {sequential.CLOSED}, trace_id",
                     [*b_params, *c_params],
                 ).fetchall()
-                tests = dict(life.trajectories())
+                tests = dict(life.trajectories(shared.horizon))
                 yield {
                     name: first_rollback(
                         life, tests, [c[0] for c in closes], rule, hours, runs_mark
@@ -224,26 +225,25 @@ def first_rollback(
     """Replays the looks: the first one where a test's adjusted anytime p is under alpha."""
     weights = sequential.family(rule, {name: 1.0 for name in tests})
     names = sorted(weights)
-    block_end = np.array([closes[i] for i in life.block_ends()], dtype="datetime64[us]")
     times = np.array(closes, dtype="datetime64[us]")
     candidate = np.cumsum(life.sides)
     baseline = np.cumsum(1 - life.sides)
-    # the running maximum of each e-process: the p-value after `done` blocks
-    best = {t: np.maximum.accumulate(np.maximum(tests[t], 0.0)) for t in names}
     step = np.timedelta64(int(rule.interval * 1e6), "us")
     look = np.datetime64(START, "us") + step
     stop = np.datetime64(START + timedelta(hours=hours), "us")
+    marked = False  # a look has seen `runs_mark` runs of each side
     while look <= stop:
         seen = int(np.searchsorted(times, look, side="left"))
+        early = not marked
         if seen and min(candidate[seen - 1], baseline[seen - 1]) >= rule.min_samples:
-            done = int(np.searchsorted(block_end, look, side="left"))
-            p = [float(np.exp(-best[t][done - 1])) if done else 1.0 for t in names]
+            p = [float(np.exp(-tests[t][seen - 1])) for t in names]
             adjusted = stats.weighted_holm(p, [weights[t] for t in names])
             failing = [t for t, a in zip(names, adjusted, strict=True) if a < rule.alpha]
             if failing:
                 minutes = float((look - np.datetime64(START, "us")) / np.timedelta64(60, "s"))
-                early = min(candidate[seen - 1], baseline[seen - 1]) <= runs_mark
-                return minutes, failing[0].split(":")[0], bool(early)
+                return minutes, failing[0].split(":")[0], early
+        if seen and min(candidate[seen - 1], baseline[seen - 1]) >= runs_mark:
+            marked = True
         look += step
     return None
 

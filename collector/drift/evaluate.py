@@ -172,7 +172,7 @@ def anytime(
     cannot fail, and the family's weights are the same at every look. `per_test` receives
     every test's (raw, adjusted) p-value."""
     life = sequential.load(cursor, baseline, current)
-    raw = dict(life.tests())
+    raw = dict(life.tests(rule.horizon))
     weights = sequential.family(rule, raw)
     judged = {
         metric for metric, c, _ in compared if min(c.baseline_n, c.current_n) >= rule.min_samples

@@ -45,29 +45,31 @@ class Life:
         ends = np.flatnonzero(np.diff(self.blocks, append=-1) != 0)
         return [int(i) for i in ends if self.blocks[i] >= 0]
 
-    def log_e(self, flags: np.ndarray) -> np.ndarray:
-        """log E after each block, for the candidate's runs being flagged more often."""
+    def evidence(self, flags: np.ndarray, horizon: int) -> np.ndarray:
+        """-log p after each run, for the candidate's runs being flagged more often."""
         counts = sequential.flag_blocks(self.sides, flags, self.blocks)
-        return sequential.log_e_process(counts)
+        ends = np.asarray(self.block_ends(), dtype=int)
+        return sequential.evidence(counts, ends, self.sides, horizon)
 
-    def trajectories(self) -> Iterator[tuple[str, np.ndarray]]:
-        """(test, log E after each block) for every test a canary rule can hold: the
+    def trajectories(self, horizon: int) -> Iterator[tuple[str, np.ndarray]]:
+        """(test, -log p after each run) for every test a canary rule can hold: the
         continuous metrics (higher is worse), error_rate (errors up), pass_rate and
         pass_rate:PACK/RULE (passes down), tool_choice:TOOL (the candidate calling a tool
         more often)."""
         for metric in samples.CONTINUOUS:
-            yield metric, self.log_e(sequential.above_median(self.values[metric], self.blocks))
-        yield "error_rate", self.log_e(self.values["error_rate"])
-        yield "pass_rate", self.log_e(1.0 - self.values["pass_rate"])
+            above = sequential.above_median(self.values[metric], self.blocks)
+            yield metric, self.evidence(above, horizon)
+        yield "error_rate", self.evidence(self.values["error_rate"], horizon)
+        yield "pass_rate", self.evidence(1.0 - self.values["pass_rate"], horizon)
         for rule, failed in sorted(self.rule_failed.items()):
-            yield f"pass_rate:{rule}", self.log_e(failed)
+            yield f"pass_rate:{rule}", self.evidence(failed, horizon)
         for tool, used in sorted(self.tools.items()):
-            yield f"tool_choice:{tool}", self.log_e(used)
+            yield f"tool_choice:{tool}", self.evidence(used, horizon)
 
-    def tests(self) -> Iterator[tuple[str, float]]:
-        """(test, its anytime-valid p-value over the life so far)."""
-        for test, log_e in self.trajectories():
-            yield test, sequential.anytime_p(log_e)
+    def tests(self, horizon: int) -> Iterator[tuple[str, float]]:
+        """(test, its p-value over the life so far, valid at every look)."""
+        for test, found in self.trajectories(horizon):
+            yield test, sequential.anytime_p(found)
 
 
 def canary_start(cursor: duckdb.DuckDBPyConnection, conditions: Side) -> datetime | None:

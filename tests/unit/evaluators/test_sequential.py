@@ -1,7 +1,8 @@
 """Anytime-valid canary tests on seeded simulated rollouts: an unchanged canary crosses alpha at
 most alpha of the time over a life of many looks (where a fixed-sample test looked at as often
 crosses far more), a 97 -> 80 % pass-rate drop is caught by 120 runs a side, an improvement is
-never a harm, and the weighted Holm correction spends alpha by weight.
+never a harm, the planned looks' exact p-value is Fisher's, and the weighted Holm correction
+spends alpha by weight.
 
 The bounds are chosen so that a correct implementation fails them with probability under 1e-6:
 with 200 rollouts at a true crossing rate of at most 0.05, 28 or more crossings has probability
@@ -14,17 +15,20 @@ import pytest
 from scipy import stats
 
 from evaluators.sequential import (
+    Blocks,
     above_median,
     anytime_p,
     blocks_of,
+    evidence,
+    exact_tails,
     flag_blocks,
-    log_e_process,
     weighted_holm,
 )
 
 ROLLOUTS = 200
 ALPHA = 0.05
 NULL_BOUND = 28  # P(Binomial(200, 0.05) >= 28) < 1e-6
+CAUGHT_BOUND = 174  # 95.0 % of 200 (3000 rollouts) less 5 standard deviations
 
 
 def rollout(
@@ -40,8 +44,14 @@ def rollout(
     return sides, failed, latency
 
 
-def crossed(log_e: np.ndarray, alpha: float) -> bool:
-    return anytime_p(log_e) <= alpha
+def crossed(sides: np.ndarray, flags: np.ndarray, alpha: float, upto: int | None = None) -> bool:
+    """Whether the canary test (e-process and planned looks, horizon 120) crossed alpha by run
+    `upto` (all runs by default)."""
+    blocks = blocks_of(sides)
+    ends = np.flatnonzero(np.diff(blocks, append=-1) != 0)
+    ends = ends[blocks[ends] >= 0]
+    found = evidence(flag_blocks(sides, flags, blocks), ends, sides, 120)
+    return anytime_p(found[:upto]) <= alpha
 
 
 def test_an_unchanged_canary_crosses_alpha_at_most_alpha_over_its_life() -> None:
@@ -51,11 +61,9 @@ def test_an_unchanged_canary_crosses_alpha_at_most_alpha_over_its_life() -> None
     per_look = 0
     for _ in range(ROLLOUTS):
         sides, failed, latency = rollout(rng, 360, 0.9, 0.9)
-        blocks = blocks_of(sides)
-        failing = flag_blocks(sides, failed, blocks)
-        slow = flag_blocks(sides, above_median(latency, blocks), blocks)
-        sequential["failed"] += crossed(log_e_process(failing), ALPHA)
-        sequential["latency"] += crossed(log_e_process(slow), ALPHA)
+        slow = above_median(latency, blocks_of(sides))
+        sequential["failed"] += crossed(sides, failed, ALPHA)
+        sequential["latency"] += crossed(sides, slow, ALPHA)
         # what a fixed-sample one-sided Fisher test does when looked at after every block
         cand, base = np.cumsum(failed * sides), np.cumsum(failed * (1 - sides))
         n_c, n_b = np.cumsum(sides), np.cumsum(1 - sides)
@@ -76,27 +84,35 @@ def test_a_pass_rate_drop_from_97_to_80_is_caught_by_120_runs_a_side() -> None:
     rng = np.random.default_rng(11)
     caught = 0
     for _ in range(ROLLOUTS):
-        sides, failed, _ = rollout(rng, 120, 0.97, 0.8)
-        caught += crossed(log_e_process(flag_blocks(sides, failed, blocks_of(sides))), 0.01)
-    # alone at alpha 0.01 it is caught 88 % of the time (3000 rollouts); 150 of 200 is 5.3
-    # standard deviations under that
-    assert caught >= 150
+        sides, failed, _ = rollout(rng, 130, 0.97, 0.8)
+        fewer = np.minimum(np.cumsum(sides), np.cumsum(1 - sides))
+        caught += crossed(sides, failed, 0.01, int(np.searchsorted(fewer, 120)) + 1)
+    # alone at alpha 0.01, by the look where each side has 120 runs (the e-process alone: 88 %)
+    assert caught >= CAUGHT_BOUND
 
 
 def test_a_candidate_that_improves_is_never_flagged_as_harmed() -> None:
     rng = np.random.default_rng(13)
     for _ in range(ROLLOUTS):
         sides, failed, latency = rollout(rng, 360, 0.8, 0.97)
-        blocks = blocks_of(sides)
-        assert not crossed(log_e_process(flag_blocks(sides, failed, blocks)), ALPHA)
+        assert not crossed(sides, failed, ALPHA)
         faster = np.where(sides == 1, latency / 1.5, latency)
-        slower = flag_blocks(sides, above_median(faster, blocks), blocks)
-        assert not crossed(log_e_process(slower), ALPHA)
+        assert not crossed(sides, above_median(faster, blocks_of(sides)), ALPHA)
 
 
 def test_blocks_close_with_five_runs_of_each_version_and_the_rest_waits() -> None:
     sides = np.array([0] * 7 + [1] * 5 + [1, 0, 1])
     assert blocks_of(sides).tolist() == [0] * 12 + [-1] * 3
+
+
+def test_a_planned_look_over_one_block_is_fishers_exact_test() -> None:
+    # one block of 8 baseline and 7 candidate runs, 6 flagged, 5 of them the candidate's
+    one = Blocks(np.array([15]), np.array([7]), np.array([6]), np.array([5]))
+    fisher = stats.fisher_exact([[5, 2], [1, 7]], alternative="greater").pvalue
+    assert exact_tails(one, [1]) == [pytest.approx(fisher)]
+    # two blocks: the tail of the sum, enumerated by hand
+    two = Blocks(np.array([2, 2]), np.array([1, 1]), np.array([1, 1]), np.array([1, 1]))
+    assert exact_tails(two, [0, 1, 2]) == pytest.approx([1.0, 0.5, 0.25])
 
 
 def test_weighted_holm_spends_alpha_by_weight() -> None:
