@@ -23,6 +23,7 @@ from collector.store.database import Database
 from collector.store.queries import jsonable, rows_as_dicts
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
+from collector.targets import Target
 from evaluators.durations import parse_duration
 from evaluators.judge import JudgeRule
 from evaluators.rulepack import RulePack
@@ -142,7 +143,7 @@ class JudgeRoutes:
         query = request.query
         target = None
         if "service" in query:
-            target = (query["service"], query.get("agent", ""), query.get("version", ""))
+            target = Target(query["service"], query.get("agent", ""), query.get("version", ""))
         elif "agent" in query or "version" in query:
             return json_error(400, "give service (with agent and version) to pick a target")
         since = datetime(1970, 1, 1)

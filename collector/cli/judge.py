@@ -106,8 +106,22 @@ def run_calibrate(args: argparse.Namespace) -> int:
             f"{card['reused_labels']} of its labels were used by an earlier card"
             " (--include-used): not a single-use gold set"
         )
+    if card.get("source") == "reviews" and one_sided(card):
+        notes.append(
+            "every labelled run is one the judge failed: labels taken only from its reviews"
+            " cannot show the bad runs it passes; label a sample of the runs it passed too"
+        )
     emit(Table([shown], CARD_COLUMNS, notes=notes), args.format, doc=card)
     return 0 if card["certified"] else 1
+
+
+def one_sided(card: dict[str, Any]) -> bool:
+    """Whether the judge failed every run the card counts (people label what a queue shows
+    them, and an uncalibrated judge's queue holds only the runs it failed)."""
+    positives, negatives = card["positives"], card["negatives"]
+    passed = positives - round((card["tpr"] or 0.0) * positives)  # missed bad runs
+    passed += round((card["tnr"] or 0.0) * negatives)  # good runs passed
+    return positives + negatives > 0 and passed == 0
 
 
 def rounded(card: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import duckdb
 
 from collector.judges.cards import FLAGGED, template_sha256
 from collector.judges.prevalence import Corrected, corrected
+from collector.targets import Target
 from evaluators.judge import JudgeRule
 from evaluators.rulepack import RulePack
 
@@ -75,12 +76,12 @@ def judge_rates(
     packs: list[RulePack],
     since: datetime,
     rule: str | None = None,
-    target: tuple[str, str, str] | None = None,
+    target: Target | None = None,
 ) -> list[Rate]:
     """The rates of every judge rule of these packs (or of `rule`, PACK/RULE) on every target
-    (or on `target`, exactly) over the runs judged since `since`."""
+    (or on `target`, exactly; a part it lacks is '') over the runs judged since `since`."""
     found = []
-    service, agent, version = target or (None, None, None)
+    service, agent, version = (p or "" for p in target) if target else (None, None, None)
     for pack in packs:
         for judge in pack.rules:
             if not isinstance(judge, JudgeRule) or rule not in (None, f"{pack.name}/{judge.id}"):

@@ -9,12 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Browser
 
-from tests.integration.test_judges import judge_pack
+from collector.console.canary import percent, target_url
+from collector.targets import Target
+from tests.support.browser import new_page
 from tests.support.cli import sextant, sextant_streams
 from tests.support.reviews import (
     JUDGE_FAILED,
     JUDGE_FAILED_UNCALIBRATED,
+    JUDGE_PACK,
     JUDGE_PASSED,
     JUDGE_UNAVAILABLE,
     TARGET,
@@ -35,10 +39,7 @@ def wilson_lower_by_hand(k: int, n: int) -> float:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RunningServer]:
-    # The judge is never called: its results are written as the judge stage writes them.
-    running = serve(
-        tmp_path, {"judges": judge_pack("http://127.0.0.1:9/v1")}, judges={"enabled": False}
-    )
+    running = serve(tmp_path, {"judges": JUDGE_PACK}, judges={"enabled": False})
     yield running
     running.stop()
 
@@ -160,7 +161,7 @@ def test_a_card_from_reviewers_labels_counts_them_once(
 
 
 def test_a_calibrated_judges_failure_rate_is_corrected_per_target(
-    server: RunningServer, capsys: pytest.CaptureFixture[str]
+    server: RunningServer, capsys: pytest.CaptureFixture[str], chromium: Browser
 ) -> None:
     runs = ReviewedRuns()
     two_hundred_reviewed_runs(runs)
@@ -220,3 +221,35 @@ def test_a_calibrated_judges_failure_rate_is_corrected_per_target(
     )  # fmt: skip
     assert code == 0 and "2.1.0" in printed and "2.0.0" not in printed
     assert "Rogan-Gladen" in printed
+
+    # The target's page in the console shows the same numbers.
+    with new_page(chromium, javascript=False) as page:
+        page.goto(server.admin_url + target_url(Target(*TARGET)))
+        row = page.locator(f'table.judges tr[data-rule="{RULE}"]')
+        shown = rates[TARGET]
+        assert row.locator("td.judged").inner_text() == "499"
+        assert row.locator("td.observed").inner_text() == percent(shown["observed_rate"])
+        assert row.locator("td.corrected").inner_text() == (
+            f"{percent(shown['corrected_rate'])} [{percent(shown['corrected_lower'])}"
+            f" – {percent(shown['corrected_upper'])}]"
+        )
+        page.goto(server.admin_url + target_url(Target("support-desk", "support-agent", "9")))
+        assert page.locator("#no-judges").is_visible()
+
+
+def test_labels_only_on_runs_the_judge_failed_do_not_certify_it(
+    server: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reviewers who answer only an uncalibrated judge's reviews see only the runs it failed:
+    the card shows no bad run it passed, proves nothing of its false alarms, and says why."""
+    runs = ReviewedRuns()
+    runs.reviewed(JUDGE_FAILED_UNCALIBRATED, "fail", 40)
+    runs.reviewed(JUDGE_FAILED_UNCALIBRATED, "pass", 10)
+    runs.store(server)
+    code, printed = sextant(
+        capsys, "judge", "calibrate", RULE, "--from-reviews", "--url", server.admin_url
+    )
+    assert code == 1 and "NOT certified" in printed
+    assert "every labelled run is one the judge failed" in printed
+    card = server.query_dicts("SELECT tpr, tnr FROM evaluator_cards")[0]
+    assert (card["tpr"], card["tnr"]) == (1.0, 0.0)

@@ -12,6 +12,27 @@ from collector.store.tables import rows_table
 from tests.support.server import RunningServer
 
 TARGET = ("support-desk", "support-agent", "2.0.0")
+# A pack whose judge is never called here (nothing listens on port 9): its results are written
+# as the judge stage writes them.
+JUDGE_PACK = """
+name: support-judges
+version: 1.0.0
+owner: support-sre
+selector: {service: support-desk}
+judges:
+  endpoint: {base_url: "http://127.0.0.1:9/v1", model: judge-mini}
+rules:
+  - id: helpful-answer
+    type: judge
+    reason: unhelpful_answer
+    on_fail: QUARANTINE
+    prompt: "Grade the support agent's answer: {{ answer }}"
+    pass_when: {score_gte: 0.5}
+  - id: looks-the-customer-up
+    type: presence
+    reason: no_lookup
+    step: {kind: tool, name: lookup_customer}
+"""
 # The judge's results as the judge stage stores them: (verdict, reason).
 JUDGE_FAILED = ("fail", "unhelpful_answer")  # a calibrated judge's failure
 JUDGE_FAILED_UNCALIBRATED = ("review", "judge_uncalibrated")  # its failure, gated to a review
