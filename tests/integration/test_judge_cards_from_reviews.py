@@ -253,3 +253,23 @@ def test_labels_only_on_runs_the_judge_failed_do_not_certify_it(
     assert "every labelled run is one the judge failed" in printed
     card = server.query_dicts("SELECT tpr, tnr FROM evaluator_cards")[0]
     assert (card["tpr"], card["tnr"]) == (1.0, 0.0)
+
+
+def test_bad_requests_are_refused_with_what_to_give(
+    server: RunningServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = ("--url", server.admin_url)
+    code, printed = sextant(capsys, "judge", "rates", "support-judges/no-such-rule", *url)
+    assert code == 1 and "pack support-judges has no judge rule 'no-such-rule'" in printed
+    code, printed = sextant(capsys, "judge", "rates", "--window", "soon", *url)
+    assert code == 1 and "window: expected a duration such as 60s" in printed
+    code, printed = sextant(capsys, "judge", "rates", "--target", "support-desk", *url)
+    assert code == 2 and "give SERVICE/AGENT/VERSION" in printed
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("")
+    code, printed = sextant(
+        capsys, "judge", "calibrate", RULE, "--cases", str(cases), "--include-used", *url
+    )
+    assert code == 2 and "--include-used goes with --from-reviews" in printed
+    code, printed = sextant(capsys, "judge", "calibrate", RULE, "--from-reviews", *url)
+    assert code == 1 and "no reviewers' labels (pass or fail) on runs" in printed
