@@ -29,10 +29,10 @@ FROM (
   WHERE source IS NULL AND origin = 'live' AND scope = 'trajectory' AND rule_type = 'judge'
     AND pack = $pack AND pack_version = $version AND rule_id = $rule
     AND evaluated_at >= $since
+    AND ($service IS NULL OR (coalesce(service_name, ''), coalesce(agent_name, ''),
+         coalesce(service_version, '')) = ($service, $agent, $target_version))
   QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY revision DESC, evaluated_at DESC) = 1
 )
-WHERE ($service IS NULL OR (coalesce(service_name, ''), coalesce(agent_name, ''),
-       coalesce(service_version, '')) = ($service, $agent, $target_version))
 GROUP BY ALL
 ORDER BY ALL
 """
