@@ -39,7 +39,7 @@ def admin_routes(pipeline: Pipeline) -> list[RouteGroup]:
         BaselineRoutes(pipeline.database, pipeline.writer, pipeline.clock.now),
         JudgeRoutes(pipeline.packs, pipeline.database, pipeline.writer, pipeline.clock.now),
         ConsoleRoutes(pipeline.decisions, pipeline.database, pipeline.clock.now),
-        TargetPage(pipeline.database, pipeline.clock.now),
+        TargetPage(pipeline.database, pipeline.packs, pipeline.clock.now),
         LoginRoutes(pipeline.console),
         DecisionPages(pipeline.decisions, pipeline.database, pipeline.clock.now),
         TrajectoryPages(pipeline.database, pipeline.clock.now),

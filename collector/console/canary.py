@@ -2,8 +2,10 @@
 at this version, per metric both sides' values, the effect size, the raw and the adjusted
 p-value, the tools that appeared, vanished or shifted, and links to the runs of each side.
 
-Everything shown is what the look stored (`results.details`, written when the rule was
-evaluated): the page recomputes nothing, so it shows what the decision was based on."""
+Everything shown of a canary is what the look stored (`results.details`, written when the rule
+was evaluated): the page recomputes nothing, so it shows what the decision was based on. Below
+it, each judge rule's failure rate on the target, raw and corrected by its EvaluatorCard
+(collector/judges/rates.py), over every run of the version it judged."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import duckdb
 from aiohttp import web
 
 from collector.console.render import ENVIRONMENT, ago, page
+from collector.evaluation.packs import PackSource, compiled
+from collector.judges.rates import Rate, judge_rates
 from collector.store.database import Database
 from collector.targets import Target
 
@@ -154,11 +158,21 @@ def target_url(target: Target) -> str:
 ENVIRONMENT.globals.update(percent=percent, p_text=p_text, side_value=side_value, runs_url=runs_url)
 
 
-class TargetPage:
-    """GET /target?service=&agent=&version=: one target, with its canary against baseline."""
+def target_judges(
+    cursor: duckdb.DuckDBPyConnection, packs: PackSource, target: Target
+) -> list[Rate]:
+    """Each judge rule in force's failure rate on the target, over every run it judged."""
+    compiled_packs = [compiled(text) for text in packs.snapshot()]
+    return judge_rates(cursor, compiled_packs, datetime(1970, 1, 1), target=target)
 
-    def __init__(self, database: Database, now: Callable[[], datetime]) -> None:
+
+class TargetPage:
+    """GET /target?service=&agent=&version=: one target, with its canary against baseline and
+    its judges' failure rates."""
+
+    def __init__(self, database: Database, packs: PackSource, now: Callable[[], datetime]) -> None:
         self.database = database
+        self.packs = packs
         self.now = now
 
     def register(self, app: web.Application) -> None:
@@ -170,12 +184,14 @@ class TargetPage:
             raise web.HTTPBadRequest(text="service is required (and agent, version)")
         target = Target(*parts)
         looks = await asyncio.to_thread(self.database.read, canary_looks, target)
+        judges = await asyncio.to_thread(self.database.read, target_judges, self.packs, target)
         query = urlencode({"service": parts[0], "agent": parts[1], "version": parts[2]})
         return page(
             "target.html",
             nav="targets",
             target=target,
             looks=looks,
+            judges=judges,
             decisions_query=query,
             now=self.now(),
             ago=ago,

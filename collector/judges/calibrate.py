@@ -10,7 +10,8 @@ unjudged and left out of the rates, never counted as agreement.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass
+import uuid
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +53,10 @@ class Card:
     tpr_lower: float | None
     tnr_lower: float | None
     calibrated_at: datetime
+    source: str = "cases"  # cases | reviews
+    not_applicable: int | None = None  # labels left out: people said the rule did not apply
+    reused_labels: int | None = None  # labels an earlier card had used (reviews only)
+    card_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,9 +107,24 @@ def card_of(
     at: datetime,
     cases_sha256: str | None = None,
 ) -> Card:
-    """The card, by counting: a true positive is a run people failed and the judge failed."""
+    """The card of labelled cases the judge was run over."""
+    fails = [c.fails for c in cases]
+    return counted_card(pack, rule, fails, flagged, at, cases_sha256)
+
+
+def counted_card(
+    pack: RulePack,
+    rule: JudgeRule,
+    fails: list[bool],
+    flagged: list[bool | None],
+    at: datetime,
+    cases_sha256: str | None = None,
+    **more: Any,
+) -> Card:
+    """The card, by counting: a true positive is a run people failed (`fails`) and the judge
+    failed (`flagged`; None where it gave no judgement)."""
     assert pack.judges is not None
-    pairs = [(c.fails, f) for c, f in zip(cases, flagged, strict=True) if f is not None]
+    pairs = [(p, f) for p, f in zip(fails, flagged, strict=True) if f is not None]
     tp = sum(1 for fails, f in pairs if fails and f)
     tn = sum(1 for fails, f in pairs if not fails and not f)
     positives = sum(1 for fails, _ in pairs if fails)
@@ -115,17 +135,18 @@ def card_of(
         rule_id=rule.id,
         model=rule.model or pack.judges.endpoint.model,
         template_sha256=template_sha256(rule),
-        cases=len(cases),
+        cases=len(fails),
         cases_sha256=cases_sha256,
         positives=positives,
         negatives=negatives,
-        unjudged=len(cases) - len(pairs),
+        unjudged=len(fails) - len(pairs),
         agreement=(tp + tn) / len(pairs) if pairs else None,
         tpr=tp / positives if positives else None,
         tnr=tn / negatives if negatives else None,
         tpr_lower=wilson_lower(tp, positives),
         tnr_lower=wilson_lower(tn, negatives),
         calibrated_at=at,
+        **more,
     )
 
 

@@ -18,6 +18,11 @@ from scipy.stats import binomtest
 from evaluators.base import Decision, Finding, Verdict
 from evaluators.judge import JudgeRule, JudgeSettings
 
+# Whether the judge failed a run, from its stored result (SQL, over `results`): an uncalibrated
+# judge's failure is stored as a review (judge_uncalibrated, see `gated`) but is still its
+# failure; any other review (unavailable, over budget, incomplete run) is no judgement (NULL).
+FLAGGED = """CASE WHEN verdict = 'fail' OR (verdict = 'review' AND reason = 'judge_uncalibrated')
+THEN true WHEN verdict = 'pass' THEN false END"""
 LATEST_CARD = """
 SELECT tpr_lower, tnr_lower FROM evaluator_cards
 WHERE pack = ? AND pack_version = ? AND rule_id = ? AND model = ? AND template_sha256 = ?

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.store.judge_tables import EVALUATOR_CARDS, JUDGE_CALLS
+from collector.store.judge_tables import CARD_LABELS, EVALUATOR_CARDS_V9, JUDGE_CALLS
 from collector.store.schema import (
     ALERTS,
     BASELINE_MEMBERS,
@@ -21,7 +21,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 18
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -79,7 +79,7 @@ MIGRATIONS: dict[int, list[str]] = {
     9: [
         "ALTER TABLE results ADD COLUMN label VARCHAR",
         create_table("judge_calls", JUDGE_CALLS),
-        create_table("evaluator_cards", EVALUATOR_CARDS),
+        create_table("evaluator_cards", EVALUATOR_CARDS_V9),
     ],
     10: [
         "ALTER TABLE results ADD COLUMN session_id VARCHAR",
@@ -115,5 +115,16 @@ MIGRATIONS: dict[int, list[str]] = {
     16: [
         "ALTER TABLE results ADD COLUMN source VARCHAR",
         "ALTER TABLE results ADD COLUMN reviewer VARCHAR",
+    ],
+    17: [],
+    18: [
+        "ALTER TABLE evaluator_cards ADD COLUMN card_id VARCHAR",
+        "ALTER TABLE evaluator_cards ADD COLUMN source VARCHAR",
+        "ALTER TABLE evaluator_cards ADD COLUMN not_applicable INTEGER",
+        "ALTER TABLE evaluator_cards ADD COLUMN reused_labels INTEGER",
+        # the cards stored before were calibrated on cases files
+        "UPDATE evaluator_cards SET card_id = replace(uuid()::VARCHAR, '-', ''), source = 'cases'",
+        create_table("card_labels", CARD_LABELS),
+        "CREATE INDEX card_labels_rule ON card_labels (pack, rule_id)",
     ],
 }

@@ -8,7 +8,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.store.judge_tables import EVALUATOR_CARDS, JUDGE_CALLS
+from collector.store.judge_tables import CARD_LABELS, EVALUATOR_CARDS, JUDGE_CALLS
 from collector.store.schema import (
     ALERTS,
     BASELINE_MEMBERS,
@@ -39,6 +39,7 @@ TABLES = {
     "baseline_members": BASELINE_MEMBERS,
     "judge_calls": JUDGE_CALLS,
     "evaluator_cards": EVALUATOR_CARDS,
+    "card_labels": CARD_LABELS,
     "sessions": SESSIONS,
     "mcp_servers": MCP_SERVERS,
 }

@@ -120,3 +120,29 @@ def test_a_version_10_store_keys_its_sessions_by_their_service(tmp_path: Path) -
     rows = database.cursor().execute("SELECT session_id, session_service FROM sessions").fetchall()
     assert rows == [("user-4711", "support-desk")]
     database.close()
+
+
+def test_a_version_16_store_keeps_its_evaluator_cards_as_cards_of_cases(tmp_path: Path) -> None:
+    """Cards calibrated before cards could come from reviewers' labels get an id and say they
+    came from a cases file; no run is marked as used by them."""
+    path = tmp_path / "v16.duckdb"
+    con = duckdb.connect(str(path))
+    for version in range(1, 17):
+        for statement in MIGRATIONS[version]:
+            con.execute(statement)
+        con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+    con.execute(
+        "INSERT INTO evaluator_cards (pack, pack_version, rule_id, model, template_sha256, cases,"
+        " positives, negatives, unjudged, calibrated_at) VALUES"
+        " ('support-judges', '1.0.0', 'helpful-answer', 'judge-mini', 'ab', 24, 12, 12, 0, now()),"
+        " ('support-judges', '1.0.1', 'helpful-answer', 'judge-mini', 'ab', 30, 15, 15, 0, now())"
+    )
+    con.close()
+    database = Database(path)
+    database.open()
+    cursor = database.cursor()
+    rows = cursor.execute("SELECT card_id, source, reused_labels FROM evaluator_cards").fetchall()
+    assert [(source, reused) for _, source, reused in rows] == [("cases", None), ("cases", None)]
+    assert len({card_id for card_id, _, _ in rows}) == 2 and all(len(r[0]) == 32 for r in rows)
+    assert cursor.execute("SELECT count(*) FROM card_labels").fetchone() == (0,)
+    database.close()
