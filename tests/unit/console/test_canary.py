@@ -82,7 +82,7 @@ def test_stored_names_are_escaped_and_shown_written_out() -> None:
         }
     )
     html = ENVIRONMENT.get_template("target.html").render(
-        nav="targets", target=TARGET, looks=[look], decisions_query="", now=END
+        nav="targets", target=TARGET, looks=[look], judges=[], decisions_query="", now=END
     )
     assert "<img" not in html and "<b>" not in html and "\u202e" not in html
     assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;refund_&lt;U+202E&gt;txt.exe" in html
