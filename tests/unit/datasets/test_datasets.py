@@ -39,7 +39,8 @@ class Store(RunStore):
         )
         # each step's span, the approval's saying it was approved (what the pack looks for)
         self.cursor.execute(
-            "UPDATE steps SET span_id = 's' || seq, start_time_unix_nano = seq::UBIGINT * 1000000000,"
+            "UPDATE steps SET span_id = 's' || seq,"
+            " start_time_unix_nano = seq::UBIGINT * 1000000000,"
             " end_time_unix_nano = seq::UBIGINT * 1000000000 + 500000000 WHERE trace_id = ?",
             [trace_id],
         )
