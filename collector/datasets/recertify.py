@@ -148,9 +148,9 @@ def resolve(
 ) -> DecisionState:
     """Resolve by hand, after a clean recertification where one is needed. A refused one is
     recorded in the history and raised as NotRecertified, naming the cases still failing."""
+    engine.find(decision_id)  # only an active decision can be resolved (or replayed for)
     if not recertifier.needed(decision_id, dataset):
         return engine.resolve(decision_id, by, note)
-    engine.find(decision_id)  # only an active decision is worth replaying for
     outcome = recertifier.recertify(decision_id, by, dataset)
     if not outcome.passed:
         engine.recertified(decision_id, by, outcome.summary(), outcome.as_json())
