@@ -9,7 +9,7 @@ the decision's history with the dataset, the packs and versions, and the cases s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -41,10 +41,10 @@ class Recertification:
     packs: list[str]  # name@version replayed
     outcomes: list[CaseOutcome]
     created: bool = False  # the dataset was made from the decision's evidence now
-    failing: list[CaseOutcome] = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "failing", [o for o in self.outcomes if not o.clean])
+    @property
+    def failing(self) -> list[CaseOutcome]:
+        return [o for o in self.outcomes if not o.clean]
 
     @property
     def passed(self) -> bool:
