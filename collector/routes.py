@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from collector.admin.baselines import BaselineRoutes
+from collector.admin.datasets import DatasetRoutes
 from collector.admin.decisions import DecisionRoutes
 from collector.admin.health import HealthRoutes
 from collector.admin.http import RouteGroup
@@ -14,6 +15,7 @@ from collector.admin.sessions import SessionRoutes
 from collector.admin.sql import SqlRoutes
 from collector.admin.trajectories import TrajectoryRoutes
 from collector.console.canary import TargetPage
+from collector.console.datasets import DatasetPages
 from collector.console.decisions import DecisionPages
 from collector.console.login import LoginRoutes
 from collector.console.packs import PacksPage
@@ -21,6 +23,8 @@ from collector.console.routes import ConsoleRoutes
 from collector.console.sessions import SessionPages
 from collector.console.sql import SqlPage
 from collector.console.trajectories import TrajectoryPages
+from collector.datasets.recertify import Recertifier
+from collector.datasets.service import Datasets
 
 if TYPE_CHECKING:
     from collector.pipeline import Pipeline
@@ -29,11 +33,17 @@ if TYPE_CHECKING:
 def admin_routes(pipeline: Pipeline) -> list[RouteGroup]:
     """Every route group, each handed only the parts of the pipeline it reads or acts on."""
     sql = SqlRoutes(pipeline.config.sql, pipeline.database)  # the console's SQL page shares it
+    now = pipeline.clock.now
+    datasets = Datasets(pipeline.database, pipeline.writer, now)
+    recertifier = Recertifier(
+        pipeline.database, pipeline.writer, pipeline.packs, now, pipeline.config.decisions.recertify
+    )
     return [
         HealthRoutes(pipeline.registry, pipeline.not_ready_reason, pipeline.evaluation.status),
         TrajectoryRoutes(pipeline.database, pipeline.clock.now),
         SessionRoutes(pipeline.database, pipeline.clock.now),
-        DecisionRoutes(pipeline.decisions, pipeline.notifier, pipeline.database),
+        DecisionRoutes(pipeline.decisions, pipeline.notifier, pipeline.database, recertifier),
+        DatasetRoutes(datasets),
         sql,
         ReplayRoutes(pipeline.writer),
         BaselineRoutes(pipeline.database, pipeline.writer, pipeline.clock.now),
@@ -41,7 +51,8 @@ def admin_routes(pipeline: Pipeline) -> list[RouteGroup]:
         ConsoleRoutes(pipeline.decisions, pipeline.database, pipeline.clock.now),
         TargetPage(pipeline.database, pipeline.packs, pipeline.clock.now),
         LoginRoutes(pipeline.console),
-        DecisionPages(pipeline.decisions, pipeline.database, pipeline.clock.now),
+        DecisionPages(pipeline.decisions, pipeline.database, pipeline.clock.now, recertifier),
+        DatasetPages(datasets),
         TrajectoryPages(pipeline.database, pipeline.clock.now),
         SessionPages(pipeline.database),
         PacksPage(pipeline.evaluation.status),

@@ -13,17 +13,28 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from collector.admin.datasets import refused
 from collector.admin.http import MAX_LIST, list_limit, reply
 from collector.admin.http import json_error as error
 from collector.alerts.notifier import Notifier
+from collector.datasets import recertify
+from collector.datasets.recertify import Recertifier
 from collector.decisions.engine import DecisionEngine
 from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
+from collector.errors import SextantError
 from collector.store.database import Database
 
 
 class DecisionRoutes:
-    def __init__(self, engine: DecisionEngine, notifier: Notifier, database: Database) -> None:
+    def __init__(
+        self,
+        engine: DecisionEngine,
+        notifier: Notifier,
+        database: Database,
+        recertifier: Recertifier,
+    ) -> None:
         self.engine = engine
+        self.recertifier = recertifier
         self.notifier = notifier
         self.database = database
         # One alert test at a time: each holds a worker thread of the event loop's pool for up
@@ -65,13 +76,32 @@ class DecisionRoutes:
         return await self._by_person(request, self.engine.acknowledge)
 
     async def _resolve(self, request: web.Request) -> web.Response:
-        return await self._by_person(request, self.engine.resolve)
-
-    async def _by_person(self, request: web.Request, action: Any) -> web.Response:
+        """Resolve by hand; where a recertification is needed (`decisions.recertify`, or a
+        `dataset` named in the body), only once its dataset replays clean: 409 until then."""
         try:
             body = orjson.loads(await request.read() or b"{}")
         except orjson.JSONDecodeError as exc:
             return error(400, f"body is not JSON: {exc}")
+        dataset = body.get("dataset") if isinstance(body, dict) else None
+        if dataset is not None and not isinstance(dataset, str):
+            return error(400, "dataset must be a dataset's name")
+
+        def action(decision_id: str, by: str, note: str) -> Any:
+            return recertify.resolve(
+                self.engine, self.recertifier, decision_id, by, note, dataset or None
+            )
+
+        try:
+            return await self._by_person(request, action, body)
+        except SextantError as exc:
+            return refused(exc)
+
+    async def _by_person(self, request: web.Request, action: Any, body: Any = None) -> web.Response:
+        if body is None:
+            try:
+                body = orjson.loads(await request.read() or b"{}")
+            except orjson.JSONDecodeError as exc:
+                return error(400, f"body is not JSON: {exc}")
         by = body.get("by") if isinstance(body, dict) else None
         if not isinstance(by, str) or not by.strip():
             return error(400, 'give who acts: {"by": "NAME", "note": "..."}')

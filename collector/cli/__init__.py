@@ -12,6 +12,7 @@ from collector import __version__
 from collector.cli import (
     alerts,
     bench,
+    dataset,
     decisions,
     demo,
     drift,
@@ -74,6 +75,7 @@ GROUPS = (
     sql,
     replay,
     export,
+    dataset,
     decisions,
     alerts,
     demo,

@@ -44,6 +44,12 @@ def register(sub: Any) -> None:
         p.add_argument("id")
         p.add_argument("--by", required=True, help="who acts (recorded in the history)")
         p.add_argument("--note", default="", help="why, or what was done")
+        if event == Event.RESOLVE:
+            p.add_argument(
+                "--dataset",
+                help="recertify on this dataset first: it must replay clean under the packs in"
+                " force (default where decisions.recertify requires it: the decision's id)",
+            )
         add_url_token(p)
     decisions.set_defaults(func=run)
 
@@ -106,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
         headers = ["SEQ", "AT", "EVENT", "STATE", "BY", "NOTE", "REASONS"]
         emit(Table(history, HISTORY_COLUMNS, headers), args.format, doc=doc)
         return 0
-    doc = client(args).post_json(f"{path}/{action}", {"by": args.by, "note": args.note})
+    body = {"by": args.by, "note": args.note}
+    if getattr(args, "dataset", None):
+        body["dataset"] = args.dataset
+    doc = client(args).post_json(f"{path}/{action}", body)
     print(f"{doc['decision_id']}: {action} by {doc['by']} ({doc['state']})")
     return 0

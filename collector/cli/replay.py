@@ -67,6 +67,10 @@ def register(sub: Any) -> None:
     p.add_argument("--reason", help="a reason code the live verdict gave")
     p.add_argument("--decision", help="the evidence traces of this decision id")
     p.add_argument(
+        "--dataset",
+        help="the runs of this dataset, each checked against what it expects; exit 1 when not",
+    )
+    p.add_argument(
         "--rules",
         type=Path,
         action="append",
@@ -100,11 +104,13 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def selection_from(args: argparse.Namespace, expectations: list[Expectation]) -> Any:
+def selection_from(
+    args: argparse.Namespace, expectations: list[Expectation], cases: list[Any]
+) -> Any:
     from collector.replay.selection import Selection
 
     return Selection(
-        trace_ids=args.trace_id or [],
+        trace_ids=[*(args.trace_id or []), *(c.trace_id for c in cases)],
         since=args.since,
         until=args.until,
         target=args.target,
@@ -151,13 +157,15 @@ def print_report(report: Any, selected: int, args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from collector.cli._source import SourceSpec
     from collector.clock import SystemClock
+    from collector.datasets.store import load_cases
     from collector.replay.run import current_packs, packs_from_paths, replay
 
     expectations = [Expectation.parse(e) for e in args.expect]
-    selection = selection_from(args, expectations)
     spec = SourceSpec.of(args)
     source = spec.open()
     try:
+        cases = load_cases(source, args.dataset) if args.dataset else []
+        selection = selection_from(args, expectations, cases)
         if args.to_otlp:
             return resend(args, source, selection)
         packs = packs_from_paths(args.rules) if args.rules else current_packs(source)
@@ -182,7 +190,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"expect {expectation}: " + ("ok" if problem is None else f"FAILED: {problem}"))
     if failed:
         print(f"sextant: {failed} of {len(expectations)} expectations failed", file=sys.stderr)
+    if args.dataset and not dataset_clean(args.dataset, cases, report.packs):
+        return 1
     return 1 if failed else 0
+
+
+def dataset_clean(name: str, cases: list[Any], packs: list[Any]) -> bool:
+    """Each case of the dataset (the run as it was added) under the replayed packs, against
+    what it expects of them; whether all are as expected."""
+    from collector.datasets.run import run_dataset
+
+    outcomes = run_dataset(cases, [p.pack for p in packs])
+    for o in outcomes:
+        verdicts = ", ".join(f"{pack} {v}" for pack, v in o.verdicts.items())
+        if o.clean:
+            print(f"ok   {name} {o.trace_id}: {verdicts}")
+            continue
+        print(f"FAIL {name} {o.trace_id}: " + "; ".join(o.problems))
+        for line in o.objections:
+            print(f"     {line}")
+    clean = sum(o.clean for o in outcomes)
+    print(f"dataset {name}: {clean} of {len(outcomes)} cases as expected")
+    return clean == len(outcomes)
 
 
 def resend(args: argparse.Namespace, source: Any, selection: Any) -> int:

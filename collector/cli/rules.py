@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from collector.cli._flags import add_command, add_format, add_url_token
+from collector.cli._flags import add_command, add_format, add_source, add_url_token
 
 STATUS_COLUMNS = ["pack", "rule", "status", "evaluated", "passed", "failed", "reviewed",
                   "not_applicable", "errored"]  # fmt: skip
@@ -34,9 +34,9 @@ def register(sub: Any) -> None:
         "sextant rules test rules/support-agent.yaml --cases cases.jsonl",
     )
     test.add_argument("pack", type=Path, help="the pack file")
-    test.add_argument(
-        "--cases", type=Path, required=True, help="JSONL: a trajectory and its `expect` per line"
-    )
+    test.add_argument("--cases", type=Path, help="JSONL: a trajectory and its `expect` per line")
+    test.add_argument("--dataset", help="a dataset stored in the collector (`sextant dataset`)")
+    add_source(test)
     test.set_defaults(func=run_test)
     status = add_command(
         rules_sub,
@@ -109,63 +109,49 @@ def read_cases(path: Path) -> list[dict[str, Any]]:
     return cases
 
 
-def problems_of(
-    doc: dict[str, Any], pack: str, results: list[Any], verdict: str, online: set[str]
-) -> list[str]:
-    """How the pack's results differ from what the case expects of that pack; the rules in
-    `online` (judges, evaluation events) cannot run here and are not compared."""
-    from collector.errors import SextantError
-    from collector.replay.cases import expected_of
-
-    try:
-        expect = expected_of(doc, pack)
-    except SextantError as exc:
-        return [str(exc)]
-    got = {r.rule_id: r.verdict.value for r in results}
-    found = []
-    if "verdict" in expect and expect["verdict"] != verdict:
-        found.append(f"verdict {verdict}, expected {expect['verdict']}")
-    for rule, want in expect.get("rules", {}).items():
-        if rule not in online and got.get(rule, "not_evaluated") != want:
-            found.append(f"{rule}: {got.get(rule, 'not evaluated')}, expected {want}")
-    return found
-
-
 def run_test(args: argparse.Namespace) -> int:
-    """Each case: the pack's verdict and rule verdicts against `expect`."""
+    """Each case (of a JSONL file or a stored dataset): the pack's verdict and rule verdicts
+    against `expect`."""
     from collector.cli._errors import UsageError
-    from collector.judges.similar import case_results
-    from collector.replay.cases import ONLINE_ONLY, trajectory_from_json
-    from evaluators.base import overall_verdict
-    from evaluators.evaluate import evaluate_pack
+    from collector.replay.check import check_case, online_rules
     from evaluators.rulepack import RulePackError, load_pack
 
     try:
         pack = load_pack(args.pack).pack
     except RulePackError as exc:
         raise UsageError("\n".join(exc.errors)) from exc
-    cases, failed = read_cases(args.cases), 0
-    online = {r.id for r in pack.rules if r.type in ONLINE_ONLY}
+    if (args.cases is None) == (args.dataset is None):
+        raise UsageError("give --cases FILE or --dataset NAME (one of them)")
+    cases = read_cases(args.cases) if args.cases else dataset_cases(args, pack.name)
+    online, failed = online_rules(pack), 0
     if online:
         print(f"not run offline (judges, evaluation events): {', '.join(sorted(online))}")
     for doc in cases:
-        t = trajectory_from_json(doc)
-        results = evaluate_pack(t, pack) + case_results(
-            pack, t, doc.get("expect", {}).get("answer")
-        )
-        verdict = overall_verdict(results).value if results else "none"
-        problems = problems_of(doc, pack.name, results, verdict, online)
-        label = f"{args.cases}:{doc['line']} ({doc.get('trace_id', '?')})"
-        if not problems:
-            print(f"ok   {label}: {verdict}")
+        checked = check_case(doc, pack)
+        where = f"{args.cases}:{doc['line']}" if args.cases else f"{args.dataset}"
+        label = f"{where} ({doc.get('trace_id', '?')})"
+        if not checked.problems:
+            print(f"ok   {label}: {checked.verdict}")
             continue
         failed += 1
-        print(f"FAIL {label}: " + "; ".join(problems))
-        for r in results:
-            if r.verdict.value in ("fail", "review"):
-                print(f"     {r.rule_id}: {r.verdict.value} {r.reason}: {r.message}")
+        print(f"FAIL {label}: " + "; ".join(checked.problems))
+        for line in checked.objections:
+            print(f"     {line}")
     print(f"{len(cases) - failed} of {len(cases)} cases as expected")
     return 1 if failed else 0
+
+
+def dataset_cases(args: argparse.Namespace, pack: str) -> list[dict[str, Any]]:
+    """The dataset's cases as `rules test` cases of `pack`, read from the store."""
+    from collector.cli._source import SourceSpec
+    from collector.datasets.cases import as_test_case
+    from collector.datasets.store import load_cases
+
+    source = SourceSpec.of(args).open()
+    try:
+        return [as_test_case(case, pack) for case in load_cases(source, args.dataset)]
+    finally:
+        source.close()
 
 
 def run_status(args: argparse.Namespace) -> int:

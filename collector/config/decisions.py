@@ -45,6 +45,12 @@ class DecisionsConfig(Strict):
     lookback_seconds: Seconds = Field(
         86_400.0, gt=0, description="How far back a target counts as known (PASS gauge, no_data)."
     )
+    recertify: list[Decision] = Field(
+        default_factory=list,
+        description="Decisions a person may resolve only once a dataset replays clean under the"
+        " packs in force, e.g. [QUARANTINE, ROLLBACK]: the dataset named on the resolve, else"
+        " the one named by the decision id (made from its evidence, which must then PASS).",
+    )
 
 
 class AlertmanagerChannel(Strict):

@@ -18,6 +18,8 @@ from aiohttp import web
 from collector.console.access import CSRF, CSRF_FIELD, see_other
 from collector.console.canary import has_canary, target_url
 from collector.console.render import ago, page
+from collector.datasets import recertify
+from collector.datasets.recertify import NotRecertified, Recertifier
 from collector.decisions.engine import DecisionEngine
 from collector.decisions.history import DECISION_FILTERS, STATES, decision_history, list_decisions
 from collector.decisions.state import DecisionState, Event, State
@@ -27,6 +29,7 @@ from collector.store.database import Database
 from collector.store.queries import jsonable, rows_as_dicts
 from collector.store.runs import DuckDBSource
 from collector.targets import Target
+from evaluators.base import Decision
 
 MAX_ROWS = 200
 TARGET_COLUMNS = ("service_name", "agent_name", "service_version")
@@ -87,8 +90,10 @@ class DecisionPages:
         engine: DecisionEngine,
         database: Database,
         now: Callable[[], datetime],
+        recertifier: Recertifier,
     ) -> None:
         self.engine = engine
+        self.recertifier = recertifier
         self.database = database
         self.now = now
 
@@ -154,7 +159,8 @@ class DecisionPages:
             evidence=evidence,
             history=history,
             stages=timeline(history),
-            notes=[r for r in history if r["event"] in (Event.ACK, Event.RESOLVE)],
+            notes=[r for r in history if r["event"] in (Event.ACK, Event.RESOLVE, Event.RECERTIFY)],
+            recertify=Decision(current["decision"]) in self.recertifier.required,
             target_query=target_query(current),
             canary_url=target_url(target) + "#canary" if canary else None,
             active=current["state"] != State.RESOLVED,
@@ -169,7 +175,20 @@ class DecisionPages:
         return await self._by_person(request, self.engine.acknowledge)
 
     async def _resolve(self, request: web.Request) -> web.Response:
-        return await self._by_person(request, self.engine.resolve)
+        """Resolve, after a clean recertification where one is needed; a refused one shows
+        which cases still fail."""
+        dataset = (await request.post()).get("dataset")
+        named = dataset.strip() if isinstance(dataset, str) and dataset.strip() else None
+
+        def action(decision_id: str, by: str, note: str) -> DecisionState:
+            return recertify.resolve(self.engine, self.recertifier, decision_id, by, note, named)
+
+        try:
+            return await self._by_person(request, action)
+        except NotRecertified as exc:
+            return await self._show(request, request.match_info["id"], 409, str(exc))
+        except SextantError as exc:
+            return await self._show(request, request.match_info["id"], 400, f"Not resolved: {exc}")
 
     async def _by_person(
         self, request: web.Request, action: Callable[[str, str, str], DecisionState]

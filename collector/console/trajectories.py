@@ -13,6 +13,7 @@ import duckdb
 from aiohttp import web
 
 from collector.admin.http import MAX_LIST, list_limit
+from collector.console.access import CSRF, CSRF_FIELD
 from collector.console.render import ago, page
 from collector.console.trajectory import trajectory_view
 from collector.errors import SextantError
@@ -128,6 +129,8 @@ class TrajectoryPages:
             "trajectory.html",
             nav="trajectories",
             t=view,
+            csrf=request[CSRF],
+            csrf_field=CSRF_FIELD,
             now=self.now(),
             ago=ago,
         )

@@ -16,7 +16,7 @@ import logging
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -221,11 +221,20 @@ class DecisionEngine:
         self.log.flush()
         return acked
 
-    def resolve(self, decision_id: str, by: str, note: str) -> DecisionState:
-        """Someone dealt with it: resolved now; only new failures open a new decision."""
+    def resolve(
+        self,
+        decision_id: str,
+        by: str,
+        note: str,
+        recertification: tuple[str, dict[str, Any]] | None = None,
+    ) -> DecisionState:
+        """Someone dealt with it: resolved now; only new failures open a new decision. A
+        recertification it was resolved on (summary, details) is recorded just before."""
         with self._lock:
             state = self._find(decision_id)
             now = self.now()
+            if recertification is not None:
+                state = self._recertify(state, now, by, *recertification)
             state = resolved(state, now, Event.RESOLVE)
             del self._active[state.key]
             self._resolved_by_hand[state.key] = now
@@ -233,6 +242,27 @@ class DecisionEngine:
             self._publish()
         self.log.flush()
         return state
+
+    def recertified(self, decision_id: str, by: str, summary: str, details: dict[str, Any]) -> None:
+        """A recertification that did not come clean: recorded, the state unchanged."""
+        with self._lock:
+            self._recertify(self._find(decision_id), self.now(), by, summary, details)
+            self._publish()
+        self.log.flush()
+
+    def _recertify(
+        self, state: DecisionState, now: datetime, by: str, summary: str, details: dict[str, Any]
+    ) -> DecisionState:
+        state = replace(state, seq=state.seq + 1, events=())
+        self._active[state.key] = state
+        self.log.append(row(state, Event.RECERTIFY, now, by, summary, details))
+        self.metrics.transitions.labels(state.key.decision.value, Event.RECERTIFY).inc()
+        return state
+
+    def find(self, decision_id: str) -> DecisionState:
+        """The pending or firing decision with this id; LookupError when there is none."""
+        with self._lock:
+            return self._find(decision_id)
 
     def _find(self, decision_id: str) -> DecisionState:
         for state in self._active.values():

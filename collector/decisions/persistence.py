@@ -11,6 +11,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from collector.decisions.state import DecisionState, Event, Key, Observation, State, summary_of
@@ -85,7 +86,12 @@ class DecisionLog:
 
 
 def row(
-    state: DecisionState, event: Event, now: datetime, actor: str, note: str | None
+    state: DecisionState,
+    event: Event,
+    now: datetime,
+    actor: str,
+    note: str | None,
+    recertification: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The `decisions` row of one transition."""
     f = state.finding
@@ -111,6 +117,7 @@ def row(
         "actor": actor,
         "note": note,
         "changed_at": now,
+        "recertification": orjson.dumps(recertification).decode() if recertification else None,
     }
 
 

@@ -45,6 +45,9 @@ class Event(StrEnum):
     RESOLVED = "resolved"  # its condition cleared
     ACK = "ack"  # a person acknowledged it
     RESOLVE = "resolve"  # a person resolved it by hand
+    # A dataset was replayed to recertify the fix before a person's resolve: recorded whether
+    # it was clean or not, the state unchanged (collector/datasets/recertify.py).
+    RECERTIFY = "recertify"
 
 
 # Coverage that is lost collector-wide (backlog, alert delivery) is about every target at once:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collector.store.dataset_tables import DATASET_CASES
 from collector.store.judge_tables import CARD_LABELS, EVALUATOR_CARDS_V9, JUDGE_CALLS
 from collector.store.schema import (
     ALERTS,
     BASELINE_MEMBERS,
     BASELINES,
-    DECISIONS,
+    DECISIONS_V4,
     LOGS,
     MCP_SERVERS,
     RESULTS_V3,
@@ -21,7 +22,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -50,7 +51,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "DROP TABLE results",
         "ALTER TABLE results_v4 RENAME TO results",
         "CREATE INDEX results_trace_id ON results (trace_id)",
-        with_key("decisions", DECISIONS, "decision_id, seq"),
+        with_key("decisions", DECISIONS_V4, "decision_id, seq"),
         create_table("alerts", ALERTS),
     ],
     5: [
@@ -126,5 +127,11 @@ MIGRATIONS: dict[int, list[str]] = {
         "UPDATE evaluator_cards SET card_id = replace(uuid()::VARCHAR, '-', ''), source = 'cases'",
         create_table("card_labels", CARD_LABELS),
         "CREATE INDEX card_labels_rule ON card_labels (pack, rule_id)",
+    ],
+    19: [
+        # named datasets of runs kept as cases; a decision's recertification on one
+        create_table("dataset_cases", DATASET_CASES),
+        "CREATE INDEX dataset_cases_dataset ON dataset_cases (dataset)",
+        "ALTER TABLE decisions ADD COLUMN recertification JSON",
     ],
 }

@@ -266,7 +266,7 @@ MCP_SERVERS = (
 
 # One row per transition of a decision (a history, never updated): pending, firing, resolved,
 # and the people who acknowledged or resolved it.
-DECISIONS = (
+DECISIONS_V4 = (
     ("decision_id", "VARCHAR NOT NULL", pa.string()),
     ("seq", "INTEGER NOT NULL", pa.int32()),
     ("event", "VARCHAR NOT NULL", pa.string()),  # pending|firing|resolved|updated|ack|resolve
@@ -289,6 +289,9 @@ DECISIONS = (
     ("note", "VARCHAR", pa.string()),
     ("changed_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
 )
+# Version 19: a recertification's outcome (dataset, packs, result, cases still failing) as JSON,
+# on the `recertify` rows of a decision resolved on a dataset's replay.
+DECISIONS = (*DECISIONS_V4, ("recertification", "JSON", pa.string()))
 
 # One row per delivery attempt of an alert to a channel (Alertmanager, webhook).
 ALERTS = (

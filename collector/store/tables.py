@@ -8,6 +8,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.store.dataset_tables import DATASET_CASES
 from collector.store.judge_tables import CARD_LABELS, EVALUATOR_CARDS, JUDGE_CALLS
 from collector.store.schema import (
     ALERTS,
@@ -42,6 +43,7 @@ TABLES = {
     "card_labels": CARD_LABELS,
     "sessions": SESSIONS,
     "mcp_servers": MCP_SERVERS,
+    "dataset_cases": DATASET_CASES,
 }
 # The table each OTLP signal is stored in.
 SIGNAL_TABLES = {"traces": "spans", "logs": "logs"}

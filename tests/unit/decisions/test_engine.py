@@ -645,3 +645,48 @@ def test_the_last_round_gauge_moves_with_each_completed_round_and_not_with_a_fai
         assert interval.samples[0].value == CONFIG.interval_seconds
     finally:
         engine.shutdown(deadline_in(5))
+
+
+def test_recertifications_are_recorded_without_an_alert_and_a_clean_one_precedes_the_resolve(
+    store,
+):
+    """A refused recertification leaves the decision firing (and survives a restart) and tells
+    no channel; the clean one is recorded just before the person's resolve."""
+    clock, notifier = FakeClock(), Notifier()
+    engine = engine_over(store, clock, notifier)
+    store.run(clock.now(), "a" * 32, CHECKOUT)
+    store.run(clock.now(), "b" * 32, CHECKOUT)
+    engine.evaluate()
+    clock.advance(60)
+    [fired] = engine.evaluate()
+    refused = {"dataset": fired.id, "packs": ["checkout@1"], "result": "fail"}
+    engine.recertified(fired.id, "ana", "recertification refused", refused)
+    assert active(engine)[CHECKOUT, Decision.QUARANTINE].state == State.FIRING
+    assert notifier.sent == [(fired.id, State.FIRING, Event.FIRING)]
+    engine.shutdown(deadline_in(1))
+    store.close()
+
+    store.open()
+    engine = engine_over(store, clock, Notifier())
+    try:
+        assert active(engine)[CHECKOUT, Decision.QUARANTINE].id == fired.id
+        clean = {"dataset": fired.id, "packs": ["checkout@2"], "result": "pass"}
+        done = engine.resolve(fired.id, "ana", "fixed", ("recertification passed", clean))
+        assert done.state == State.RESOLVED
+    finally:
+        engine.shutdown(deadline_in(1))
+    assert store.history(fired.id) == [
+        ("pending", "pending", "sextant"),
+        ("firing", "firing", "sextant"),
+        ("recertify", "firing", "ana"),
+        ("recertify", "firing", "ana"),
+        ("resolve", "resolved", "ana"),
+    ]
+    cursor = store.database.cursor()
+    rows = cursor.execute(
+        "SELECT seq, note, recertification->>'result' FROM decisions"
+        " WHERE decision_id = ? AND event = 'recertify' ORDER BY seq",
+        [fired.id],
+    ).fetchall()
+    cursor.close()
+    assert rows == [(3, "recertification refused", "fail"), (4, "recertification passed", "pass")]
