@@ -45,6 +45,13 @@ class DecisionsConfig(Strict):
     lookback_seconds: Seconds = Field(
         86_400.0, gt=0, description="How far back a target counts as known (PASS gauge, no_data)."
     )
+    review_backlog_seconds: Seconds = Field(
+        30.0,
+        ge=0,
+        description="How often a round reads the review backlog (items waiting for a label)"
+        " from the store; the rounds between reuse the last read. An item past its pack's"
+        " review.sla raises its decision, and a labelled one clears, within this time.",
+    )
 
 
 class AlertmanagerChannel(Strict):

@@ -115,6 +115,7 @@ class ConditionFinder:
         self.failing = failing  # the alert channels that cannot deliver
         self.operator = operator
         self.rejected = RejectedWindow(coverage.rejected_spans)
+        self.review = backlog.BacklogReader(config.review_backlog_seconds)
 
     def start(self, now: datetime) -> None:
         self.rejected.start(now)
@@ -238,7 +239,7 @@ class ConditionFinder:
         overdue runs, longest waiting first, are the evidence. It clears once they are labelled."""
         in_force = {p.name: p for p in packs}
         slas = {p.name: p.review.sla for p in packs if p.review.sla is not None}
-        pending = backlog.pending(cursor, now, slas)
+        pending = self.review.read(cursor, now, slas)
         found.review = backlog.queues(pending, {p.name: p.owner for p in packs}, slas)
         for p in pending:
             pack = in_force.get(p.pack)

@@ -7,6 +7,10 @@ label (`source = 'human'`, verdict `pass`, `fail` or `not_applicable`) for the s
 and rule at the same or a later revision answers it. An item waits from when it was first asked
 for (its earliest `evaluated_at`, should the same revision be evaluated again), so a
 re-evaluation never resets its age.
+
+A store holds weeks of results; the backlog is read from shortly before the oldest item still
+waiting (`BacklogReader`), so the scan skips the row groups of answered history, and at most
+every `decisions.review_backlog_seconds`, so a burst of decision rounds pays for it once.
 """
 
 from __future__ import annotations
@@ -36,11 +40,11 @@ items AS (
     JOIN trajectories t ON t.trace_id = r.trace_id AND t.revision = r.revision AND t.is_current
     LEFT JOIN rule_packs p ON p.sha256 = r.pack_sha256
     WHERE r.origin = 'live' AND r.scope = 'trajectory' AND r.source IS NULL
-      AND r.verdict = 'review'
+      AND r.verdict = 'review' AND r.evaluated_at >= $since
       AND NOT EXISTS (
           SELECT 1 FROM results h
           WHERE h.source = 'human' AND h.origin = 'live' AND h.scope = 'trajectory'
-            AND h.verdict IN ('pass', 'fail', 'not_applicable')
+            AND h.verdict IN ('pass', 'fail', 'not_applicable') AND h.evaluated_at >= $since
             AND h.trace_id = r.trace_id AND h.pack = r.pack AND h.rule_id = r.rule_id
             AND h.revision >= r.revision)
     GROUP BY ALL
@@ -75,13 +79,17 @@ class Pending:
 
 
 def pending(
-    cursor: duckdb.DuckDBPyConnection, now: datetime, slas: Mapping[str, float]
+    cursor: duckdb.DuckDBPyConnection,
+    now: datetime,
+    slas: Mapping[str, float],
+    since: datetime = datetime.min,
 ) -> list[Pending]:
-    """Every pack's unanswered review items per target; items asked for more than `slas[pack]`
-    seconds before `now` are overdue."""
+    """Every pack's unanswered review items per target, of those asked for from `since` (a
+    label comes after what it answers, so only labels from then on count); items asked for more
+    than `slas[pack]` seconds before `now` are overdue."""
     packs = sorted(slas)
     cutoffs = [now - timedelta(seconds=slas[p]) for p in packs]
-    cursor.execute(PENDING, {"packs": packs, "cutoffs": cutoffs})
+    cursor.execute(PENDING, {"packs": packs, "cutoffs": cutoffs, "since": since})
     names = [d[0] for d in cursor.description]
     out = []
     for values in cursor.fetchall():
@@ -100,6 +108,35 @@ def pending(
             )
         )
     return out
+
+
+# A result is stamped when it is evaluated and committed a moment later (the writer gives up
+# after STORE_TIMEOUT_SECONDS): a read from this long before the oldest item still waiting at
+# the last read cannot miss one committed since.
+LATE_COMMIT = timedelta(minutes=10)
+
+
+class BacklogReader:
+    """The backlog, read at most every `every` seconds (the rounds in between reuse the last
+    read, unless the SLAs changed) and, after the first read, only from `LATE_COMMIT` before the
+    oldest item then waiting: an item older than that was answered or replaced, for good."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self._since = datetime.min
+        self._read: tuple[datetime, dict[str, float], list[Pending]] | None = None
+
+    def read(
+        self, cursor: duckdb.DuckDBPyConnection, now: datetime, slas: Mapping[str, float]
+    ) -> list[Pending]:
+        if self._read is not None:
+            read_at, read_slas, found = self._read
+            if read_slas == slas and 0 <= (now - read_at).total_seconds() < self.every:
+                return found
+        found = pending(cursor, now, slas, self._since)
+        self._since = min([now, *(p.oldest for p in found)]) - LATE_COMMIT
+        self._read = (now, dict(slas), found)
+        return found
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ def test_a_review_past_its_sla_decides_and_pages_until_a_reviewer_labels_it(
         {"refunds": PACK},
         assembler=FAST,
         rules={"reload_seconds": 0.1},
-        decisions=DECIDE_FAST,
+        decisions={**DECIDE_FAST, "review_backlog_seconds": 0.1},
     )
     admin = server.admin_url.removeprefix("http://")
     try:

@@ -44,7 +44,9 @@ rules:
 DESK = Target("support-desk", "support-agent", "2.3.1")
 SHOP = Target("shop-api", "checkout-agent", "1.2.0")
 POLICY = "refunds/review_backlog"
-CONFIG = DecisionsConfig(interval_seconds=3600, window_seconds=600, resolve_after_seconds=120)
+CONFIG = DecisionsConfig(
+    interval_seconds=3600, window_seconds=600, resolve_after_seconds=120, review_backlog_seconds=0
+)
 
 
 @dataclass

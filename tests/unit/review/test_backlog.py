@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.config.sections import WriterConfig
 from collector.lifecycle import deadline_in
-from collector.review.backlog import Pending, Queue, pending, queues
+from collector.review.backlog import BacklogReader, Pending, Queue, pending, queues
 from collector.store.database import Database
 from collector.store.metrics import StoreMetrics
 from collector.store.writer import Writer
@@ -149,3 +149,37 @@ def test_queues_are_per_owner_and_pack_with_the_owner_in_force(db: Store) -> Non
         ("idle-team", "idle"): Queue(0, None, None),  # a pack in force with nothing to review
         ("legal", "retired"): Queue(3, old, None),  # no longer in force: its recorded owner
     }
+
+
+def test_the_reader_reuses_its_last_read_until_its_interval_or_the_slas_change(db: Store) -> None:
+    reader = BacklogReader(every=30)
+    item = asked("a" * 32, timedelta(hours=3))
+    db.add("trajectories", run_row("a" * 32, DESK, NOW - timedelta(hours=3)))
+    db.add("results", item)
+    cursor = db.database.cursor()
+    try:
+        assert reader.read(cursor, NOW, {})[0].items == 1
+        db.add("results", human_label(item, "pass", "ana", NOW))
+        assert reader.read(cursor, NOW + timedelta(seconds=29), {})[0].items == 1
+        assert reader.read(cursor, NOW + timedelta(seconds=30), {}) == []
+        db.add("trajectories", run_row("b" * 32, DESK, NOW))
+        db.add("results", asked("b" * 32, timedelta(0)))
+        later = NOW + timedelta(seconds=31)
+        assert reader.read(cursor, later, {}) == []  # read 1 s ago
+        assert reader.read(cursor, later, {"refunds": HOUR})[0].items == 1  # a new SLA: now
+    finally:
+        cursor.close()
+
+
+def test_a_result_committed_after_a_read_that_followed_its_stamp_is_still_read(db: Store) -> None:
+    """The reader reads from shortly before the oldest item waiting; a result stamped before
+    a read and committed after it is not skipped for that."""
+    reader = BacklogReader(every=0)
+    cursor = db.database.cursor()
+    try:
+        assert reader.read(cursor, NOW, {}) == []
+        db.add("trajectories", run_row("a" * 32, DESK, NOW - timedelta(minutes=2)))
+        db.add("results", asked("a" * 32, timedelta(minutes=2)))  # stamped before that read
+        assert reader.read(cursor, NOW + timedelta(seconds=1), {})[0].items == 1
+    finally:
+        cursor.close()
