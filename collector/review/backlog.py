@@ -2,11 +2,12 @@
 yet, per pack and target, in one query of the decision round's snapshot.
 
 A review item is a `results` row with origin `live`, scope `trajectory`, no `source` (the
-rule's own evaluator) and verdict `review`, of its trajectory's current revision. A human
-label (`source = 'human'`, verdict `pass`, `fail` or `not_applicable`) for the same trace, pack
-and rule at the same or a later revision answers it. An item waits from when it was first asked
-for (its earliest `evaluated_at`, should the same revision be evaluated again), so a
-re-evaluation never resets its age.
+rule's own evaluator) and verdict `review`, of its trajectory's current revision: no later
+revision has closed (a later one closes after the result, so it lies within the scan's time
+bound, as in the decision queries). A human label (`source = 'human'`, verdict `pass`, `fail`
+or `not_applicable`) for the same trace, pack and rule at the same or a later revision answers
+it. An item waits from when it was first asked for (its earliest `evaluated_at`, should the
+same revision be evaluated again), so a re-evaluation never resets its age.
 
 A store holds weeks of results; the backlog is read from shortly before the oldest item still
 waiting (`BacklogReader`), so the scan skips the row groups of answered history, and at most
@@ -37,10 +38,12 @@ items AS (
            coalesce(r.service_version, '') AS version,
            min(r.evaluated_at) AS asked_at, max(p.owner) AS owner
     FROM results r
-    JOIN trajectories t ON t.trace_id = r.trace_id AND t.revision = r.revision AND t.is_current
     LEFT JOIN rule_packs p ON p.sha256 = r.pack_sha256
     WHERE r.origin = 'live' AND r.scope = 'trajectory' AND r.source IS NULL
       AND r.verdict = 'review' AND r.evaluated_at >= $since
+      AND NOT EXISTS (
+          SELECT 1 FROM trajectories t
+          WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
       AND NOT EXISTS (
           SELECT 1 FROM results h
           WHERE h.source = 'human' AND h.origin = 'live' AND h.scope = 'trajectory'
