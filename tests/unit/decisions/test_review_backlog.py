@@ -111,6 +111,8 @@ def test_an_item_past_the_sla_fires_for_its_target_and_a_label_clears_it(decidin
     clock.advance(3599)
     assert deciding.backlog() == {}  # within the SLA
     assert deciding.gauge("sextant_review_oldest_item_seconds") == 3599.0
+    store(writer, "trajectories", run_row("b" * 32, SHOP, clock.now()))
+    store(writer, "results", review_row("b" * 32, SHOP, clock.now()))
     clock.advance(2)
     state = deciding.backlog()[DESK]
     assert (state.key.decision, state.state) == (Decision.REVIEW, State.FIRING)
@@ -122,13 +124,14 @@ def test_an_item_past_the_sla_fires_for_its_target_and_a_label_clears_it(decidin
     assert "review.sla (1h)" in state.finding.summary
     decision, reasons = deciding.engine.snapshot().decision_of(DESK)
     assert decision == Decision.REVIEW and "coverage_lost_review_backlog" in reasons
-    assert SHOP not in deciding.backlog()  # only the target whose run waits
+    assert SHOP not in deciding.backlog()  # its run has waited 2 s: only the overdue target
+    assert deciding.gauge("sextant_review_queue_items") == 2.0
 
     store(writer, "results", human_label(item, "pass", "ana", clock.now(), "customer verified"))
     clock.advance(1)
     assert deciding.backlog()[DESK].state == State.FIRING  # clear, for its resolve_after
-    assert deciding.gauge("sextant_review_queue_items") == 0.0
-    assert deciding.gauge("sextant_review_oldest_item_seconds") == 0.0
+    assert deciding.gauge("sextant_review_queue_items") == 1.0  # the shop run's
+    assert deciding.gauge("sextant_review_oldest_item_seconds") == 3.0
     clock.advance(CONFIG.resolve_after_seconds)
     assert deciding.backlog() == {}
     _, reasons = deciding.engine.snapshot().decision_of(DESK)
