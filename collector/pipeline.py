@@ -43,6 +43,7 @@ from collector.receivers.ingest import Ingest
 from collector.receivers.metrics import ReceiverMetrics
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
+from collector.review.backlog_metrics import ReviewBacklogCollector
 from collector.routes import admin_routes
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.stage import SessionStage
@@ -252,6 +253,7 @@ class Pipeline:
             notifier,
         )
         self.registry.register(DecisionCollector(engine.snapshot, self.target_cap))
+        self.registry.register(ReviewBacklogCollector(lambda: engine.snapshot().review, self.clock))
         return notifier, engine
 
     def _store_upkeep(

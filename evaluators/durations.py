@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field
 
 UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
@@ -31,6 +34,10 @@ def parse_duration(value: object) -> float:
     if not match:
         raise ValueError(f"expected {DURATION_HINT}, got {value!r}")
     return float(match.group(1)) * UNIT_SECONDS[match.group(2) or "s"]
+
+
+# A pack key that takes a duration and is never zero (a window, a timeout, an SLA).
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 
 
 def duration_text(seconds: float) -> str:

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import orjson
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from evaluators.base import Finding, Verdict
-from evaluators.durations import parse_duration
+from evaluators.durations import Seconds
 from evaluators.matchers import Strict
 from evaluators.model import STEP_KINDS, Step, Trajectory
 from evaluators.rules import RuleBase
 
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 # The structured output every judge is asked for (OpenAI `response_format: json_schema`).
 JUDGEMENT_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -18,6 +18,7 @@ from evaluators.matchers import MISSING, Condition, Globs, Strict, checked_globs
 from evaluators.model import Trajectory
 from evaluators.policies import DecisionPolicy
 from evaluators.registry import RULE_TYPES, Rule
+from evaluators.review_sla import ReviewSettings
 
 
 class Selector(Strict):
@@ -79,6 +80,11 @@ class RulePack(Strict):
     )
     judges: JudgeSettings | None = Field(
         None, description="The endpoint, budgets and trust of the pack's `judge` rules."
+    )
+    review: ReviewSettings = Field(
+        default_factory=ReviewSettings,
+        description="How long its review items may wait for a person (`sla`) and what an"
+        " overdue one decides (`decision`, REVIEW by default).",
     )
 
     @model_validator(mode="after")

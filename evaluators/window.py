@@ -7,15 +7,13 @@ collector evaluates them on a schedule (`interval`) over the store.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, get_args
+from typing import Literal, get_args
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import Field, model_validator
 
-from evaluators.durations import parse_duration
+from evaluators.durations import Seconds
 from evaluators.matchers import Strict
 from evaluators.rules import RuleBase
-
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 
 DriftMetric = Literal[
     "tool_choice", "steps", "latency", "cost", "tokens", "error_rate", "pass_rate"

@@ -51,6 +51,13 @@ class DecisionsConfig(Strict):
         " packs in force, e.g. [QUARANTINE, ROLLBACK]: the dataset named on the resolve, else"
         " the one named by the decision id (made from its evidence, which must then PASS).",
     )
+    review_backlog_seconds: Seconds = Field(
+        30.0,
+        ge=0,
+        description="How often a round reads the review backlog (items waiting for a label)"
+        " from the store; the rounds between reuse the last read. An item past its pack's"
+        " review.sla raises its decision, and a labelled one clears, within this time.",
+    )
 
 
 class AlertmanagerChannel(Strict):

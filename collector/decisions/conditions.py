@@ -3,7 +3,9 @@
 A policy's condition holds when enough runs of a target failed its matching rules in its window;
 a failed rule outside every policy applies its `on_fail` on the first failure; lost coverage
 (incomplete traces, rejected spans, an evaluation backlog, failing alert delivery, a silent
-target) is a REVIEW. Every query of one round reads one snapshot of the store.
+target) is a REVIEW, and so is a review item left unanswered past its pack's `review.sla` (or
+the stronger decision the pack's `review.decision` names). Every query of one round reads one
+snapshot of the store.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from collector.decisions.state import (
     service_scope,
 )
 from collector.evaluation.packs import PackSource, compiled
+from collector.review import backlog
 from collector.store.database import Database
 from collector.store.reader import Reader
 from collector.targets import Target
 from evaluators.base import Decision, Verdict
+from evaluators.durations import duration_text
 from evaluators.policies import DecisionPolicy
 from evaluators.rulepack import RulePack
 
@@ -49,6 +53,8 @@ class Found:
 
     conditions: dict[Key, Observation] = field(default_factory=dict)
     targets: dict[Target, datetime] = field(default_factory=dict)
+    # (owner, pack) -> its review queue: what the review backlog gauges show
+    review: dict[tuple[str, str], backlog.Queue] = field(default_factory=dict)
 
 
 class RejectedWindow:
@@ -109,6 +115,7 @@ class ConditionFinder:
         self.failing = failing  # the alert channels that cannot deliver
         self.operator = operator
         self.rejected = RejectedWindow(coverage.rejected_spans)
+        self.review = backlog.BacklogReader(config.review_backlog_seconds)
 
     def start(self, now: datetime) -> None:
         self.rejected.start(now)
@@ -142,6 +149,7 @@ class ConditionFinder:
                 self._policy(cursor, now, pack, policy, groups[policy.window], found)
             self._on_fail(pack, groups[self.config.window_seconds], found)
         self._incomplete(cursor, now, found)
+        self._review_backlog(cursor, now, packs, found)
         self._rejected(now, found)
         self._collector_wide(now, found)
         self._targets(cursor, now, found)
@@ -222,6 +230,36 @@ class ConditionFinder:
                 row["latest"],
                 tuple(row["traces"]),
             )
+
+    def _review_backlog(
+        self, cursor: duckdb.DuckDBPyConnection, now: datetime, packs: list[RulePack], found: Found
+    ) -> None:
+        """A review item waiting past its pack's `review.sla` costs its target's coverage: a
+        person was to look at that run and nobody has. The pack's owner answers for it; the
+        overdue runs, longest waiting first, are the evidence. It clears once they are labelled."""
+        in_force = {p.name: p for p in packs}
+        slas = {p.name: p.review.sla for p in packs if p.review.sla is not None}
+        pending = self.review.read(cursor, now, slas)
+        found.review = backlog.queues(pending, {p.name: p.owner for p in packs}, slas)
+        for p in pending:
+            pack = in_force.get(p.pack)
+            if pack is None or pack.review.sla is None or not p.overdue:
+                continue
+            sla = pack.review.sla
+            condition = Observation(
+                reasons=("coverage_lost_review_backlog",),
+                rules=tuple(f"{p.pack}/{rule}" for rule in p.rules),
+                packs=(f"{pack.name}@{pack.version}",),
+                owner=pack.owner,
+                evidence=p.traces,
+                summary=f"{p.overdue} review item(s) of pack {pack.name} unanswered past its"
+                f" review.sla ({duration_text(sla)})",
+                resolve_after=self.config.resolve_after_seconds,
+                # when the newest of them went overdue: a person's resolution covers those
+                latest=p.newest_overdue + timedelta(seconds=sla) if p.newest_overdue else now,
+            )
+            key = Key(p.target, pack.review.decision, f"{pack.name}/review_backlog")
+            add(found, key, condition)
 
     def _rejected(self, now: datetime, found: Found) -> None:
         """Rejected spans cost the coverage of the service that sent them; those whose sender

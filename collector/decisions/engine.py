@@ -37,6 +37,7 @@ from collector.decisions.state import (
     step,
     strongest_first,
 )
+from collector.review.backlog import Queue
 from collector.store.database import Database
 from collector.store.reader import Interrupted
 from collector.store.writer import Writer
@@ -57,6 +58,7 @@ class Notifier(Protocol):
 class Snapshot:
     states: list[DecisionState]
     targets: dict[Target, datetime] = field(default_factory=dict)  # target -> last closed run
+    review: dict[tuple[str, str], Queue] = field(default_factory=dict)  # (owner, pack) -> queue
 
     def decision_of(self, target: Target) -> tuple[Decision, list[str]]:
         """The target's effective decision and the reasons of what fires for it, counting the
@@ -97,6 +99,7 @@ class DecisionEngine:
         self._active: dict[Key, DecisionState] = {}
         self._resolved_by_hand: dict[Key, datetime] = {}
         self._targets: dict[Target, datetime] = {}
+        self._review: dict[tuple[str, str], Queue] = {}
         # What scrapes, the API and the console read: published under the lock at the end of
         # each change, read without it, so a reader never waits for a round in progress.
         self._published = Snapshot([])
@@ -128,7 +131,7 @@ class DecisionEngine:
     def _publish(self) -> None:
         """Under the lock, once the states are consistent again."""
         self._published = Snapshot(
-            strongest_first(list(self._active.values())), dict(self._targets)
+            strongest_first(list(self._active.values())), dict(self._targets), dict(self._review)
         )
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
@@ -166,6 +169,7 @@ class DecisionEngine:
             return []
         with self._lock:
             self._targets = found.targets
+            self._review = found.review
             changed = self._step_all(found.conditions, now)
             self._publish()
         self.log.flush()

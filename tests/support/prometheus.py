@@ -123,21 +123,22 @@ class Prometheus:
 
 
 @contextmanager
-def prometheus(tmp: Path, sextant: str, rule_files: Sequence[Path] = ()) -> Iterator[Prometheus]:
+def prometheus(
+    tmp: Path, sextant: str, rule_files: Sequence[Path] = (), alertmanager: str | None = None
+) -> Iterator[Prometheus]:
     """Real Prometheus scraping the admin address `sextant` (host:port) as job `sextant` every
-    second and evaluating `rule_files` every second."""
+    second and evaluating `rule_files` every second, sending its alerts to the `alertmanager`
+    URL when given."""
     config = tmp / "prometheus.yml"
-    config.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(p) for p in rule_files],
-                "scrape_configs": [
-                    {"job_name": "sextant", "static_configs": [{"targets": [sextant]}]}
-                ],
-            }
-        )
-    )
+    settings: dict[str, Any] = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(p) for p in rule_files],
+        "scrape_configs": [{"job_name": "sextant", "static_configs": [{"targets": [sextant]}]}],
+    }
+    if alertmanager is not None:
+        target = alertmanager.removeprefix("http://")
+        settings["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [target]}]}]}
+    config.write_text(json.dumps(settings))
     process, url = run_on_port_0(
         [
             binary("prometheus"),
@@ -172,6 +173,24 @@ def alertmanager(config: Path, tmp: Path) -> Iterator[str]:
         yield url
     finally:
         stop(process)
+
+
+@contextmanager
+def alertmanager_to(hook: str, tmp: Path) -> Iterator[str]:
+    """The real Alertmanager sending every alert, and its resolution, to the webhook URL `hook`
+    at once (no grouping wait): its URL."""
+    config = tmp / "alertmanager.yml"
+    route = {
+        "receiver": "hook",
+        "group_by": ["..."],
+        "group_wait": "0s",
+        "group_interval": "1s",
+        "repeat_interval": "1h",
+    }
+    receiver = {"name": "hook", "webhook_configs": [{"url": hook, "send_resolved": True}]}
+    config.write_text(json.dumps({"route": route, "receivers": [receiver]}))
+    with alertmanager(config, tmp) as url:
+        yield url
 
 
 @dataclass
