@@ -55,7 +55,7 @@ ODDS = np.geomspace(2.0, 16.0, 6)
 ANYTIME_SHARE = 0.1
 # (fraction of the horizon, share of the planned looks' alpha): a little early, for a canary that
 # is plainly worse, most at the horizon, the rest on the way to three times it.
-PLANNED_LOOKS = ((0.5, 0.05), (1.0, 0.80), (2.0, 0.10), (3.0, 0.05))
+PLANNED_LOOKS = ((0.5, 0.05), (1.0, 0.85), (2.0, 0.05), (3.0, 0.05))
 
 
 @dataclass(frozen=True)
@@ -158,41 +158,45 @@ def null_pmf(runs: int, candidate: int, flagged: int) -> tuple[int, np.ndarray]:
     return low, pmf
 
 
-def exact_tails(blocks: Blocks, counts: Sequence[int]) -> list[float]:
-    """For each count k: P(the candidate's flagged runs over the first k blocks >= what was
-    seen) under the null, the exact convolution of the blocks' hypergeometric laws."""
-    tails: list[float] = []
-    pmf, seen, done = np.ones(1), 0, 0
-    for count in counts:
-        for i in range(done, count):
-            low, block = null_pmf(
-                int(blocks.runs[i]), int(blocks.candidate[i]), int(blocks.flagged[i])
-            )
-            if len(block) > 1:
-                pmf = np.convolve(pmf, block)
-            seen += int(blocks.candidate_flagged[i]) - low
-        done = max(done, count)
-        tails.append(float(min(1.0, pmf[seen:].sum())) if seen < len(pmf) else 0.0)
-    return tails
+def exact_tail(blocks: Blocks) -> float:
+    """P(the candidate's flagged runs over the blocks >= what was seen) under the null: the
+    upper tail of the exact convolution of the blocks' hypergeometric laws."""
+    pmf, seen = np.ones(1), 0
+    for runs, candidate, flagged, candidate_flagged in zip(
+        blocks.runs.tolist(),
+        blocks.candidate.tolist(),
+        blocks.flagged.tolist(),
+        blocks.candidate_flagged.tolist(),
+        strict=True,
+    ):
+        low, block = null_pmf(runs, candidate, flagged)
+        if len(block) > 1:
+            pmf = np.convolve(pmf, block)
+        seen += candidate_flagged - low
+    return float(min(1.0, pmf[seen:].sum())) if seen < len(pmf) else 0.0
 
 
-def evidence(blocks: Blocks, block_ends: np.ndarray, sides: np.ndarray, horizon: int) -> np.ndarray:
+def evidence(sides: np.ndarray, flags: np.ndarray, blocks: np.ndarray, horizon: int) -> np.ndarray:
     """-log p after each run (in closing order), p the test's p-value valid at every look:
     the smaller of the e-process's over its share and each planned look's exact p-value over
-    its share, once that look has happened. Never decreasing: evidence once found is kept."""
+    its share, once that look has happened. Never decreasing: evidence once found is kept.
+
+    A planned look's strata are the blocks complete by then and the runs after them, a
+    stratum of their own: which runs those are depends on the sides alone, as the blocks do."""
     runs = len(sides)
-    done = np.searchsorted(block_ends, np.arange(runs), side="right")  # blocks closed by run i
-    best = np.maximum.accumulate(np.maximum(log_e_process(blocks), 0.0))
-    log_e = np.where(done > 0, best[np.maximum(done - 1, 0)] if len(best) else 0.0, 0.0)
+    ends = np.flatnonzero(np.diff(blocks, append=-1) != 0)
+    done = np.searchsorted(ends[blocks[ends] >= 0], np.arange(runs), side="right")
+    best = np.maximum.accumulate(np.maximum(log_e_process(flag_blocks(sides, flags, blocks)), 0))
+    log_e = best[np.maximum(done - 1, 0)] * (done > 0) if len(best) else np.zeros(runs)
     p = np.minimum(1.0, np.exp(-log_e) / ANYTIME_SHARE)
     fewer = np.minimum(np.cumsum(sides), np.cumsum(1 - sides))
-    looks = [
-        (int(np.searchsorted(fewer, fraction * horizon)), share)
-        for fraction, share in PLANNED_LOOKS
-    ]
-    looks = [(at, share) for at, share in looks if at < runs]
-    tails = exact_tails(blocks, [int(done[at]) for at, _ in looks])
-    for (at, share), tail in zip(looks, tails, strict=True):
+    for fraction, share in PLANNED_LOOKS:
+        at = int(np.searchsorted(fewer, fraction * horizon))
+        if at >= runs:
+            break
+        seen = blocks[: at + 1]
+        strata = np.where(seen < 0, done[at], np.minimum(seen, done[at]))
+        tail = exact_tail(flag_blocks(sides[: at + 1], flags[: at + 1], strata))
         p[at:] = np.minimum(p[at:], tail / ((1.0 - ANYTIME_SHARE) * share))
     return -np.log(np.maximum(np.minimum.accumulate(p), 1e-300))
 

@@ -37,19 +37,9 @@ class Life:
     rule_failed: dict[str, np.ndarray]
     blocks: np.ndarray
 
-    def blocks_done(self) -> int:
-        return int(self.blocks.max(initial=-1)) + 1
-
-    def block_ends(self) -> list[int]:
-        """Index of the run that closed each complete block."""
-        ends = np.flatnonzero(np.diff(self.blocks, append=-1) != 0)
-        return [int(i) for i in ends if self.blocks[i] >= 0]
-
     def evidence(self, flags: np.ndarray, horizon: int) -> np.ndarray:
         """-log p after each run, for the candidate's runs being flagged more often."""
-        counts = sequential.flag_blocks(self.sides, flags, self.blocks)
-        ends = np.asarray(self.block_ends(), dtype=int)
-        return sequential.evidence(counts, ends, self.sides, horizon)
+        return sequential.evidence(self.sides, flags, self.blocks, horizon)
 
     def trajectories(self, horizon: int) -> Iterator[tuple[str, np.ndarray]]:
         """(test, -log p after each run) for every test a canary rule can hold: the

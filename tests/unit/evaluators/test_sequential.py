@@ -20,15 +20,14 @@ from evaluators.sequential import (
     anytime_p,
     blocks_of,
     evidence,
-    exact_tails,
-    flag_blocks,
+    exact_tail,
     weighted_holm,
 )
 
 ROLLOUTS = 200
 ALPHA = 0.05
 NULL_BOUND = 28  # P(Binomial(200, 0.05) >= 28) < 1e-6
-CAUGHT_BOUND = 174  # 95.0 % of 200 (3000 rollouts) less 5 standard deviations
+CAUGHT_BOUND = 177  # 95.8 % of 200 (3000 rollouts) less 5 standard deviations
 
 
 def rollout(
@@ -47,10 +46,7 @@ def rollout(
 def crossed(sides: np.ndarray, flags: np.ndarray, alpha: float, upto: int | None = None) -> bool:
     """Whether the canary test (e-process and planned looks, horizon 120) crossed alpha by run
     `upto` (all runs by default)."""
-    blocks = blocks_of(sides)
-    ends = np.flatnonzero(np.diff(blocks, append=-1) != 0)
-    ends = ends[blocks[ends] >= 0]
-    found = evidence(flag_blocks(sides, flags, blocks), ends, sides, 120)
+    found = evidence(sides, flags, blocks_of(sides), 120)
     return anytime_p(found[:upto]) <= alpha
 
 
@@ -109,10 +105,12 @@ def test_a_planned_look_over_one_block_is_fishers_exact_test() -> None:
     # one block of 8 baseline and 7 candidate runs, 6 flagged, 5 of them the candidate's
     one = Blocks(np.array([15]), np.array([7]), np.array([6]), np.array([5]))
     fisher = stats.fisher_exact([[5, 2], [1, 7]], alternative="greater").pvalue
-    assert exact_tails(one, [1]) == [pytest.approx(fisher)]
+    assert exact_tail(one) == pytest.approx(fisher)
     # two blocks: the tail of the sum, enumerated by hand
     two = Blocks(np.array([2, 2]), np.array([1, 1]), np.array([1, 1]), np.array([1, 1]))
-    assert exact_tails(two, [0, 1, 2]) == pytest.approx([1.0, 0.5, 0.25])
+    assert exact_tail(two) == pytest.approx(0.25)
+    half = Blocks(np.array([2, 2]), np.array([1, 1]), np.array([1, 1]), np.array([1, 0]))
+    assert exact_tail(half) == pytest.approx(0.75)
 
 
 def test_weighted_holm_spends_alpha_by_weight() -> None:
