@@ -34,6 +34,7 @@ DATE_COLUMNS = {
     "alerts": "sent_at",
     "sessions": "last_turn_at",
     "mcp_servers": "last_seen",
+    "review_claims": "claimed_at",
 }
 READ_BATCH_ROWS = 100_000
 

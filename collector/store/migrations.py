@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collector.store.judge_tables import EVALUATOR_CARDS, JUDGE_CALLS
+from collector.store.review_tables import REVIEW_CLAIMS
 from collector.store.schema import (
     ALERTS,
     BASELINE_MEMBERS,
@@ -21,7 +22,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -115,5 +116,9 @@ MIGRATIONS: dict[int, list[str]] = {
     16: [
         "ALTER TABLE results ADD COLUMN source VARCHAR",
         "ALTER TABLE results ADD COLUMN reviewer VARCHAR",
+    ],
+    17: [
+        # who reviews which REVIEW result now (collector/review/claims.py)
+        with_key("review_claims", REVIEW_CLAIMS, "trace_id, pack, rule_id"),
     ],
 }
