@@ -10,6 +10,7 @@ from collector.admin.health import HealthRoutes
 from collector.admin.http import RouteGroup
 from collector.admin.judges import JudgeRoutes
 from collector.admin.replay import ReplayRoutes
+from collector.admin.review import ReviewRoutes
 from collector.admin.sessions import SessionRoutes
 from collector.admin.sql import SqlRoutes
 from collector.admin.trajectories import TrajectoryRoutes
@@ -17,10 +18,13 @@ from collector.console.canary import TargetPage
 from collector.console.decisions import DecisionPages
 from collector.console.login import LoginRoutes
 from collector.console.packs import PacksPage
+from collector.console.review import ReviewPages
 from collector.console.routes import ConsoleRoutes
 from collector.console.sessions import SessionPages
 from collector.console.sql import SqlPage
 from collector.console.trajectories import TrajectoryPages
+from collector.review.desk import ReviewDesk
+from collector.review.identity import Identities
 
 if TYPE_CHECKING:
     from collector.pipeline import Pipeline
@@ -29,12 +33,22 @@ if TYPE_CHECKING:
 def admin_routes(pipeline: Pipeline) -> list[RouteGroup]:
     """Every route group, each handed only the parts of the pipeline it reads or acts on."""
     sql = SqlRoutes(pipeline.config.sql, pipeline.database)  # the console's SQL page shares it
+    desk = ReviewDesk(
+        pipeline.database, pipeline.writer, pipeline.packs, pipeline.config.review, pipeline.clock
+    )
+    console = pipeline.console
+    identities = Identities(
+        console.auth,
+        pipeline.config.admin.user_header,
+        lambda request: login.name if (login := console.session_of(request)) else "",
+    )
     return [
         HealthRoutes(pipeline.registry, pipeline.not_ready_reason, pipeline.evaluation.status),
         TrajectoryRoutes(pipeline.database, pipeline.clock.now),
         SessionRoutes(pipeline.database, pipeline.clock.now),
         DecisionRoutes(pipeline.decisions, pipeline.notifier, pipeline.database),
         sql,
+        ReviewRoutes(desk, identities, pipeline.clock.now),
         ReplayRoutes(pipeline.writer),
         BaselineRoutes(pipeline.database, pipeline.writer, pipeline.clock.now),
         JudgeRoutes(pipeline.packs, pipeline.database, pipeline.writer, pipeline.clock.now),
@@ -45,5 +59,6 @@ def admin_routes(pipeline: Pipeline) -> list[RouteGroup]:
         TrajectoryPages(pipeline.database, pipeline.clock.now),
         SessionPages(pipeline.database),
         PacksPage(pipeline.evaluation.status),
+        ReviewPages(desk, identities, pipeline.clock.now),
         SqlPage(sql, pipeline.config.cluster, pipeline.peer_token),
     ]

@@ -44,7 +44,7 @@ WHERE r.origin = 'live' AND r.scope = 'trajectory' AND r.source IS NULL AND r.ve
 ORDER = " ORDER BY r.evaluated_at, r.trace_id, r.pack, r.rule_id"
 # Per queue: items waiting, and how many of them someone holds now.
 QUEUES = f"""
-SELECT queue, count(*) AS items, count(claimed_by) AS claimed, min(evaluated_at) AS oldest
+SELECT queue, count(*) AS waiting, count(claimed_by) AS claimed, min(evaluated_at) AS oldest
 FROM ({ITEMS}) GROUP BY queue ORDER BY queue
 """
 

@@ -72,7 +72,7 @@ def test_a_claim_expires_and_the_item_goes_to_the_next_reviewer(store: ReviewSto
     assert desk.claim_next("cy", Filters())["trace_id"] == C
     clock.advance(2)  # ana's claim on A ended
     [held] = [q for q in desk.database.read(queues, clock.now())]
-    assert (held["queue"], held["items"], held["claimed"]) == ("agent-security", 3, 2)
+    assert (held["queue"], held["waiting"], held["claimed"]) == ("agent-security", 3, 2)
     assert desk.claim_next("dee", Filters())["trace_id"] == A
     assert desk.label("dee", (A, *RULE), "pass", "")["reviewer"] == "dee"
 
