@@ -6,6 +6,7 @@ the rule's on_fail says."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -185,3 +186,48 @@ def test_the_api_claims_for_one_reviewer_at_a_time_and_refuses_a_token_without_a
     assert queue["reviewer"] == "bo"
     assert [(i["trace_id"], i["claimed_by"]) for i in queue["items"]] == [(second, "bo")]
     assert trajectory(server, first)["results"][-1]["reviewer"] == "ana"
+
+
+def test_a_label_goes_out_as_an_evaluation_event_naming_its_reviewer(tmp_path: Path) -> None:
+    receiver = serve(tmp_path / "receiver")
+    named = [{"token": token, "name": name} for name, token in TOKENS.items()]
+    sender = serve(
+        tmp_path / "sender",
+        {"mcp": EXAMPLES / "mcp.yaml"},
+        assembler=FAST,
+        auth={"tokens": [PLAIN, *named]},
+        evaluation_events={"endpoint": f"http://{receiver.grpc_endpoint}"},
+    )
+    try:
+        [run] = reviewed_runs(sender, 1)
+        key = {"trace_id": run, "pack": "support-mcp", "rule_id": "known-mcp-servers"}
+        said = {**key, "verdict": "fail", "comment": "an unknown server"}
+        assert api(sender, "bo", "POST", "/api/v1/review/label", json=said).status_code == 201
+
+        def label_event() -> dict | None:
+            rows = receiver.query_dicts(
+                "SELECT span_id, attributes FROM logs WHERE trace_id = ?"
+                " AND event_name = 'gen_ai.evaluation.result'",
+                [run],
+            )
+            found = [
+                (r["span_id"], json.loads(r["attributes"]))
+                for r in rows
+                if json.loads(r["attributes"]).get("sextant.result.source") == "human"
+            ]
+            return found[0] if found else None
+
+        span_id, attrs = wait_for(label_event, timeout=20)
+        assert attrs["gen_ai.evaluation.name"] == RULE
+        assert attrs["gen_ai.evaluation.score.label"] == "fail"
+        assert attrs["gen_ai.evaluation.explanation"] == "an unknown server"
+        assert (attrs["sextant.reviewer"], attrs["sextant.reason"]) == ("bo", "human_fail")
+        (answered,) = sender.query(
+            "SELECT evidence_span_ids FROM results WHERE trace_id = ? AND source IS NULL"
+            " AND rule_id = 'known-mcp-servers'",
+            [run],
+        )
+        assert span_id == answered[0][0]  # on the step the answered result cites
+    finally:
+        sender.stop()
+        receiver.stop()
