@@ -9,16 +9,14 @@ from typing import Any
 import duckdb
 
 from collector.decisions.state import MAX_EVIDENCE
-from collector.review.queue import ANSWERED
+from collector.store.review_tables import NOT_ANSWERED
 from collector.targets import Target
 
-# A REVIEW that a person answered (a label of its run, pack and rule) no longer counts: the
-# label counts instead, as the fail it says or not at all.
-NOT_ANSWERED = f"NOT (r.verdict = 'review' AND r.source IS NULL AND {ANSWERED})"
-
-# Failed and reviewed results in a window, one row per (pack, rule, reason, target); results of
-# a trajectory revision that a later revision replaced no longer count (a later revision closed
-# after the result, so inside the window: the time bound lets DuckDB skip older row groups).
+# Failed and reviewed results in a window, one row per (pack, rule, reason, target), but for
+# the reviews a person answered (the label counts instead, as the fail it says or not at all);
+# results of a trajectory revision that a later revision replaced no longer count (a later
+# revision closed after the result, so inside the window: the time bound lets DuckDB skip
+# older row groups).
 FINDINGS = f"""
 SELECT r.pack, max(r.pack_version) AS pack_version, r.rule_id, r.reason, r.severity,
        r.verdict, r.requested_decision,

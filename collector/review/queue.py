@@ -11,18 +11,11 @@ import duckdb
 
 from collector.errors import PermanentError
 from collector.store.queries import rows_as_dicts
+from collector.store.review_tables import ANSWERED
 from evaluators.durations import parse_duration
 
 UNOWNED = "(no owner)"  # the queue of items whose pack is not in the store's rule_packs
-# An item: (trace, pack, rule). The latest label of a rule of a trace answers it at the same
-# or a later revision.
-KEY_COLUMNS = ("trace_id", "pack", "rule_id")
-ANSWERED = """
-EXISTS (SELECT 1 FROM results h
-        WHERE h.source = 'human' AND h.origin = 'live' AND h.scope = 'trajectory'
-          AND h.trace_id = r.trace_id AND h.pack = r.pack AND h.rule_id = r.rule_id
-          AND h.revision >= r.revision)
-"""
+KEY_COLUMNS = ("trace_id", "pack", "rule_id")  # an item: a rule of a run
 # The review items, with their queue and their claim (a claim that ended is no claim).
 ITEMS = f"""
 WITH owners AS (

@@ -15,3 +15,14 @@ REVIEW_CLAIMS = (
     ("claimed_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
     ("expires_at", "TIMESTAMP NOT NULL", pa.timestamp("us")),
 )
+
+# Whether a person answered the result `r`: a label (a live result with source 'human') of its
+# trace, pack and rule, at its revision or a later one. The latest label of an item wins.
+ANSWERED = """
+EXISTS (SELECT 1 FROM results h
+        WHERE h.source = 'human' AND h.origin = 'live' AND h.scope = 'trajectory'
+          AND h.trace_id = r.trace_id AND h.pack = r.pack AND h.rule_id = r.rule_id
+          AND h.revision >= r.revision)
+"""
+# A REVIEW that a person answered no longer asks for anyone's attention: the label speaks now.
+NOT_ANSWERED = f"NOT (r.verdict = 'review' AND r.source IS NULL AND {ANSWERED})"

@@ -108,6 +108,9 @@ def test_a_label_is_the_answered_results_row_with_the_reviewers_verdict(store: R
     assert claim["expires_at"] == clock.now()
     with pytest.raises(Gone):
         desk.label("bo", (A, *RULE), "pass", "")
+    # the `failures` view of the SQL endpoint: the person's fail, no longer the review
+    failing = store.rows("SELECT verdict, reason FROM failures WHERE trace_id = ?", [A])
+    assert failing == [{"verdict": "fail", "reason": "human_fail"}]
 
 
 def test_pass_and_not_applicable_labels_and_their_reasons(store: ReviewStore):
