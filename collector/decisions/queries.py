@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from collector.decisions.state import MAX_EVIDENCE
-from collector.store.review_tables import NOT_ANSWERED
+from collector.store.review_tables import IN_FORCE
 from collector.targets import Target
 
 # Failed and reviewed results in a window, one row per (pack, rule, reason, target), but for
@@ -31,7 +31,7 @@ SELECT r.pack, max(r.pack_version) AS pack_version, r.rule_id, r.reason, r.sever
        list_sort(list(DISTINCT r.reviewer) FILTER (WHERE r.reviewer IS NOT NULL)) AS reviewers
 FROM results r
 WHERE r.origin = 'live' AND r.evaluated_at >= $since AND r.verdict IN ('fail', 'review')
-  AND {NOT_ANSWERED}
+  AND {IN_FORCE}
   AND NOT EXISTS (
       SELECT 1 FROM trajectories t
       WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
@@ -119,7 +119,7 @@ SELECT coalesce(r.service_name, '') AS service, coalesce(r.agent_name, '') AS ag
 FROM results r
 WHERE r.origin = 'live' AND r.evaluated_at >= $since
   AND r.pack || '/' || r.rule_id IN $rules AND coalesce(r.reason, '') IN $reasons
-  AND coalesce(r.severity, '') IN $severities AND r.verdict IN $verdicts AND {NOT_ANSWERED}
+  AND coalesce(r.severity, '') IN $severities AND r.verdict IN $verdicts AND {IN_FORCE}
   AND NOT EXISTS (
       SELECT 1 FROM trajectories t
       WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)

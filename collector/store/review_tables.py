@@ -24,5 +24,16 @@ EXISTS (SELECT 1 FROM results h
           AND h.trace_id = r.trace_id AND h.pack = r.pack AND h.rule_id = r.rule_id
           AND h.revision >= r.revision)
 """
-# A REVIEW that a person answered no longer asks for anyone's attention: the label speaks now.
-NOT_ANSWERED = f"NOT (r.verdict = 'review' AND r.source IS NULL AND {ANSWERED})"
+# A label `r` that a later one of the same item replaced (the latest label wins).
+SUPERSEDED = """
+EXISTS (SELECT 1 FROM results l
+        WHERE l.source = 'human' AND l.origin = 'live' AND l.scope = 'trajectory'
+          AND l.trace_id = r.trace_id AND l.pack = r.pack AND l.rule_id = r.rule_id
+          AND (l.revision, l.evaluated_at) > (r.revision, r.evaluated_at))
+"""
+# What still counts of the results `r`: not a REVIEW that a person answered (the label speaks
+# now), not a label that a later label replaced.
+IN_FORCE = (
+    f"NOT (r.verdict = 'review' AND r.source IS NULL AND {ANSWERED})"
+    f" AND NOT (r.source IS NOT DISTINCT FROM 'human' AND {SUPERSEDED})"
+)

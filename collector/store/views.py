@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from collector.store.review_tables import NOT_ANSWERED
+from collector.store.review_tables import IN_FORCE
 
 # Views are not migrations: their SQL follows the code, so each start replaces them.
 VIEWS = {
@@ -24,7 +24,7 @@ VIEWS = {
         FROM results r LEFT JOIN trajectories t
              ON t.trace_id = r.trace_id AND t.revision = r.revision
         WHERE r.origin = 'live' AND r.verdict IN ('fail', 'review')
-              AND (r.scope = 'window' OR t.is_current) AND {NOT_ANSWERED}""",
+              AND (r.scope = 'window' OR t.is_current) AND {IN_FORCE}""",
     # A decision's state now: the last of its transitions.
     "current_decisions": """
         SELECT * FROM decisions

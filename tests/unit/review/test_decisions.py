@@ -113,3 +113,25 @@ def test_not_applicable_clears_and_a_policy_on_human_fails_decides(store: Review
         assert fired[Decision.ROLLBACK].finding.summary == "labelled fail in review by ana"
     finally:
         engine.shutdown(clock.monotonic() + 5)
+
+
+def test_the_latest_label_of_an_item_wins(store: ReviewStore):
+    """A later label (a second look) replaces the first: its fail no longer decides."""
+    clock = FakeClock()
+    store.pack(clock.now())
+    store.review(clock.now(), A)
+    engine = engine_over(store, clock, Packs())
+    desk = desk_over(store, clock)
+    try:
+        first = desk.label("ana", (A, *RULE), "fail", "")
+        engine.evaluate()
+        assert set(firing(engine)) == {Decision.QUARANTINE}
+        clock.advance(5)
+        store.insert("results", **{**first, "verdict": "pass", "reason": "human_pass",
+                                   "requested_decision": None, "reviewer": "bo",
+                                   "evaluated_at": clock.now()})  # fmt: skip
+        clock.advance(61)
+        engine.evaluate()
+        assert firing(engine) == {}
+    finally:
+        engine.shutdown(clock.monotonic() + 5)
