@@ -104,7 +104,7 @@ def test_two_reviewers_share_a_queue_by_keyboard_and_their_labels_decide(
         # the rule's evidence: the MCP calls to a server the trace does not name
         marked = ana.locator("#steps tr.evidence .name").all_inner_texts()
         assert marked == ["lookup_customer", "update_account"]
-        screenshot(ana, "review-item")
+        screenshot(ana, "review")
 
         ana.keyboard.press("c")
         ana.keyboard.type("CRM lookups and an update, as the ticket asked")
