@@ -49,8 +49,14 @@ def engine_over(store: ReviewStore, clock: FakeClock, packs: Packs) -> DecisionE
         CONFIG, store.database, store.writer, packs, DecisionMetrics(CollectorRegistry()),
         clock, Coverage(),
     )  # fmt: skip
+    store.writer.on_commit = engine.consume  # as the pipeline hands it every commit
     engine.start()
     return engine
+
+
+def wakeups(engine: DecisionEngine) -> float:
+    [metric] = engine.metrics.wakeups.collect()
+    return next(s.value for s in metric.samples if s.name.endswith("_total"))
 
 
 def firing(engine: DecisionEngine) -> dict[Decision, object]:
@@ -73,7 +79,9 @@ def test_passes_clear_the_review_and_a_fail_quarantines_as_the_rule_asks(store: 
         assert set(firing(engine)) == {Decision.REVIEW}
 
         clock.advance(5)
+        woken = wakeups(engine)
         desk.label("ana", (A, *RULE), "pass", "a CRM call, fine")
+        assert wakeups(engine) == woken + 1  # a label starts the next round at once
         engine.evaluate()
         assert set(firing(engine)) == {Decision.REVIEW}  # B still waits
 
