@@ -43,12 +43,13 @@ def server(tmp_path: Path) -> Iterator[RunningServer]:
 
 
 def api(server: RunningServer, who: str | None, method: str, path: str, **kw) -> requests.Response:
+    """As the named reviewer `who`, or with the plain token (None)."""
     token = TOKENS[who] if who else PLAIN
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = {"Authorization": f"Bearer {token}"} if server.token else {}
     return requests.request(method, server.admin_url + path, headers=headers, timeout=10, **kw)
 
 
-def reviewed_runs(server: RunningServer, count: int) -> list[str]:
+def reviewed_runs(server: RunningServer, count: int, who: str | None = "ana") -> list[str]:
     """`count` runs of the recorded agent, each waiting for review, oldest first."""
     sent = []
     for _ in range(count):
@@ -57,7 +58,7 @@ def reviewed_runs(server: RunningServer, count: int) -> list[str]:
         sent.extend(traces)
 
     def waiting() -> list[str] | None:
-        items = api(server, "ana", "GET", "/api/v1/review/queue").json()["items"]
+        items = api(server, who, "GET", "/api/v1/review/queue").json()["items"]
         return [i["trace_id"] for i in items] if len(items) == count else None
 
     found = wait_for(waiting, timeout=20)
@@ -231,3 +232,35 @@ def test_a_label_goes_out_as_an_evaluation_event_naming_its_reviewer(tmp_path: P
     finally:
         sender.stop()
         receiver.stop()
+
+
+def test_behind_an_authenticating_proxy_its_header_names_the_reviewer(tmp_path: Path) -> None:
+    """`admin.user_header` set: the name the proxy puts there labels; a server without it
+    configured never reads the header, so the same request is nobody's."""
+    proxied = serve(
+        tmp_path / "proxied",
+        {"mcp": EXAMPLES / "mcp.yaml"},
+        assembler=FAST,
+        admin={"user_header": "X-Forwarded-User"},
+    )
+    try:
+        [run] = reviewed_runs(proxied, 1, who=None)
+        said = {"trace_id": run, "pack": "support-mcp", "rule_id": "known-mcp-servers",
+                "verdict": "pass"}  # fmt: skip
+        as_carol = {"X-Forwarded-User": "carol"}
+        url = proxied.admin_url + "/api/v1/review/label"
+        reply = requests.post(url, json=said, headers=as_carol, timeout=10)
+        assert reply.status_code == 201, reply.text
+        assert reply.json()["label"]["reviewer"] == "carol"
+    finally:
+        proxied.stop()
+    direct = serve(tmp_path / "direct", {"mcp": EXAMPLES / "mcp.yaml"}, assembler=FAST)
+    try:
+        [run] = reviewed_runs(direct, 1, who=None)
+        said["trace_id"] = run
+        url = direct.admin_url + "/api/v1/review/label"
+        reply = requests.post(url, json=said, headers=as_carol, timeout=10)
+        assert reply.status_code == 403
+        assert "admin.user_header" in reply.json()["error"]
+    finally:
+        direct.stop()
