@@ -264,3 +264,22 @@ def test_behind_an_authenticating_proxy_its_header_names_the_reviewer(tmp_path: 
         assert "admin.user_header" in reply.json()["error"]
     finally:
         direct.stop()
+
+
+def test_without_scripts_the_buttons_claim_and_label(
+    chromium: Browser, server: RunningServer
+) -> None:
+    """The keys press the page's forms; with scripts off the same forms work by hand."""
+    [run] = reviewed_runs(server, 1)
+    with new_page(chromium, javascript=False) as page:
+        page.goto(server.admin_url + "/login?next=/review")
+        page.fill('#login input[name="token"]', TOKENS["bo"])
+        page.click('#login button[type="submit"]')
+        page.click("#start button")
+        assert shown_item(page) == run
+        assert page.locator("#claim").inner_text().startswith("claimed by bo")
+        page.fill("#comment", "unknown server")
+        page.click("#label-fail")
+        assert page.locator("#done").is_visible()
+        assert page.locator("#labels td.reviewer").all_inner_texts() == ["bo"]
+    firing(server, "QUARANTINE", service_name="support-desk")
