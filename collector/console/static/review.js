@@ -20,6 +20,7 @@ document.addEventListener("DOMContentLoaded", () => {
     u: () => { const back = byId("back"); if (back) back.click(); return Boolean(back); },
   };
   let sent = false;  // one key, one request: no second label while the first is on its way
+  window.addEventListener("pageshow", () => { sent = false; });  // back to a cached page
   document.addEventListener("keydown", (event) => {
     const typing = event.target.closest("textarea, input, select");
     if (typing) {
