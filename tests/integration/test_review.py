@@ -95,9 +95,9 @@ def test_two_reviewers_share_a_queue_by_keyboard_and_their_labels_decide(
     with new_page(chromium) as ana, new_page(chromium) as bo:
         log_in(ana, server, TOKENS["ana"])
         log_in(bo, server, TOKENS["bo"])
-        assert (
-            ana.locator("#queues tr[data-queue='agent-security'] td.num").first.inner_text() == "3"
-        )
+        waiting = ana.locator("#queues tr[data-queue='agent-security'] td.num").first
+        assert waiting.inner_text() == "3"
+        screenshot(ana, "review-queue")
         press(ana, "j", "/review/items/")
         press(bo, "j", "/review/items/")
         assert (shown_item(ana), shown_item(bo)) == (first, second)  # never the same item
