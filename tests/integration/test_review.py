@@ -137,6 +137,11 @@ def test_two_reviewers_share_a_queue_by_keyboard_and_their_labels_decide(
     assert quarantine["reasons"] == ["human_fail"]
     assert quarantine["evidence_trace_ids"] == [third]
     assert "labelled fail in review by ana" in quarantine["summary"]
+    with new_page(chromium) as page:  # the decision's page: who labelled its evidence
+        log_in(page, server, TOKENS["bo"])
+        page.goto(f"{server.admin_url}/decisions/{quarantine['decision_id']}")
+        labelled = page.locator(f"#evidence tr[data-trace='{third}'] .labelled").inner_text()
+        assert labelled == f"labelled {RULE}: fail by ana"
 
     def review_resolved() -> None:
         states = {d["decision_id"]: d["state"] for d in decisions(server)}
