@@ -33,7 +33,7 @@ def other_peers(peers: list[str], replica: str | None) -> list[str]:
 
 def peer_token(cluster: ClusterConfig, auth: AuthConfig) -> str | None:
     """The token this replica presents to the other replicas' admin APIs."""
-    token = cluster.peer_token or next(iter(auth.tokens), None)
+    token = cluster.peer_token or next(iter(auth.secrets), None)
     return token.get_secret_value() if token else None
 
 

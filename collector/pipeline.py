@@ -119,7 +119,7 @@ class Pipeline:
         )
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
         self.writer.on_commit = self._commit_hook()
-        auth = BearerAuth([t.get_secret_value() for t in config.auth.tokens])
+        auth = BearerAuth([t.get_secret_value() for t in config.auth.secrets], config.auth.names)
         grace = config.shutdown_timeout_seconds
         self.grpc, self.http = self._receivers(auth, receiver_metrics, grace)
         self.exporter, self.retention = self._store_upkeep(config)

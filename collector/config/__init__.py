@@ -16,6 +16,7 @@ from collector.config.evaluation import (
     DriftConfig,
     EvaluationEventsConfig,
     JudgesConfig,
+    ReviewConfig,
     SessionsConfig,
 )
 from collector.config.sections import (
@@ -81,6 +82,9 @@ class SextantConfig(BaseSettings):
     evaluation_events: EvaluationEventsConfig = Field(
         default_factory=EvaluationEventsConfig,
         description="Results sent on as OpenTelemetry evaluation events.",
+    )
+    review: ReviewConfig = Field(
+        default_factory=ReviewConfig, description="Review queues: reviewers' claims on items."
     )
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."

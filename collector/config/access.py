@@ -8,6 +8,7 @@ from pydantic import AfterValidator, SecretStr
 
 # A random token this long cannot be guessed, throttled or not; a short one can.
 MIN_TOKEN_LENGTH = 16
+MAX_NAME_LENGTH = 100
 
 
 def host_name(host: str) -> str:
@@ -39,5 +40,22 @@ def long_enough(token: SecretStr) -> SecretStr:
     return token
 
 
+def header_name(value: str) -> str:
+    """An HTTP header name (RFC 9110 token characters), as configured."""
+    if not value or not all(c.isascii() and (c.isalnum() or c in "!#$%&'*+-.^_`|~") for c in value):
+        raise ValueError(f"expected an HTTP header name such as X-Forwarded-User, got {value!r}")
+    return value
+
+
+def reviewer_name(value: str) -> str:
+    """A reviewer's name as labels store it: printable, without surrounding spaces."""
+    value = value.strip()
+    if not 1 <= len(value) <= MAX_NAME_LENGTH or not value.isprintable():
+        raise ValueError(f"a name is 1 to {MAX_NAME_LENGTH} printable characters, got {value!r}")
+    return value
+
+
 HostName = Annotated[str, AfterValidator(allowed_host_name)]
+HeaderName = Annotated[str, AfterValidator(header_name)]
+ReviewerName = Annotated[str, AfterValidator(reviewer_name)]
 Token = Annotated[SecretStr, AfterValidator(long_enough)]

@@ -91,3 +91,12 @@ class EvaluationEventsConfig(Strict):
         10_000, ge=1, description="Results waiting to be sent; past it new ones are dropped."
     )
     timeout_seconds: Seconds = Field(10.0, gt=0, description="Per export, retries included.")
+
+
+class ReviewConfig(Strict):
+    claim_seconds: Seconds = Field(
+        900.0,
+        gt=0,
+        description="A reviewer's claim on a review item lasts this long (15m), then the item"
+        " goes to the next reviewer; a label releases it at once.",
+    )

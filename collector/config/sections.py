@@ -12,12 +12,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     SecretStr,
+    ValidationError,
     field_validator,
     model_validator,
 )
 
-from collector.config.access import HostName, Token
+from collector.config.access import HeaderName, HostName, ReviewerName, Token, long_enough
 from evaluators.durations import parse_duration
 
 # Every `*_seconds` key takes a number of seconds or the one duration grammar: 30s, 5m, 1h, 7d.
@@ -112,14 +114,55 @@ class AdminConfig(Listener):
     login_refill_seconds: Seconds = Field(
         6.0, gt=0, description="Once throttled, a client earns one more try per this long."
     )
+    user_header: HeaderName | None = Field(
+        None,
+        description="Header an authenticating proxy in front sets to the signed-in person (e.g."
+        " X-Forwarded-User): trusted as the reviewer's name on the console and API; unset:"
+        " never read.",
+    )
+
+
+class NamedToken(Strict):
+    token: Token = Field(description="The bearer token (16 characters or more).")
+    name: ReviewerName = Field(
+        description="Who holds it: the reviewer its console login and API calls label as."
+    )
+
+
+def token_entry(value: Any) -> SecretStr | NamedToken:
+    """An auth.tokens entry: a plain token, or {token, name}."""
+    if isinstance(value, SecretStr | NamedToken):
+        return value
+    if isinstance(value, dict):
+        try:
+            return NamedToken.model_validate(value)
+        except ValidationError as exc:
+            said = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+            raise ValueError("; ".join(said)) from None
+    if not isinstance(value, str):
+        raise ValueError("expected a token, or {token: ..., name: ...}")
+    return long_enough(SecretStr(value))
 
 
 class AuthConfig(Strict):
-    tokens: list[Token] = Field(
+    tokens: list[Annotated[SecretStr | NamedToken, PlainValidator(token_entry)]] = Field(
         default_factory=list,
         description="Bearer tokens (16 characters or more) accepted by the receivers and the"
-        " admin port; empty means no authentication.",
+        " admin port, each a plain token or {token, name} for a person who labels review"
+        " items; empty means no authentication.",
     )
+
+    @property
+    def secrets(self) -> list[SecretStr]:
+        """Every token, named or not."""
+        return [t.token if isinstance(t, NamedToken) else t for t in self.tokens]
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Token -> its holder's name, for the named ones."""
+        return {
+            t.token.get_secret_value(): t.name for t in self.tokens if isinstance(t, NamedToken)
+        }
 
     @field_validator("tokens", mode="before")
     @classmethod

@@ -46,6 +46,7 @@ class Login:
     id: str
     csrf: str
     expires_at: float  # monotonic seconds
+    name: str = ""  # the named token's holder; "" for a plain token
 
 
 def is_loopback(host: str) -> bool:
@@ -120,13 +121,14 @@ class ConsoleAccess:
     def login(self, token: str) -> Login | None:
         """A new session for a configured token, or None."""
         try:
-            self.auth.check(f"Bearer {token}")
+            name = self.auth.identify(f"Bearer {token}")
         except Unauthenticated:
             return None
         session = Login(
             secrets.token_urlsafe(32),
             secrets.token_urlsafe(32),
             self.monotonic() + self.lifetime,
+            name,
         )
         with self._lock:
             while len(self._sessions) >= MAX_SESSIONS:

@@ -36,8 +36,12 @@ TARGET_COLUMNS = ("service_name", "agent_name", "service_version")
 # the runs a decision cites, as the evidence table shows them: one query for all of them
 EVIDENCE = """
 SELECT trace_id, service_name, agent_name, service_version, verdict, verdict_rules, status,
-       start_time, closed_at, input
-FROM trajectories WHERE is_current AND trace_id IN ?
+       start_time, closed_at, input,
+       (SELECT list(r.pack || '/' || r.rule_id || ': ' || r.verdict || ' by ' || r.reviewer
+                    ORDER BY r.evaluated_at)
+        FROM results r WHERE r.source = 'human' AND r.origin = 'live'
+          AND r.trace_id = t.trace_id AND r.revision = t.revision) AS labels
+FROM trajectories t WHERE is_current AND trace_id IN ?
 """
 
 
@@ -210,7 +214,8 @@ def with_evidence(
     cursor: duckdb.DuckDBPyConnection, decision_id: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The decision's history and, for each run its latest state cites (newest first), the run's
-    target, verdict, failing rules and time; a run retention deleted is named alone."""
+    target, verdict, failing rules, reviewers' labels and time; a run retention deleted is
+    named alone."""
     history = decision_history(cursor, decision_id)
     if not history:
         return history, []

@@ -327,11 +327,18 @@ def from_groups(
         packs=tuple(sorted({f"{g.pack}@{version_of(pack, g)}" for g in hits})),
         owner=pack.owner,
         evidence=tuple(dict.fromkeys(t for g in hits for t in g.traces)),
-        summary=summary,
+        summary="; ".join(filter(None, [summary, labelled_by(hits)])),
         for_seconds=timing[0],
         resolve_after=timing[1],
         latest=hits[0].latest,
     )
+
+
+def labelled_by(hits: list[queries.Group]) -> str:
+    """Who labelled the runs behind a decision fail, when people did: evidence as much as the
+    runs are."""
+    people = sorted({name for g in hits for name in g.reviewers})
+    return f"labelled fail in review by {', '.join(people)}" if people else ""
 
 
 def version_of(pack: RulePack, g: queries.Group) -> str:

@@ -307,9 +307,13 @@ class DecisionEngine:
 
 
 def can_decide(results: pa.Table) -> bool:
-    """Whether these results rows include one a decision counts (as the round's queries do)."""
+    """Whether these results rows include one a decision counts (as the round's queries do),
+    or a reviewer's label, whose pass clears the REVIEW it answers."""
     counted = pc.and_(
         pc.equal(results["origin"], "live"),
-        pc.is_in(results["verdict"], pa.array(["fail", "review"])),
+        pc.or_(
+            pc.is_in(results["verdict"], pa.array(["fail", "review"])),
+            pc.fill_null(pc.equal(results["source"], "human"), False),
+        ),
     )
     return bool(pc.any(counted).as_py())

@@ -9,11 +9,14 @@ from typing import Any
 import duckdb
 
 from collector.decisions.state import MAX_EVIDENCE
+from collector.store.review_tables import IN_FORCE
 from collector.targets import Target
 
-# Failed and reviewed results in a window, one row per (pack, rule, reason, target); results of
-# a trajectory revision that a later revision replaced no longer count (a later revision closed
-# after the result, so inside the window: the time bound lets DuckDB skip older row groups).
+# Failed and reviewed results in a window, one row per (pack, rule, reason, target), but for
+# the reviews a person answered (the label counts instead, as the fail it says or not at all);
+# results of a trajectory revision that a later revision replaced no longer count (a later
+# revision closed after the result, so inside the window: the time bound lets DuckDB skip
+# older row groups).
 FINDINGS = f"""
 SELECT r.pack, max(r.pack_version) AS pack_version, r.rule_id, r.reason, r.severity,
        r.verdict, r.requested_decision,
@@ -24,9 +27,11 @@ SELECT r.pack, max(r.pack_version) AS pack_version, r.rule_id, r.reason, r.sever
        (list(r.trace_id ORDER BY r.evaluated_at DESC)
             FILTER (WHERE r.trace_id IS NOT NULL))[1:{MAX_EVIDENCE}] AS traces,
        flatten(list(r.evidence_trace_ids ORDER BY r.evaluated_at DESC)
-            FILTER (WHERE r.evidence_trace_ids IS NOT NULL))[1:{MAX_EVIDENCE}] AS window_traces
+            FILTER (WHERE r.evidence_trace_ids IS NOT NULL))[1:{MAX_EVIDENCE}] AS window_traces,
+       list_sort(list(DISTINCT r.reviewer) FILTER (WHERE r.reviewer IS NOT NULL)) AS reviewers
 FROM results r
 WHERE r.origin = 'live' AND r.evaluated_at >= $since AND r.verdict IN ('fail', 'review')
+  AND {IN_FORCE}
   AND NOT EXISTS (
       SELECT 1 FROM trajectories t
       WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
@@ -68,6 +73,7 @@ class Group:
     runs: int
     latest: datetime
     traces: tuple[str, ...]
+    reviewers: tuple[str, ...] = ()  # the people whose labels these are (human fails)
 
 
 def rows(cursor: duckdb.DuckDBPyConnection, sql: str, since: datetime) -> list[dict[str, Any]]:
@@ -100,19 +106,20 @@ def result_groups(cursor: duckdb.DuckDBPyConnection, since: datetime) -> list[Gr
             runs=r["runs"],
             latest=r["latest"],
             traces=evidence_traces(r["traces"], r["window_traces"]),
+            reviewers=tuple(r["reviewers"] or ()),
         )
         for r in rows(cursor, FINDINGS, since)
     ]
 
 
-DISTINCT_RUNS = """
+DISTINCT_RUNS = f"""
 SELECT coalesce(r.service_name, '') AS service, coalesce(r.agent_name, '') AS agent,
        coalesce(r.service_version, '') AS version,
        count(DISTINCT r.trace_id) + count(*) FILTER (WHERE r.trace_id IS NULL) AS runs
 FROM results r
 WHERE r.origin = 'live' AND r.evaluated_at >= $since
   AND r.pack || '/' || r.rule_id IN $rules AND coalesce(r.reason, '') IN $reasons
-  AND coalesce(r.severity, '') IN $severities AND r.verdict IN $verdicts
+  AND coalesce(r.severity, '') IN $severities AND r.verdict IN $verdicts AND {IN_FORCE}
   AND NOT EXISTS (
       SELECT 1 FROM trajectories t
       WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)

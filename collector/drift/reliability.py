@@ -13,6 +13,7 @@ from collector.drift.evaluate import find_targets
 from collector.drift.outcome import WindowOutcome, is_interrupt, unevaluated
 from collector.drift.sides import Side, exactly
 from collector.store.reader import Reader
+from collector.store.review_tables import IN_FORCE
 from collector.targets import Target, describe_target
 from evaluators.base import Verdict
 from evaluators.reliability import (
@@ -65,9 +66,10 @@ def case_runs(
         pack, rule_id = rule.split("/", 1)
         passed = "r.ok"
         join = (
-            " LEFT JOIN (SELECT trace_id, revision, bool_and(verdict = 'pass') AS ok FROM results"
+            " LEFT JOIN (SELECT trace_id, revision, bool_and(verdict = 'pass') AS ok FROM results r"
             " WHERE scope = 'trajectory' AND origin = 'live' AND pack = ? AND rule_id = ?"
-            " AND verdict <> 'not_applicable' GROUP BY ALL) r USING (trace_id, revision)"
+            f" AND verdict <> 'not_applicable' AND {IN_FORCE} GROUP BY ALL) r"
+            " USING (trace_id, revision)"
         )
         params = [*params, pack, rule_id]
     query = f"""

@@ -11,6 +11,7 @@ import duckdb
 import numpy as np
 
 from collector.drift.sides import Side
+from collector.store.review_tables import IN_FORCE
 
 UNIT = "coalesce(case_id, trace_id)"
 # metric -> SQL of its per-run value (over the columns of Side.sql)
@@ -95,7 +96,8 @@ def rule_passes(cursor: duckdb.DuckDBPyConnection, side: Side) -> dict[str, tupl
             SELECT r.pack || '/' || r.rule_id AS rule, runs.case_id,
                    CASE WHEN r.verdict = 'pass' THEN 1.0 ELSE 0.0 END AS ok
             FROM runs JOIN results r ON r.trace_id = runs.trace_id AND r.revision = runs.revision
-            WHERE r.scope = 'trajectory' AND r.origin = 'live' AND r.verdict <> 'not_applicable')
+            WHERE r.scope = 'trajectory' AND r.origin = 'live' AND r.verdict <> 'not_applicable'
+              AND {IN_FORCE})
         SELECT rule, sum(ok), count(*) FROM joined WHERE case_id IS NULL GROUP BY rule
         UNION ALL
         SELECT rule, sum(share), count(*) FROM (

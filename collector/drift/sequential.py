@@ -19,6 +19,7 @@ import numpy as np
 
 from collector.drift import samples
 from collector.drift.sides import Side
+from collector.store.review_tables import IN_FORCE
 from evaluators import sequential
 from evaluators.window import DriftRule
 
@@ -106,7 +107,7 @@ def load(cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side) -> Li
         f"{both} SELECT runs.trace_id, r.pack || '/' || r.rule_id,"
         " bool_and(r.verdict = 'pass') FROM runs JOIN results r ON r.trace_id = runs.trace_id"
         " AND r.revision = runs.revision WHERE r.scope = 'trajectory' AND r.origin = 'live'"
-        " AND r.verdict <> 'not_applicable' GROUP BY ALL",
+        f" AND r.verdict <> 'not_applicable' AND {IN_FORCE} GROUP BY ALL",
         params,
     ).fetchall()
     for trace_id, rule, passed in results:

@@ -3,8 +3,9 @@ records to an OTLP endpoint, so verdicts appear in any OTLP backend beside the a
 
 Each record is parented to the evaluated span (the result's first evidence span, else the run's
 root span), named `pack/rule`, with the score, the verdict as label, the message as explanation
-and the pack, its version, the rule and its reason as attributes. The writer's commit hook only
-queues the committed rows (bounded: past `max_queue` new ones are dropped and counted); the
+and the pack, its version, the rule and its reason as attributes (a reviewer's label, stored
+like any result, also names its reviewer). The writer's commit hook only queues the committed
+rows (bounded: past `max_queue` new ones are dropped and counted); the
 `sextant-events-out` thread sends each commit's results as one OTLP request, retrying what
 OTLP calls retryable with exponential backoff for up to `timeout_seconds`.
 """
@@ -37,7 +38,7 @@ EVENT = "gen_ai.evaluation.result"
 ROOTS = "SELECT trace_id, root_span_id FROM trajectories WHERE is_current AND trace_id IN ?"
 COLUMNS = ["trace_id", "pack", "pack_version", "rule_id", "rule_type", "verdict", "score",
            "reason", "message", "evidence_span_ids", "requested_decision",
-           "evaluated_at"]  # fmt: skip
+           "evaluated_at", "source", "reviewer"]  # fmt: skip
 FIRST_RETRY_SECONDS, MAX_RETRY_SECONDS = 0.5, 8.0
 
 
@@ -58,6 +59,9 @@ def attributes_of(row: dict[str, Any]) -> dict[str, Any]:
         attrs["sextant.reason"] = row["reason"]
     if row["requested_decision"]:
         attrs["sextant.decision.requested"] = row["requested_decision"]
+    if row.get("source"):  # a person's label: who gave it
+        attrs["sextant.result.source"] = row["source"]
+        attrs["sextant.reviewer"] = row["reviewer"] or ""
     return attrs
 
 

@@ -1,0 +1,1 @@
+"""Human review: queues of REVIEW results, reviewers' claims, and their labels as verdicts."""

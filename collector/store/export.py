@@ -35,6 +35,7 @@ DATE_COLUMNS = {
     "sessions": "last_turn_at",
     "mcp_servers": "last_seen",
     "dataset_cases": "added_at",
+    "review_claims": "claimed_at",
 }
 READ_BATCH_ROWS = 100_000
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collector.store.dataset_tables import DATASET_CASES
 from collector.store.judge_tables import CARD_LABELS, EVALUATOR_CARDS_V9, JUDGE_CALLS
+from collector.store.review_tables import REVIEW_CLAIMS
 from collector.store.schema import (
     ALERTS,
     BASELINE_MEMBERS,
@@ -117,7 +118,10 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE results ADD COLUMN source VARCHAR",
         "ALTER TABLE results ADD COLUMN reviewer VARCHAR",
     ],
-    17: [],
+    17: [
+        # who reviews which REVIEW result now (collector/review/claims.py)
+        with_key("review_claims", REVIEW_CLAIMS, "trace_id, pack, rule_id"),
+    ],
     18: [
         "ALTER TABLE evaluator_cards ADD COLUMN card_id VARCHAR",
         "ALTER TABLE evaluator_cards ADD COLUMN source VARCHAR",

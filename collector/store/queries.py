@@ -84,9 +84,9 @@ def load_trajectory(
         " FROM results WHERE trace_id = ? AND revision = ? AND (evaluated_at = ? OR"
         # what layer 3 said later: judges, similarity, evaluation events and their rules
         f" (origin IN ('live', 'external') AND rule_type IN {LATER_RULE_TYPES})"
-        # and the session rules' results that name this run
-        " OR (origin = 'live' AND scope = 'session'))"
-        " ORDER BY pack, rule_id",
+        # and the session rules' results that name this run, and reviewers' labels
+        " OR (origin = 'live' AND scope = 'session') OR source = 'human')"
+        " ORDER BY pack, rule_id, evaluated_at",
         [trajectory["trace_id"], trajectory["revision"], found[0]["closed_at"]],
     )
     trajectory["results"] = [jsonable(r) for r in rows_as_dicts(cursor)]

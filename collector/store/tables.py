@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from collector.store.dataset_tables import DATASET_CASES
 from collector.store.judge_tables import CARD_LABELS, EVALUATOR_CARDS, JUDGE_CALLS
+from collector.store.review_tables import REVIEW_CLAIMS
 from collector.store.schema import (
     ALERTS,
     BASELINE_MEMBERS,
@@ -44,6 +45,7 @@ TABLES = {
     "sessions": SESSIONS,
     "mcp_servers": MCP_SERVERS,
     "dataset_cases": DATASET_CASES,
+    "review_claims": REVIEW_CLAIMS,
 }
 # The table each OTLP signal is stored in.
 SIGNAL_TABLES = {"traces": "spans", "logs": "logs"}
@@ -77,11 +79,26 @@ def replace_mcp_servers(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None
     con.execute("DELETE FROM mcp_servers WHERE service_name IN ?", [services])
 
 
+def replace_claims(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
+    """An item's new claim (or its release) replaces the one before."""
+    keys = batch.select(["trace_id", "pack", "rule_id"]).to_pylist()
+    con.execute(
+        "DELETE FROM review_claims WHERE (trace_id, pack, rule_id) IN"
+        " (SELECT unnest($traces), unnest($packs), unnest($rules))",
+        {
+            "traces": [k["trace_id"] for k in keys],
+            "packs": [k["pack"] for k in keys],
+            "rules": [k["rule_id"] for k in keys],
+        },
+    )
+
+
 # Run before a table's INSERT, in the same transaction.
 BEFORE_INSERT: dict[str, Callable[[duckdb.DuckDBPyConnection, pa.Table], None]] = {
     "trajectories": retire_revisions,
     "sessions": replace_sessions,
     "mcp_servers": replace_mcp_servers,
+    "review_claims": replace_claims,
 }
 # INSERT OR IGNORE costs twice a plain INSERT in DuckDB, so the writer uses it only to redo a
 # commit whose plain INSERT hit a duplicate key (a client retry, or a round stored twice).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import duckdb
 
+from collector.store.review_tables import IN_FORCE
+
 # Views are not migrations: their SQL follows the code, so each start replaces them.
 VIEWS = {
     # Every tool call of the current trajectories, with its arguments and result.
@@ -14,15 +16,15 @@ VIEWS = {
         FROM steps s JOIN trajectories t USING (trace_id, revision)
         WHERE t.is_current AND s.kind = 'tool'""",
     # What failed or needs review, and why: the live results of the current trajectories and
-    # every window result.
-    "failures": """
+    # every window result (a reviewer's fail among them; a review a reviewer answered not).
+    "failures": f"""
         SELECT r.trace_id, r.service_name, r.agent_name, r.service_version, r.pack,
                r.pack_version, r.rule_id, r.rule_type, r.verdict, r.severity, r.reason, r.message,
                r.requested_decision, r.evidence_span_ids, r.scope, r.evaluated_at
         FROM results r LEFT JOIN trajectories t
              ON t.trace_id = r.trace_id AND t.revision = r.revision
         WHERE r.origin = 'live' AND r.verdict IN ('fail', 'review')
-              AND (r.scope = 'window' OR t.is_current)""",
+              AND (r.scope = 'window' OR t.is_current) AND {IN_FORCE}""",
     # A decision's state now: the last of its transitions.
     "current_decisions": """
         SELECT * FROM decisions

@@ -40,6 +40,7 @@ def read_paths(trace_id: str, decision_id: str) -> list[str]:
         "/api/v1/baselines",
         "/api/v1/reliability",
         "/api/v1/sql/limits",
+        "/api/v1/review/queue",
     ]
 
 
@@ -64,6 +65,8 @@ def test_the_writes_and_unknown_paths_need_the_token_too(guarded):
         ("/api/v1/alerts/test", {}),
         ("/api/v1/baselines", {"name": "b"}),
         ("/api/v1/replay/results", {}),
+        ("/api/v1/review/claim", {}),
+        ("/api/v1/review/label", {"verdict": "pass"}),
     ]:
         assert requests.post(server.admin_url + path, json=body, timeout=10).status_code == 401
     assert requests.get(server.admin_url + "/api/v1/nothing", timeout=10).status_code == 401

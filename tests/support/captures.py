@@ -4,6 +4,8 @@ server as a real client does: OTLP/JSON over HTTP, or protobuf over gRPC."""
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from pathlib import Path
 
 import grpc
@@ -15,6 +17,7 @@ from tests.support.reference.otlp_json import traces_from_json
 from tests.support.server import RunningServer
 
 CAPTURES = TESTDATA / "otlp-captures"
+TRACE_ID = re.compile(rb'"traceId"\s*:\s*"([0-9a-fA-F]{32})"')
 
 
 def expected_for(path: Path) -> dict:
@@ -22,17 +25,33 @@ def expected_for(path: Path) -> dict:
     return json.loads((CAPTURES / f"{stem}.expected.json").read_text())
 
 
-def send(server: RunningServer, path: Path, transport: str) -> None:
-    body = path.read_bytes()
+def send(server: RunningServer, path: Path, transport: str, body: bytes | None = None) -> None:
+    """The capture at `path` (or `body`, OTLP/JSON) as a client with the server's token sends it."""
+    body = path.read_bytes() if body is None else body
     if transport == "http/json":
         reply = requests.post(
             f"{server.http_url}/v1/traces",
             data=body,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **server.auth_headers},
             timeout=10,
         )
         assert reply.status_code == 200, reply.text
         assert "partialSuccess" not in reply.json()
     else:
+        metadata = [(k.lower(), v) for k, v in server.auth_headers.items()]
         with grpc.insecure_channel(server.grpc_endpoint) as channel:
-            channel.unary_unary(TRACE_EXPORT)(traces_from_json(body).SerializeToString())
+            export = channel.unary_unary(TRACE_EXPORT)
+            export(traces_from_json(body).SerializeToString(), metadata=metadata)
+
+
+def with_new_trace_ids(body: bytes) -> tuple[bytes, list[str]]:
+    """An OTLP/JSON capture as another run of the same agent: each trace id replaced by a fresh
+    one (the same one wherever it recurs); the new ids, in the order first seen."""
+    fresh: dict[str, str] = {}
+
+    def new_id(match: re.Match[bytes]) -> bytes:
+        old = match.group(1).decode()
+        fresh.setdefault(old, secrets.token_hex(16))
+        return b'"traceId":"' + fresh[old].encode() + b'"'
+
+    return TRACE_ID.sub(new_id, body), list(fresh.values())

@@ -57,7 +57,8 @@ def start_server(data_dir: Path, **sections: Any) -> RunningServer:
         merged.setdefault(key, value)
     running = start(loopback_config(**merged))
     tokens = merged.get("auth", {}).get("tokens") or [None]
-    return RunningServer(running.pipeline, running.loop, running.thread, token=tokens[0])
+    first = tokens[0]["token"] if isinstance(tokens[0], dict) else tokens[0]  # a named one
+    return RunningServer(running.pipeline, running.loop, running.thread, token=first)
 
 
 def write_packs(rules: Path, packs: Path | Mapping[str, str | Path]) -> Path:

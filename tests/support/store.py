@@ -72,14 +72,18 @@ class RunStore:
             )
         return trace_id
 
-    def result(self, trace_id: str, rule: str, verdict: str, revision: int = 1) -> None:
-        """A live per-run result of `rule` (pack/rule id) for this run."""
+    def result(
+        self, trace_id: str, rule: str, verdict: str, revision: int = 1, reviewer: str = ""
+    ) -> None:
+        """A live per-run result of `rule` (pack/rule id) for this run; with `reviewer`, that
+        person's label of it."""
         pack, rule_id = rule.split("/", 1)
         self.cursor.execute(
-            "INSERT INTO results (trace_id, revision, pack, rule_id, verdict, scope, origin)"
-            " VALUES (?, ?, ?, ?, ?, 'trajectory', 'live')",
-            [trace_id, revision, pack, rule_id, verdict],
-        )
+            "INSERT INTO results (trace_id, revision, pack, rule_id, verdict, scope, origin,"
+            " source, reviewer) VALUES (?, ?, ?, ?, ?, 'trajectory', 'live', ?, ?)",
+            [trace_id, revision, pack, rule_id, verdict, "human" if reviewer else None,
+             reviewer or None],
+        )  # fmt: skip
 
     def snapshot(self, name: str, trace_ids: list[str], revision: int = 1) -> None:
         """Freeze these runs (at `revision`) as the saved baseline `name`."""

@@ -65,6 +65,17 @@ def test_rule_passes_per_unit_leave_out_not_applicable(store: RunStore) -> None:
     assert (hits, units) == (pytest.approx(1.5), 3)  # 1 + 0 + the case's 2/4
 
 
+def test_a_reviewers_label_is_the_runs_verdict_of_the_rule_it_answers(store: RunStore) -> None:
+    rule = "travel/known-servers"
+    for label in ("pass", "fail", "not_applicable"):
+        run = store.run()
+        store.result(run, rule, "review")
+        store.result(run, rule, label, reviewer="ana")
+    store.result(store.run(), rule, "review")  # waiting for a person: a review, not a pass
+    hits, units = samples.rule_passes(store.cursor, Side())[rule]
+    assert (hits, units) == (1.0, 3)
+
+
 def test_evidence_is_the_newest_runs_that_show_the_change(store: RunStore) -> None:
     old_error = store.run(status="error", ago=timedelta(minutes=30))
     new_error = store.run(status="error", ago=timedelta(minutes=5))
