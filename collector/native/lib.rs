@@ -9,6 +9,10 @@ mod lenient;
 mod logs;
 mod otlp_json;
 mod python;
+mod rules;
+mod rules_eval;
+mod rules_pack;
+mod rules_value;
 mod semconv;
 mod spans;
 mod unicode;
@@ -254,6 +258,9 @@ fn decode<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<ArrowBatch>()?;
+    m.add_function(wrap_pyfunction!(rules::compile_pack, m)?)?;
+    m.add_class::<rules::NativePack>()?;
+    m.add_class::<rules::RulesBatch>()?;
     Ok(())
 }
 

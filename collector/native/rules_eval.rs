@@ -1,0 +1,836 @@
+//! The native rule interpreter: a compiled pack's rules over a round's runs, as
+//! `evaluators/evaluate.py` `evaluate_pack` and the evaluators of each rule type give them
+//! (messages, evidence, scores and reason codes included).
+
+use std::cell::OnceCell;
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::rules_pack::{Budget, Check, Matcher, Order, Pack, Pattern, Rule};
+use crate::rules_value::{at_path, python_g, python_lower, Defer};
+
+const BUILD_ERROR: &str = "build_error";
+const OVERRIDE: &str = "sextant.approval.status";
+
+/// One run: the columns of its `trajectories` row the rules read.
+#[derive(Debug, Default, Clone)]
+pub struct Run<'a> {
+    pub trace_id: &'a str,
+    pub revision: i32,
+    pub status: Option<&'a str>,
+    pub incomplete_reasons: Vec<&'a str>,
+    pub agent_run: bool,
+    pub service_name: Option<&'a str>,
+    pub agent_name: Option<&'a str>,
+    pub service_version: Option<&'a str>,
+    pub root_span_id: Option<&'a str>,
+    pub input: Option<&'a str>,
+    pub final_output: Option<&'a str>,
+    pub start_time_unix_nano: u64,
+    pub end_time_unix_nano: u64,
+}
+
+/// One step: its `steps` row, plus the span's attributes (JSON text), which the table does
+/// not carry but an approval override is read from.
+#[derive(Debug, Default, Clone)]
+pub struct StepRow<'a> {
+    pub seq: i32,
+    pub span_id: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub span_kind: Option<&'a str>,
+    pub name: Option<&'a str>,
+    pub agent_name: Option<&'a str>,
+    pub tool_name: Option<&'a str>,
+    pub arguments: Option<&'a str>,
+    pub status: Option<&'a str>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cost_usd: Option<f64>,
+    pub attributes: Option<&'a str>,
+}
+
+/// A step as a pack's rules see it: its kind after the pack's approval recogniser, its
+/// arguments parsed on first use.
+pub struct Step<'a> {
+    pub row: &'a StepRow<'a>,
+    pub kind: Option<&'a str>,
+    args: OnceCell<Option<Value>>,
+}
+
+impl<'a> Step<'a> {
+    fn is_tool_call(&self) -> bool {
+        self.row.span_kind == Some("tool")
+    }
+
+    fn kind_is(&self, kind: &str) -> bool {
+        self.kind == Some(kind)
+    }
+
+    fn arguments(&self) -> Result<&Value, Defer> {
+        let parsed = self.args.get_or_init(|| match self.row.arguments {
+            None => Some(Value::Null),
+            Some(text) => serde_json::from_str(text).ok(),
+        });
+        parsed.as_ref().ok_or(Defer("arguments that are not JSON"))
+    }
+
+    fn name(&self) -> &'a str {
+        py(self.row.name)
+    }
+}
+
+/// A Python f-string's rendering of an optional text.
+fn py(text: Option<&str>) -> &str {
+    text.unwrap_or("None")
+}
+
+/// What one rule concluded about one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding<'a> {
+    pub verdict: &'static str,
+    pub message: String,
+    pub evidence: Vec<Option<&'a str>>,
+    pub score: Option<f64>,
+    pub reason: Option<String>,
+}
+
+impl<'a> Finding<'a> {
+    fn new(verdict: &'static str, message: String, evidence: Vec<Option<&'a str>>) -> Self {
+        Finding {
+            verdict,
+            message,
+            evidence,
+            score: None,
+            reason: None,
+        }
+    }
+}
+
+/// `tuple(dict.fromkeys(evidence))`: each span once, first place kept.
+fn unique(evidence: Vec<Option<&str>>) -> Vec<Option<&str>> {
+    let mut seen = std::collections::HashSet::new();
+    evidence.into_iter().filter(|e| seen.insert(*e)).collect()
+}
+
+fn text_matches(patterns: &[Pattern], value: Option<&str>) -> bool {
+    value.is_some_and(|v| patterns.iter().any(|p| p.matches(v)))
+}
+
+impl Matcher {
+    fn matches(&self, step: &Step) -> Result<bool, Defer> {
+        if let Some(kinds) = &self.kinds {
+            let hit = |k: Option<&str>| k.is_some_and(|k| kinds.iter().any(|x| x == k));
+            if !hit(step.kind) && !hit(step.row.span_kind) {
+                return Ok(false);
+            }
+        }
+        if let Some(name) = &self.name {
+            if !name.matches(step.row.name) {
+                return Ok(false);
+            }
+        }
+        if let Some(agent) = &self.agent {
+            if !agent.matches(step.row.agent_name) {
+                return Ok(false);
+            }
+        }
+        if let Some(status) = &self.status {
+            if step.row.status != Some(status.as_str()) {
+                return Ok(false);
+            }
+        }
+        if !self.args.is_empty() {
+            let arguments = step.arguments()?;
+            for check in &self.args {
+                if !check.condition.check(at_path(arguments, &check.parts))? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn matching<'s, 'a>(m: &Matcher, steps: &'s [Step<'a>]) -> Result<Vec<&'s Step<'a>>, Defer> {
+    let mut out = Vec::new();
+    for s in steps {
+        if m.matches(s)? {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+fn span_ids<'a>(steps: &[&Step<'a>]) -> Vec<Option<&'a str>> {
+    steps.iter().map(|s| s.row.span_id).collect()
+}
+
+fn presence<'a>(
+    steps: &[Step<'a>],
+    m: &Matcher,
+    min: u64,
+    max: Option<u64>,
+) -> Result<Finding<'a>, Defer> {
+    let found = matching(m, steps)?;
+    let n = found.len() as u64;
+    let what = &m.describe;
+    let evidence = span_ids(&found);
+    if n < min {
+        let msg = format!("{what} occurred {n} times, expected at least {min}");
+        return Ok(Finding::new("fail", msg, evidence));
+    }
+    if let Some(max) = max.filter(|max| n > *max) {
+        let msg = format!("{what} occurred {n} times, at most {max} allowed");
+        return Ok(Finding::new("fail", msg, evidence));
+    }
+    Ok(Finding::new(
+        "pass",
+        format!("{what} occurred {n} times"),
+        evidence,
+    ))
+}
+
+fn absence<'a>(
+    steps: &[Step<'a>],
+    m: Option<&Matcher>,
+    allowed: &[Pattern],
+) -> Result<Finding<'a>, Defer> {
+    let (found, what) = match m {
+        Some(m) => (matching(m, steps)?, format!("forbidden {}", m.describe)),
+        None => (
+            steps
+                .iter()
+                .filter(|s| s.is_tool_call() && !text_matches(allowed, s.row.tool_name))
+                .collect(),
+            "tool outside the allow-list".to_owned(),
+        ),
+    };
+    if found.is_empty() {
+        return Ok(Finding::new("pass", format!("no {what}"), Vec::new()));
+    }
+    let mut names: Vec<&str> = found.iter().map(|s| s.name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let msg = format!("{what} occurred: {}", names.join(", "));
+    Ok(Finding::new("fail", msg, span_ids(&found)))
+}
+
+fn hits(expected: &[Matcher], steps: &[Step]) -> Result<Vec<Vec<bool>>, Defer> {
+    expected
+        .iter()
+        .map(|m| steps.iter().map(|s| m.matches(s)).collect())
+        .collect()
+}
+
+/// The most expected steps found in order, gaps allowed (a longest common subsequence).
+fn in_order<'s, 'a>(
+    steps: &'s [Step<'a>],
+    expected: &[Matcher],
+) -> Result<Vec<&'s Step<'a>>, Defer> {
+    let hits = hits(expected, steps)?;
+    let (n, k) = (expected.len(), steps.len());
+    let mut best = vec![vec![0u32; k + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..k).rev() {
+            let take = if hits[i][j] {
+                best[i + 1][j + 1] + 1
+            } else {
+                0
+            };
+            best[i][j] = take.max(best[i + 1][j]).max(best[i][j + 1]);
+        }
+    }
+    let mut matched = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < n && j < k {
+        if hits[i][j] && best[i][j] == best[i + 1][j + 1] + 1 {
+            matched.push(&steps[j]);
+            i += 1;
+            j += 1;
+        } else if best[i + 1][j] >= best[i][j + 1] {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    Ok(matched)
+}
+
+/// The longest contiguous run matching the expected sequence from its start, among the steps
+/// of the expected kinds (every step when a matcher names no kind).
+fn strict<'s, 'a>(steps: &'s [Step<'a>], expected: &[Matcher]) -> Result<Vec<&'s Step<'a>>, Defer> {
+    let any_kind = expected.iter().any(|m| m.kinds.is_none());
+    let kinds: Vec<&str> = expected
+        .iter()
+        .flat_map(|m| m.kinds.iter().flatten().map(String::as_str))
+        .collect();
+    let of_kind = |k: Option<&str>| k.is_some_and(|k| kinds.contains(&k));
+    let among: Vec<&Step> = steps
+        .iter()
+        .filter(|s| any_kind || kinds.is_empty() || of_kind(s.kind) || of_kind(s.row.span_kind))
+        .collect();
+    let mut best: Vec<&Step> = Vec::new();
+    for start in 0..among.len() {
+        let mut run = Vec::new();
+        for (offset, m) in expected.iter().enumerate() {
+            match among.get(start + offset) {
+                Some(s) if m.matches(s)? => run.push(*s),
+                _ => break,
+            }
+        }
+        if run.len() > best.len() {
+            best = run;
+        }
+    }
+    Ok(best)
+}
+
+/// The most expected steps matched to distinct steps (augmenting paths, in Python's order).
+fn any_order<'s, 'a>(
+    steps: &'s [Step<'a>],
+    expected: &[Matcher],
+) -> Result<Vec<&'s Step<'a>>, Defer> {
+    let mut candidates = Vec::with_capacity(expected.len());
+    for m in expected {
+        let mut c = Vec::new();
+        for (j, s) in steps.iter().enumerate() {
+            if m.matches(s)? {
+                c.push(j);
+            }
+        }
+        candidates.push(c);
+    }
+    let mut owner: HashMap<usize, usize> = HashMap::new();
+    fn assign(
+        i: usize,
+        seen: &mut std::collections::HashSet<usize>,
+        candidates: &[Vec<usize>],
+        owner: &mut HashMap<usize, usize>,
+    ) -> bool {
+        for &j in &candidates[i] {
+            if !seen.insert(j) {
+                continue;
+            }
+            let free = match owner.get(&j) {
+                None => true,
+                Some(&other) => assign(other, seen, candidates, owner),
+            };
+            if free {
+                owner.insert(j, i);
+                return true;
+            }
+        }
+        false
+    }
+    for i in 0..expected.len() {
+        assign(i, &mut Default::default(), &candidates, &mut owner);
+    }
+    let mut taken: Vec<usize> = owner.into_keys().collect();
+    taken.sort_unstable();
+    Ok(taken.into_iter().map(|j| &steps[j]).collect())
+}
+
+fn trajectory<'a>(
+    steps: &[Step<'a>],
+    expected: &[Matcher],
+    order: &Order,
+    order_name: &str,
+    min_match_rate: f64,
+) -> Result<Finding<'a>, Defer> {
+    let matched = match order {
+        Order::Strict => strict(steps, expected)?,
+        Order::Gaps => in_order(steps, expected)?,
+        Order::Any => any_order(steps, expected)?,
+    };
+    let rate = matched.len() as f64 / expected.len() as f64;
+    let evidence = span_ids(&matched);
+    let summary = format!(
+        "{} of {} expected steps ({order_name}), match rate",
+        matched.len(),
+        expected.len()
+    );
+    if rate + 1e-9 >= min_match_rate {
+        let mut f = Finding::new("pass", format!("{summary} {rate:.2}"), evidence);
+        f.score = Some(rate);
+        return Ok(f);
+    }
+    let mut missing = None;
+    for m in expected {
+        let mut any = false;
+        for s in &matched {
+            if m.matches(s)? {
+                any = true;
+                break;
+            }
+        }
+        if !any {
+            missing = Some(m);
+            break;
+        }
+    }
+    let hint = missing
+        .map(|m| format!("; first missing: {}", m.describe))
+        .unwrap_or_default();
+    let msg = format!("{summary} {rate:.2} below {min_match_rate:.2}{hint}");
+    let mut f = Finding::new("fail", msg, evidence);
+    f.score = Some(rate);
+    Ok(f)
+}
+
+fn tool_args<'a>(
+    steps: &[Step<'a>],
+    m: &Matcher,
+    args: &[crate::rules_pack::ArgCheck],
+    required: bool,
+) -> Result<Finding<'a>, Defer> {
+    let mut calls = Vec::new();
+    for s in steps {
+        if s.is_tool_call() && m.matches(s)? {
+            calls.push(s);
+        }
+    }
+    if calls.is_empty() {
+        let verdict = if required { "fail" } else { "not_applicable" };
+        return Ok(Finding::new(
+            verdict,
+            format!("no {} call", m.describe),
+            Vec::new(),
+        ));
+    }
+    let mut wrong: Vec<(&Step, Vec<&str>)> = Vec::new();
+    for s in &calls {
+        let arguments = s.arguments()?;
+        let mut bad = Vec::new();
+        for a in args {
+            if !a.condition.check(at_path(arguments, &a.parts))? {
+                bad.push(a.path.as_str());
+            }
+        }
+        if !bad.is_empty() {
+            wrong.push((s, bad));
+        }
+    }
+    if !wrong.is_empty() {
+        let detail: Vec<String> = wrong
+            .iter()
+            .map(|(s, b)| format!("{} (seq {}): {}", s.name(), s.row.seq, b.join(", ")))
+            .collect();
+        let evidence = wrong.iter().map(|(s, _)| s.row.span_id).collect();
+        let mut f = Finding::new(
+            "fail",
+            format!("arguments do not satisfy the rule: {}", detail.join("; ")),
+            evidence,
+        );
+        f.score = Some(1.0 - wrong.len() as f64 / calls.len() as f64);
+        return Ok(f);
+    }
+    let mut f = Finding::new(
+        "pass",
+        format!("{} call(s) with valid arguments", calls.len()),
+        span_ids(&calls),
+    );
+    f.score = Some(1.0);
+    Ok(f)
+}
+
+/// orjson's `OPT_SORT_KEYS` text of a value, up to what tells two values apart: keys sorted,
+/// ints and floats kept apart (1 is not 1.0), as `same_call` compares calls.
+fn sorted_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                sorted_json(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                sorted_json(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Steps grouped by key wherever they occur, groups in order of first occurrence.
+fn repeated<'s, 'a, K: std::hash::Hash + Eq>(
+    tools: &[&'s Step<'a>],
+    keys: &[K],
+) -> Vec<Vec<&'s Step<'a>>> {
+    let mut index: HashMap<&K, usize> = HashMap::new();
+    let mut groups: Vec<Vec<&Step>> = Vec::new();
+    for (s, k) in tools.iter().zip(keys) {
+        let i = *index.entry(k).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[i].push(s);
+    }
+    groups
+}
+
+/// Steps grouped by key only while they follow each other.
+fn runs_of<'s, 'a, K: Eq>(tools: &[&'s Step<'a>], keys: &[K]) -> Vec<Vec<&'s Step<'a>>> {
+    let mut runs: Vec<Vec<&Step>> = Vec::new();
+    for (i, s) in tools.iter().enumerate() {
+        if i > 0 && keys[i - 1] == keys[i] {
+            if let Some(last) = runs.last_mut() {
+                last.push(s);
+                continue;
+            }
+        }
+        runs.push(vec![s]);
+    }
+    runs
+}
+
+fn budget<'a>(run: &Run, steps: &[Step<'a>], b: &Budget) -> Result<Finding<'a>, Defer> {
+    let mut over_: Vec<String> = Vec::new();
+    let mut evidence: Vec<Option<&'a str>> = Vec::new();
+    let llm = || steps.iter().filter(|s| s.kind_is("llm"));
+    let total = |over_: &mut Vec<String>, name: &str, limit: Option<f64>, value: Option<f64>| {
+        if let (Some(l), Some(v)) = (limit, value) {
+            if v > l {
+                over_.push(format!("{name} {} > {}", python_g(v), python_g(l)));
+            }
+        }
+    };
+    let tools: Vec<&Step> = steps.iter().filter(|s| s.is_tool_call()).collect();
+    total(&mut over_, "steps", b.max_steps, Some(steps.len() as f64));
+    total(
+        &mut over_,
+        "tool calls",
+        b.max_tool_calls,
+        Some(tools.len() as f64),
+    );
+    total(
+        &mut over_,
+        "LLM calls",
+        b.max_llm_calls,
+        Some(llm().count() as f64),
+    );
+    if let Some(limit) = b.max_tokens {
+        let tokens: i128 = llm()
+            .map(|s| {
+                s.row.input_tokens.unwrap_or(0) as i128 + s.row.output_tokens.unwrap_or(0) as i128
+            })
+            .sum();
+        // An int against an int limit (`max_tokens` is an int of at most 2^53), exactly.
+        if tokens > limit as i128 {
+            over_.push(format!(
+                "tokens {} > {}",
+                python_g(tokens as f64),
+                python_g(limit)
+            ));
+        }
+    }
+    let costs: Vec<f64> = llm().filter_map(|s| s.row.cost_usd).collect();
+    let cost = (!costs.is_empty()).then(|| costs.iter().fold(0.0, |a, c| a + c));
+    if b.max_cost_usd.is_some() {
+        total(&mut over_, "cost USD", b.max_cost_usd, cost);
+    }
+    if b.max_duration_ms.is_some() {
+        let ns = run.end_time_unix_nano as i128 - run.start_time_unix_nano as i128;
+        total(
+            &mut over_,
+            "duration ms",
+            b.max_duration_ms,
+            Some(ns as f64 / 1e6),
+        );
+    }
+    let mut checks: Vec<(u64, Vec<Vec<&Step>>, &str)> = Vec::new();
+    if b.max_same_call.is_some() || b.max_consecutive_same_call.is_some() {
+        let mut calls = Vec::with_capacity(tools.len());
+        for s in &tools {
+            let mut text = String::new();
+            sorted_json(s.arguments()?, &mut text);
+            calls.push((s.row.tool_name, text));
+        }
+        if let Some(limit) = b.max_same_call {
+            checks.push((limit, repeated(&tools, &calls), "with the same arguments"));
+        }
+        if let Some(limit) = b.max_consecutive_same_call {
+            let label = "in a row with the same arguments";
+            checks.push((limit, runs_of(&tools, &calls), label));
+        }
+    }
+    if let Some(limit) = b.max_same_tool {
+        let names: Vec<Option<&str>> = tools.iter().map(|s| s.row.tool_name).collect();
+        checks.push((limit, repeated(&tools, &names), "in total"));
+    }
+    for (limit, groups, label) in checks {
+        for group in groups {
+            if group.len() as u64 > limit {
+                over_.push(format!(
+                    "{} called {} times {label} (> {limit})",
+                    py(group[0].row.tool_name),
+                    group.len()
+                ));
+                evidence.extend(group.iter().map(|s| s.row.span_id));
+            }
+        }
+    }
+    if !over_.is_empty() {
+        let msg = format!("over budget: {}", over_.join("; "));
+        return Ok(Finding::new("fail", msg, unique(evidence)));
+    }
+    let unpriced = llm().filter(|s| s.row.cost_usd.is_none()).count();
+    if b.max_cost_usd.is_some() && unpriced > 0 {
+        let mut f = Finding::new(
+            "review",
+            format!(
+                "cost unknown for {unpriced} model call(s) without a price; the priced ones cost {} USD",
+                python_g(cost.filter(|c| *c != 0.0).unwrap_or(0.0))
+            ),
+            Vec::new(),
+        );
+        f.reason = Some("cost_unknown".into());
+        return Ok(f);
+    }
+    Ok(Finding::new("pass", "within budget".into(), Vec::new()))
+}
+
+fn recovery<'a>(run: &Run<'a>, steps: &[Step<'a>], require_retry: bool) -> Finding<'a> {
+    let tools: Vec<&Step> = steps.iter().filter(|s| s.is_tool_call()).collect();
+    let mut problems: Vec<String> = Vec::new();
+    let mut evidence: Vec<Option<&'a str>> = Vec::new();
+    let final_output = run.final_output.is_some_and(|o| !o.is_empty());
+    if let (Some(last_tool), Some(last)) = (tools.last(), steps.last()) {
+        if last_tool.row.status == Some("error") && std::ptr::eq(*last_tool, last) {
+            problems.push(format!(
+                "the run ends with the failed call {}",
+                last_tool.name()
+            ));
+            evidence.push(last_tool.row.span_id);
+        }
+    }
+    if run.status == Some("error") && !final_output {
+        problems.push("the run failed without telling the user".into());
+        if let Some(root) = run.root_span_id.filter(|r| !r.is_empty()) {
+            evidence.push(Some(root));
+        }
+    }
+    if require_retry && !final_output {
+        let mut last_ok: HashMap<Option<&str>, i32> = HashMap::new();
+        for s in &tools {
+            if s.row.status == Some("ok") {
+                let e = last_ok.entry(s.row.tool_name).or_insert(s.row.seq);
+                *e = (*e).max(s.row.seq);
+            }
+        }
+        for failed in tools.iter().filter(|s| s.row.status == Some("error")) {
+            let retried = last_ok
+                .get(&failed.row.tool_name)
+                .is_some_and(|seq| *seq > failed.row.seq);
+            if !retried {
+                problems.push(format!(
+                    "{} (seq {}) failed and was not retried",
+                    failed.name(),
+                    failed.row.seq
+                ));
+                evidence.push(failed.row.span_id);
+            }
+        }
+    }
+    let errors = tools
+        .iter()
+        .filter(|s| s.row.status == Some("error"))
+        .count();
+    if !problems.is_empty() {
+        return Finding::new("fail", problems.join("; "), unique(evidence));
+    }
+    if errors > 0 {
+        let msg = format!("{errors} failed tool call(s), all recovered");
+        return Finding::new("pass", msg, Vec::new());
+    }
+    Finding::new("pass", "no failed tool calls".into(), Vec::new())
+}
+
+fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding<'a>, Defer> {
+    match &rule.check {
+        Check::Budget(b) => budget(run, steps, b),
+        Check::Recovery { require_retry } => Ok(recovery(run, steps, *require_retry)),
+        Check::Presence {
+            step,
+            min_count,
+            max_count,
+        } => presence(steps, step, *min_count, *max_count),
+        Check::Absence {
+            step,
+            allowed_tools,
+        } => absence(steps, step.as_ref(), allowed_tools),
+        Check::Trajectory {
+            expected,
+            order,
+            order_name,
+            min_match_rate,
+        } => trajectory(steps, expected, order, order_name, *min_match_rate),
+        Check::ToolArgs {
+            step,
+            args,
+            required,
+        } => tool_args(steps, step, args, *required),
+    }
+}
+
+/// `evaluate_rule`: a build error is a review; on an incomplete run, a verdict missing steps
+/// could change is a review (`trace_incomplete`).
+pub fn evaluate_rule<'a>(
+    run: &Run<'a>,
+    steps: &[Step<'a>],
+    rule: &Rule,
+) -> Result<Finding<'a>, Defer> {
+    if run.incomplete_reasons.contains(&BUILD_ERROR) {
+        let mut f = Finding::new(
+            "review",
+            "the trace could not be built into steps".into(),
+            Vec::new(),
+        );
+        f.reason = Some(BUILD_ERROR.into());
+        return Ok(f);
+    }
+    let f = finding(run, steps, rule)?;
+    if run.status != Some("incomplete") || f.verdict == "review" {
+        return Ok(f);
+    }
+    if f.verdict == "fail" && !f.evidence.is_empty() && !rule.needs_all_steps {
+        return Ok(f);
+    }
+    Ok(Finding {
+        verdict: "review",
+        message: format!(
+            "trace incomplete ({}); would be {}: {}",
+            run.incomplete_reasons.join(", "),
+            f.verdict,
+            f.message
+        ),
+        evidence: f.evidence,
+        score: f.score,
+        reason: Some("trace_incomplete".into()),
+    })
+}
+
+/// Whether the span's attributes carry an approval override (`sextant.approval.status` not
+/// null): then the step is an approval whatever its tool.
+fn has_override(attributes: Option<&str>) -> Result<bool, Defer> {
+    let Some(text) = attributes.filter(|t| !t.is_empty()) else {
+        return Ok(false);
+    };
+    if !text.contains(OVERRIDE) && !text.contains("\\u") {
+        return Ok(false);
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map.get(OVERRIDE).is_some_and(|v| !v.is_null())),
+        _ => Err(Defer("span attributes that are not a JSON object")),
+    }
+}
+
+/// The steps as the pack's approval recogniser reads them (`with_approvals`): a tool call of
+/// an approval tool, or a step with an override, is of kind `approval`.
+pub fn steps_of<'a>(rows: &'a [StepRow<'a>], pack: &Pack) -> Result<Vec<Step<'a>>, Defer> {
+    rows.iter()
+        .map(|row| {
+            let tool = row.span_kind == Some("tool");
+            let mut kind = row.kind;
+            if tool || kind == Some("approval") {
+                let named = || {
+                    let name = row.tool_name.filter(|t| !t.is_empty()).or(row.name);
+                    let lower = python_lower(name.unwrap_or(""));
+                    pack.approval_tools.iter().any(|p| p.matches(&lower))
+                };
+                if has_override(row.attributes)? || (tool && named()) {
+                    kind = Some("approval");
+                }
+            }
+            Ok(Step {
+                row,
+                kind,
+                args: OnceCell::new(),
+            })
+        })
+        .collect()
+}
+
+/// One result of `evaluate_pack`, or a rule the interpreter leaves to Python for this run.
+pub enum Outcome<'a> {
+    Result(&'a Rule, Finding<'a>),
+    Deferred(&'a Rule, &'static str),
+}
+
+/// `evaluate_pack` over one run, for the pack's native rules.
+pub fn evaluate_run<'a>(
+    pack: &'a Pack,
+    run: &Run<'a>,
+    rows: &'a [StepRow<'a>],
+) -> Vec<Outcome<'a>> {
+    if !run.agent_run {
+        return Vec::new();
+    }
+    let selects = [
+        (&pack.service, run.service_name),
+        (&pack.agent, run.agent_name),
+        (&pack.service_version, run.service_version),
+    ]
+    .iter()
+    .all(|(globs, value)| globs.as_ref().is_none_or(|g| g.matches(*value)));
+    if !selects {
+        return Vec::new();
+    }
+    let rules = pack.rules.iter().filter(|r| !r.session);
+    let steps = match steps_of(rows, pack) {
+        Ok(steps) => steps,
+        Err(Defer(why)) => return rules.map(|r| Outcome::Deferred(r, why)).collect(),
+    };
+    let input = run
+        .input
+        .filter(|i| !i.is_empty())
+        .map(|i| Value::String(i.to_owned()));
+    let mut out = Vec::new();
+    for rule in rules {
+        if let Some(condition) = &rule.when_input {
+            match condition.check(input.as_ref()) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(Defer(why)) => {
+                    out.push(Outcome::Deferred(rule, why));
+                    continue;
+                }
+            }
+        }
+        out.push(match evaluate_rule(run, &steps, rule) {
+            Ok(f) => Outcome::Result(rule, f),
+            Err(Defer(why)) => Outcome::Deferred(rule, why),
+        });
+    }
+    out
+}
+
+/// `result_of`: the decision a finding asks for, and its reason code.
+pub fn requested(rule: &Rule, f: &Finding) -> (Option<String>, Option<String>) {
+    let requested = match f.verdict {
+        "fail" => Some(rule.on_fail.clone()),
+        "review" => Some("REVIEW".to_owned()),
+        _ => None,
+    };
+    let decided = f.verdict == "fail" || f.verdict == "review";
+    let reason = f
+        .reason
+        .clone()
+        .or_else(|| decided.then(|| rule.reason.clone()))
+        .filter(|r| !r.is_empty());
+    (requested, reason)
+}
