@@ -127,3 +127,10 @@ def evaluate(native: Any, trajectories: pa.Table, steps: pa.Table) -> pa.Table:
     rule the interpreter left to Python for that run."""
     out = native.evaluate(one_batch(trajectories), one_batch(steps))
     return pa.Table.from_batches([pa.record_batch(out)])
+
+
+def evaluate_packs(natives: list[Any], trajectories: pa.Table, steps: pa.Table) -> pa.Table:
+    """Several packs' native rules over one round, its tables read once: each run's results
+    pack by pack in the order given (as a round evaluates them)."""
+    out = _native.evaluate_packs(natives, one_batch(trajectories), one_batch(steps))
+    return pa.Table.from_batches([pa.record_batch(out)])

@@ -259,6 +259,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<ArrowBatch>()?;
     m.add_function(wrap_pyfunction!(rules::compile_pack, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::evaluate_packs, m)?)?;
     m.add_class::<rules::NativePack>()?;
     m.add_class::<rules::RulesBatch>()?;
     Ok(())

@@ -16,7 +16,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use crate::rules_eval::{evaluate_run, requested, Outcome, Run, StepRow};
+use crate::rules_eval::{evaluate_run, has_override, requested, Outcome, Run, StepRow};
 use crate::rules_pack::{compile, Pack};
 
 fn refused(message: String) -> PyErr {
@@ -120,7 +120,7 @@ fn runs(batch: &StructArray) -> PyResult<Vec<Run<'_>>> {
 
 /// The rows of a `steps` batch, with its `attributes` column (the span attributes' JSON text,
 /// which the store's `steps` table does not carry).
-fn step_rows(batch: &StructArray) -> PyResult<Vec<(&str, i32, StepRow<'_>)>> {
+fn step_rows(batch: &StructArray) -> PyResult<StepRows<'_>> {
     let w = "steps";
     let trace_id = column::<StringArray>(batch, "trace_id", w)?;
     let revision = column::<Int32Array>(batch, "revision", w)?;
@@ -137,7 +137,10 @@ fn step_rows(batch: &StructArray) -> PyResult<Vec<(&str, i32, StepRow<'_>)>> {
     let output_tokens = column::<Int64Array>(batch, "output_tokens", w)?;
     let cost = column::<Float64Array>(batch, "cost_usd", w)?;
     let attributes = column::<StringArray>(batch, "attributes", w)?;
-    Ok((0..batch.len())
+    let keys = (0..batch.len())
+        .map(|i| (text(trace_id, i).unwrap_or(""), revision.value(i)))
+        .collect();
+    let rows = (0..batch.len())
         .map(|i| {
             let row = StepRow {
                 seq: seq.value(i),
@@ -152,11 +155,26 @@ fn step_rows(batch: &StructArray) -> PyResult<Vec<(&str, i32, StepRow<'_>)>> {
                 input_tokens: int64(input_tokens, i),
                 output_tokens: int64(output_tokens, i),
                 cost_usd: cost.is_valid(i).then(|| cost.value(i)),
-                attributes: text(attributes, i),
+                approval_override: Ok(false),
             };
-            (text(trace_id, i).unwrap_or(""), revision.value(i), row)
+            let row = if row.span_kind == Some("tool") || row.kind == Some("approval") {
+                StepRow {
+                    approval_override: has_override(text(attributes, i)),
+                    ..row
+                }
+            } else {
+                row
+            };
+            row
         })
-        .collect())
+        .collect::<Vec<_>>();
+    Ok(StepRows { keys, rows })
+}
+
+/// A `steps` batch's rows, and the run (trace id, revision) of each.
+pub struct StepRows<'a> {
+    keys: Vec<(&'a str, i32)>,
+    rows: Vec<StepRow<'a>>,
 }
 
 /// The `results` columns being filled, one row per rule and run.
@@ -271,19 +289,38 @@ impl Rows {
     }
 }
 
-/// The pack's results over a round: runs in the batch's order, each run's rules in the pack's.
-pub fn evaluate_batch(pack: &Pack, runs: &[Run], steps: &[(&str, i32, StepRow)]) -> StructArray {
-    let mut by_run: HashMap<(&str, i32), Vec<usize>> = HashMap::new();
-    for (i, (trace_id, revision, _)) in steps.iter().enumerate() {
-        by_run.entry((trace_id, *revision)).or_default().push(i);
+/// The packs' results over a round: runs in the batch's order, and for each run the packs in
+/// the order given, each pack's rules in its own order (as a round evaluates them).
+pub fn evaluate_batch(packs: &[&Pack], runs: &[Run], steps: &StepRows) -> StructArray {
+    // A run's steps are one stretch of the batch (RoundRows adds them so); runs whose steps
+    // are scattered are gathered.
+    let mut stretches: HashMap<(&str, i32), Vec<(usize, usize)>> = HashMap::new();
+    let keys = &steps.keys;
+    let mut start = 0;
+    for i in 1..=keys.len() {
+        if i == keys.len() || keys[i] != keys[start] {
+            stretches.entry(keys[start]).or_default().push((start, i));
+            start = i;
+        }
     }
     let mut rows = Rows::default();
-    let empty = Vec::new();
     for run in runs {
-        let indexes = by_run.get(&(run.trace_id, run.revision)).unwrap_or(&empty);
-        let own: Vec<StepRow> = indexes.iter().map(|&i| steps[i].2.clone()).collect();
-        for outcome in evaluate_run(pack, run, &own) {
-            rows.add(pack, run, &outcome);
+        let gathered: Vec<StepRow>;
+        let own: &[StepRow] = match stretches.get(&(run.trace_id, run.revision)) {
+            None => &[],
+            Some(parts) if parts.len() == 1 => &steps.rows[parts[0].0..parts[0].1],
+            Some(parts) => {
+                gathered = parts
+                    .iter()
+                    .flat_map(|&(a, b)| steps.rows[a..b].iter().cloned())
+                    .collect();
+                &gathered
+            }
+        };
+        for pack in packs {
+            for outcome in evaluate_run(pack, run, own) {
+                rows.add(pack, run, &outcome);
+            }
         }
     }
     rows.finish()
@@ -362,10 +399,30 @@ impl NativePack {
         let array = py.detach(|| {
             let runs = runs(&trajectories)?;
             let rows = step_rows(&steps)?;
-            Ok::<_, PyErr>(evaluate_batch(pack, &runs, &rows))
+            Ok::<_, PyErr>(evaluate_batch(&[pack], &runs, &rows))
         })?;
         Ok(RulesBatch { array })
     }
+}
+
+/// The results of several packs' native rules over one round, the round's batches read once:
+/// runs in the batch's order, and each run's results pack by pack in the order given.
+#[pyfunction]
+pub fn evaluate_packs(
+    py: Python<'_>,
+    packs: Vec<PyRef<'_, NativePack>>,
+    trajectories: &Bound<'_, PyAny>,
+    steps: &Bound<'_, PyAny>,
+) -> PyResult<RulesBatch> {
+    let trajectories = import(trajectories, "trajectories")?;
+    let steps = import(steps, "steps")?;
+    let packs: Vec<&Pack> = packs.iter().map(|p| &p.pack).collect();
+    let array = py.detach(|| {
+        let runs = runs(&trajectories)?;
+        let rows = step_rows(&steps)?;
+        Ok::<_, PyErr>(evaluate_batch(&packs, &runs, &rows))
+    })?;
+    Ok(RulesBatch { array })
 }
 
 /// Compiles a pack's native form (JSON text, `collector/evaluation/native_rules.py`). Raises

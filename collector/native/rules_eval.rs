@@ -33,7 +33,7 @@ pub struct Run<'a> {
 
 /// One step: its `steps` row, plus the span's attributes (JSON text), which the table does
 /// not carry but an approval override is read from.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct StepRow<'a> {
     pub seq: i32,
     pub span_id: Option<&'a str>,
@@ -47,7 +47,9 @@ pub struct StepRow<'a> {
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
-    pub attributes: Option<&'a str>,
+    /// Whether the span's attributes carry an approval override (`has_override`), read once
+    /// for every pack; Err when they cannot be read as Python reads them.
+    pub approval_override: Result<bool, Defer>,
 }
 
 /// A step as a pack's rules see it: its kind after the pack's approval recogniser, its
@@ -725,12 +727,14 @@ pub fn evaluate_rule<'a>(
 }
 
 /// Whether the span's attributes carry an approval override (`sextant.approval.status` not
-/// null): then the step is an approval whatever its tool.
-fn has_override(attributes: Option<&str>) -> Result<bool, Defer> {
+/// null): then the step is an approval whatever its tool. Only a text that names the key (or
+/// escapes a character, which could spell it) is parsed.
+pub fn has_override(attributes: Option<&str>) -> Result<bool, Defer> {
     let Some(text) = attributes.filter(|t| !t.is_empty()) else {
         return Ok(false);
     };
-    if !text.contains(OVERRIDE) && !text.contains("\\u") {
+    let finds = |needle: &str| memchr::memmem::find(text.as_bytes(), needle.as_bytes()).is_some();
+    if !finds(OVERRIDE) && !finds("\\u") {
         return Ok(false);
     }
     match serde_json::from_str::<Value>(text) {
@@ -752,7 +756,11 @@ pub fn steps_of<'a>(rows: &'a [StepRow<'a>], pack: &Pack) -> Result<Vec<Step<'a>
                     let lower = python_lower(name.unwrap_or(""));
                     pack.approval_tools.iter().any(|p| p.matches(&lower))
                 };
-                if has_override(row.attributes)? || (tool && named()) {
+                let explicit = match &row.approval_override {
+                    Ok(explicit) => *explicit,
+                    Err(Defer(why)) => return Err(Defer(why)),
+                };
+                if explicit || (tool && named()) {
                     kind = Some("approval");
                 }
             }

@@ -8,7 +8,7 @@ use crate::rules_pack::{PathPart, Refused};
 
 /// A value the interpreter cannot judge as Python would (non-ASCII text given to `float()`):
 /// the rule is evaluated in Python for that run instead.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Defer(pub &'static str);
 
 /// `str.lower()`: Rust's lowercasing is Unicode's full mapping with the final-sigma rule, as

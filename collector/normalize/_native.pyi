@@ -38,3 +38,6 @@ class NativePack:
 def compile_pack(text: str, partial: bool = False) -> NativePack:
     """A pack's native form (JSON) compiled; ValueError names the first rule not evaluated
     natively, unless `partial` leaves such rules out (listed in `refused`)."""
+
+def evaluate_packs(packs: list[NativePack], trajectories: Any, steps: Any) -> RulesBatch:
+    """Several packs' native rules over one round's batches, read once."""

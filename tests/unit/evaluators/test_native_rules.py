@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import date
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from collector.assembler.prices import PriceTable
@@ -82,6 +83,42 @@ def test_generated_runs_and_rules_get_the_python_results() -> None:
     rounds, found, _ = fuzz(seed=0, count=1_000_000, deadline=time.monotonic() + FUZZ_SECONDS)
     assert rounds >= 100
     assert found == []
+
+
+def test_packs_together_and_scattered_steps_give_the_same_results(
+    captured: tuple[list[Trajectory], tuple[pa.Table, pa.Table]],
+) -> None:
+    """Several packs over one reading of the round give each pack's results, run by run; and
+    a run's steps need not be one stretch of the batch (each run's own order is kept)."""
+    trajectories, steps = captured[1]
+    natives = [native_rules.compile_pack(p) for p in packs()]
+    one_by_one = [native_rules.evaluate(n, trajectories, steps).to_pylist() for n in natives]
+    together = native_rules.evaluate_packs(natives, trajectories, steps).to_pylist()
+    by_run: dict[str, list[dict]] = {}
+    for rows in one_by_one:
+        for row in rows:
+            by_run.setdefault(row["trace_id"], []).append(row)
+    assert together == [
+        row for t in trajectories["trace_id"].to_pylist() for row in by_run.get(t, [])
+    ]
+    # every run's first step first, then every run's second step, ...
+    place = pa.array(
+        [i - start for start, n in step_starts(steps) for i in range(start, start + n)]
+    )
+    scattered = steps.take(pc.sort_indices(pa.table({"p": place}), [("p", "ascending")]))
+    assert scattered["trace_id"].to_pylist() != steps["trace_id"].to_pylist()
+    assert native_rules.evaluate_packs(natives, trajectories, scattered).to_pylist() == together
+
+
+def step_starts(steps: pa.Table) -> list[tuple[int, int]]:
+    """(first row, row count) of each run's stretch of the steps table."""
+    ids = steps["trace_id"].to_pylist()
+    out: list[tuple[int, int]] = []
+    for i, trace_id in enumerate(ids):
+        if i == 0 or ids[i - 1] != trace_id:
+            out.append((i, 0))
+        out[-1] = (out[-1][0], out[-1][1] + 1)
+    return out
 
 
 def test_a_difference_names_trace_pack_rule_field_and_both_values(
