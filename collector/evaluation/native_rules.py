@@ -21,8 +21,10 @@ from typing import Any
 import pyarrow as pa
 
 from collector.normalize import _native
+from evaluators import known_secrets
 from evaluators.matchers import MISSING, PATH_PART, Condition, StepMatcher
 from evaluators.rulepack import RulePack
+from evaluators.secrets import API_KEY, DETECTORS, SecretsRule, ascii_form
 
 # What a value is replaced by when the interpreter cannot compare it as Python does.
 PYTHON_ONLY = "python_only_value"
@@ -79,8 +81,25 @@ def matcher_form(matcher: StepMatcher) -> dict[str, Any]:
     return data
 
 
+def secrets_form(rule: SecretsRule, data: dict[str, Any]) -> None:
+    """A secrets rule as its scanner's set: the RE2 patterns (`Scanner.set`), in its order,
+    and the names of its detectors and patterns (its pass message lists them)."""
+    scanner = rule.scanner
+    sources = {d: ascii_form(DETECTORS[d]) for d in rule.detectors}
+    sources.update(rule.patterns)
+    patterns = [sources[name] for name in scanner.names]
+    if scanner.checks.get("api_key") is API_KEY:
+        patterns += known_secrets.prefilters()
+    data.pop("detectors", None)
+    data.pop("patterns", None)
+    data["names"] = list(scanner.names)
+    data["set"] = patterns
+
+
 def rule_form(rule: Any) -> dict[str, Any]:
     data = rule.model_dump(exclude_defaults=True, by_alias=True)
+    if isinstance(rule, SecretsRule):
+        secrets_form(rule, data)
     for name, value in rule:
         if isinstance(value, StepMatcher):
             data[name] = matcher_form(value)

@@ -12,6 +12,7 @@ mod python;
 mod rules;
 mod rules_eval;
 mod rules_pack;
+mod rules_regex;
 mod rules_value;
 mod semconv;
 mod spans;
@@ -260,6 +261,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowBatch>()?;
     m.add_function(wrap_pyfunction!(rules::compile_pack, m)?)?;
     m.add_function(wrap_pyfunction!(rules::evaluate_packs, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::regex_set_matches, m)?)?;
     m.add_class::<rules::NativePack>()?;
     m.add_class::<rules::RulesBatch>()?;
     Ok(())

@@ -136,6 +136,7 @@ fn step_rows(batch: &StructArray) -> PyResult<StepRows<'_>> {
     let input_tokens = column::<Int64Array>(batch, "input_tokens", w)?;
     let output_tokens = column::<Int64Array>(batch, "output_tokens", w)?;
     let cost = column::<Float64Array>(batch, "cost_usd", w)?;
+    let result = column::<StringArray>(batch, "result", w)?;
     let attributes = column::<StringArray>(batch, "attributes", w)?;
     let keys = (0..batch.len())
         .map(|i| (text(trace_id, i).unwrap_or(""), revision.value(i)))
@@ -155,6 +156,7 @@ fn step_rows(batch: &StructArray) -> PyResult<StepRows<'_>> {
                 input_tokens: int64(input_tokens, i),
                 output_tokens: int64(output_tokens, i),
                 cost_usd: cost.is_valid(i).then(|| cost.value(i)),
+                result: text(result, i),
                 approval_override: Ok(false),
             };
             let row = if row.span_kind == Some("tool") || row.kind == Some("approval") {
@@ -433,4 +435,12 @@ pub fn evaluate_packs(
 pub fn compile_pack(text: &str, partial: bool) -> PyResult<NativePack> {
     let pack = compile(text, partial).map_err(|e| refused(e.0))?;
     Ok(NativePack { pack })
+}
+
+/// Which of the RE2 patterns the regex crate finds in `text`, as the native secrets scan reads
+/// them (the indexes, ascending): for the test that proves they mean what RE2 reads.
+#[pyfunction]
+pub fn regex_set_matches(patterns: Vec<String>, text: &str) -> PyResult<Vec<usize>> {
+    let set = crate::rules_regex::set_of(&patterns).map_err(|e| refused(e.0))?;
+    Ok(set.matches(text).into_iter().collect())
 }

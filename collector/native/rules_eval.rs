@@ -47,6 +47,7 @@ pub struct StepRow<'a> {
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
+    pub result: Option<&'a str>,
     /// Whether the span's attributes carry an approval override (`has_override`), read once
     /// for every pack; Err when they cannot be read as Python reads them.
     pub approval_override: Result<bool, Defer>,
@@ -662,6 +663,46 @@ fn recovery<'a>(run: &Run<'a>, steps: &[Step<'a>], require_retry: bool) -> Findi
     Finding::new("pass", "no failed tool calls".into(), Vec::new())
 }
 
+/// A text a secrets rule scans: nothing in it when the rule's set finds nothing in ASCII
+/// text; anything else (a possible secret, confirmed by the detectors themselves, or
+/// non-ASCII text, where Python's Unicode classes apply) is for Python to judge.
+fn scan(set: &regex::RegexSet, text: &str) -> Result<(), Defer> {
+    if !text.is_ascii() {
+        return Err(Defer("non-ASCII text for the secrets detectors"));
+    }
+    if set.is_match(text) {
+        return Err(Defer("a possible secret, for the detectors to confirm"));
+    }
+    Ok(())
+}
+
+fn secrets<'a>(
+    steps: &[Step<'a>],
+    arguments: bool,
+    results: bool,
+    names: &[String],
+    set: &regex::RegexSet,
+) -> Result<Finding<'a>, Defer> {
+    for step in steps.iter().filter(|s| s.is_tool_call()) {
+        if let (true, Some(text)) = (arguments, step.row.arguments) {
+            // `texts`: text arguments as they are, others as orjson writes them (the column)
+            if text.starts_with('"') {
+                let Ok(Value::String(own)) = serde_json::from_str::<Value>(text) else {
+                    return Err(Defer("arguments that are not JSON"));
+                };
+                scan(set, &own)?;
+            } else {
+                scan(set, text)?;
+            }
+        }
+        if let (true, Some(text)) = (results, step.row.result.filter(|r| !r.is_empty())) {
+            scan(set, text)?;
+        }
+    }
+    let msg = format!("no {} in tool calls", names.join(", "));
+    Ok(Finding::new("pass", msg, Vec::new()))
+}
+
 fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding<'a>, Defer> {
     match &rule.check {
         Check::Budget(b) => budget(run, steps, b),
@@ -686,6 +727,12 @@ fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding
             args,
             required,
         } => tool_args(steps, step, args, *required),
+        Check::Secrets {
+            arguments,
+            results,
+            names,
+            set,
+        } => secrets(steps, *arguments, *results, names, set),
     }
 }
 

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::rules_regex::set_of;
 use crate::rules_value::{python_lower, Condition};
 
 /// Why a rule (or the pack) cannot be evaluated natively: the whole message.
@@ -295,6 +296,14 @@ pub enum Check {
         args: Vec<ArgCheck>,
         required: bool,
     },
+    Secrets {
+        arguments: bool,
+        results: bool,
+        /// The detectors and patterns, in the rule's order (the pass message names them).
+        names: Vec<String>,
+        /// The rule's RE2 set (`Scanner.set`): on ASCII text, no match means nothing found.
+        set: regex::RegexSet,
+    },
 }
 
 /// One rule, compiled.
@@ -533,6 +542,36 @@ fn compile_fields(id: &str, mut f: serde_json::Map<String, Value>) -> Result<Rul
                 },
             )
         }
+        "secrets" | "pii" => {
+            let scope = take_str(&mut f, "scope", "both")?;
+            let (arguments, results) = match scope.as_str() {
+                "arguments" => (true, false),
+                "results" => (false, true),
+                "both" => (true, true),
+                other => return Err(Refused(format!("scope {other:?} unknown"))),
+            };
+            let texts = |v: Option<Value>, key: &str| match v {
+                Some(Value::Array(items)) => items
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::String(s) => Ok(s),
+                        _ => Err(Refused(format!("{key}: not a list of text"))),
+                    })
+                    .collect::<Result<Vec<_>, _>>(),
+                _ => Err(Refused(format!("{key}: not a list of text"))),
+            };
+            let names = texts(f.remove("names"), "names")?;
+            let set = set_of(&texts(f.remove("set"), "set")?)?;
+            (
+                false,
+                Check::Secrets {
+                    arguments,
+                    results,
+                    names,
+                    set,
+                },
+            )
+        }
         other => return Err(Refused(format!("{other} rules are not evaluated natively"))),
     };
     if let Some(option) = f.keys().next() {
@@ -648,13 +687,10 @@ mod tests {
     #[test]
     fn unsupported_rules_are_named() {
         let text = r#"{"name": "p", "version": "1", "rules": [
-            {"id": "s", "type": "secrets", "reason": "x"},
+            {"id": "s", "type": "flow", "reason": "x"},
             {"id": "r", "type": "recovery", "reason": "y"}]}"#;
         let err = compile(text, false).unwrap_err();
-        assert_eq!(
-            err.0,
-            "rule \"s\": secrets rules are not evaluated natively"
-        );
+        assert_eq!(err.0, "rule \"s\": flow rules are not evaluated natively");
         let pack = compile(text, true).unwrap();
         assert_eq!(pack.rules.len(), 1);
         assert_eq!(pack.refused[0].0, "s");

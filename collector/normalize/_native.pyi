@@ -41,3 +41,6 @@ def compile_pack(text: str, partial: bool = False) -> NativePack:
 
 def evaluate_packs(packs: list[NativePack], trajectories: Any, steps: Any) -> RulesBatch:
     """Several packs' native rules over one round's batches, read once."""
+
+def regex_set_matches(patterns: list[str], text: str) -> list[int]:
+    """Which RE2 patterns the native secrets scan finds in `text` (indexes, ascending)."""

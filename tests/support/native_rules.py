@@ -148,6 +148,24 @@ def differences(
 NAMES = ["search", "lookup_customer", "update_account", "request_approval", "fetch", "Ünïcødé_✓"]
 AGENTS = [None, "support-agent", "paper-agent", "agent-ß"]
 TEXTS = ["", "x", "hello", "1_000", " 12.5 ", "١٢", "inf", "NaN", "-0", "1e400", "ok\n", "é"]
+# Secrets and near misses, for the secrets rules (the detectors confirm in Python).
+SECRETS = [
+    "sk-abcdefghijklmnopqrstuvwx",
+    "AKIAABCDEFGHIJKLMNOP",
+    "bob@example.com",
+    "4111 1111 1111 1111",
+    "4111 1111 1111 1112",
+    '{"password": "Zx9vQ2mLp7Hk"}',
+    "https://admin:Zx9vQ2mLp7@db.example.com/x",
+    "max_tokens",
+    "ACME-1234",
+    "ref: 12",
+    "a]@",
+    "x\x0by",
+    "ünï sk-abcdefghijklmnopqrstuvwx",
+    "Bearer: abcdefghijklmnop",
+]
+PATTERNS = {"acme": r"ACME-\d{4}", "ref": r"\bref\s*:\s*\d+", "odd": r"[^a[\s]]+@", "vt": r"x\Sy"}
 
 
 def gen_json(rng: random.Random, depth: int = 0) -> Any:
@@ -173,6 +191,7 @@ def gen_json(rng: random.Random, depth: int = 0) -> Any:
                 0.1,
                 rng.randint(-5, 5),
                 rng.choice(TEXTS),
+                rng.choice(SECRETS),
             ]
         )
     if roll < 0.7:
@@ -203,7 +222,7 @@ def gen_step(rng: random.Random, seq: int, ids: list[str]) -> Step:
         agent_name=rng.choice(AGENTS),
         tool_name=rng.choice([None, "", name, name, rng.choice(NAMES)]),
         arguments=rng.choice([None, gen_json(rng), gen_json(rng), {"q": "same"}]),
-        result=rng.choice([None, "", "done"]),
+        result=rng.choice([None, "", "done", rng.choice(SECRETS), '{"ok": true}']),
         model=rng.choice([None, "gpt"]),
         input_tokens=rng.choice([None, 0, rng.randint(0, 5000), (1 << 62)]),
         output_tokens=rng.choice([None, rng.randint(0, 5000)]),
@@ -280,7 +299,9 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
     }
     if rng.random() < 0.1:
         base["when"] = {"input": gen_condition(rng)}
-    kind = rng.choice(["budget", "recovery", "presence", "absence", "trajectory", "tool_args"])
+    kind = rng.choice(
+        ["budget", "recovery", "presence", "absence", "trajectory", "tool_args", "secrets", "pii"]
+    )
     base["type"] = kind
     if kind == "budget":
         for key in rng.sample(
@@ -299,6 +320,11 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
         ):
             limits = [1, 2, 3, 5, 10] if "same" in key else [0, 1, 3, 0.5, 600000]
             base[key] = rng.choice(limits)
+    elif kind in ("secrets", "pii"):
+        base["detectors"] = rng.sample(["api_key", "email", "credit_card"], rng.randint(0, 3))
+        if rng.random() < 0.5:
+            base["patterns"] = dict(rng.sample(sorted(PATTERNS.items()), rng.randint(1, 2)))
+        base["scope"] = rng.choice(["arguments", "results", "both"])
     elif kind == "recovery":
         base["require_retry"] = rng.random() < 0.7
     elif kind == "presence":

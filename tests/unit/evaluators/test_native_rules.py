@@ -4,6 +4,7 @@ shipped and example pack, and on generated runs under generated packs."""
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import replace
 from datetime import date
@@ -15,9 +16,12 @@ import pytest
 from collector.assembler.prices import PriceTable
 from collector.config.sections import BUILTIN_RULES
 from collector.evaluation import native_rules
+from collector.normalize import _native
 from evaluators.model import Trajectory
 from evaluators.rulepack import RulePack, RulePackError, load_pack
 from tests.support.native_rules import (
+    PATTERNS,
+    SECRETS,
     capture_files,
     capture_runs,
     differences,
@@ -60,7 +64,9 @@ def test_captures_get_the_python_results(
     runs, tables = captured
     found, deferred = differences(runs, pack, "captures", tables)
     assert found == []
-    assert deferred == 0
+    # Only a secrets rule leaves runs to Python (a possible secret, for the detectors to
+    # confirm): a few of them.
+    assert deferred <= len(runs) // 20
 
 
 def test_captures_cover_the_default_packs_native_rules(
@@ -70,13 +76,19 @@ def test_captures_cover_the_default_packs_native_rules(
     errors fail on the captures that record them, natively too."""
     pack = load_pack(BUILTIN_RULES / "default.yaml").pack
     native = native_rules.compile_pack(pack)
-    assert native.rule_ids == ["no-tool-loops", "errors-are-recovered", "budget-sanity"]
+    assert native.rule_ids == [
+        "no-tool-loops",
+        "errors-are-recovered",
+        "budget-sanity",
+        "no-secrets-in-tools",
+    ]
     rows = native_rules.evaluate(native, *captured[1]).to_pylist()
     verdicts = {(r["rule_id"], r["verdict"], r["reason"]) for r in rows}
     assert ("no-tool-loops", "fail", "tool_loop") in verdicts
     assert ("errors-are-recovered", "review", "trace_incomplete") in verdicts
     assert ("budget-sanity", "review", "build_error") in verdicts
-    assert len(rows) == 3 * sum(1 for t in captured[0] if t.agent_run)
+    assert ("no-secrets-in-tools", "pass", None) in verdicts
+    assert len(rows) == 4 * sum(1 for t in captured[0] if t.agent_run)
 
 
 def test_generated_runs_and_rules_get_the_python_results() -> None:
@@ -119,6 +131,73 @@ def step_starts(steps: pa.Table) -> list[tuple[int, int]]:
             out.append((i, 0))
         out[-1] = (out[-1][0], out[-1][1] + 1)
     return out
+
+
+# Secrets the shipped detector set is for, near misses, and what RE2 and the regex crate could
+# read apart (vertical tabs, brackets, separators, case).
+SECRET_TEXTS = [
+    *SECRETS,
+    "ghp_" + "a" * 36,
+    "xoxb-123-456-abc",
+    "AIza" + "b" * 35,
+    "eyJhbGciOi.eyJzdWIiOi.abc",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "pypi-AgEIcHlwaS5vcmc" + "c" * 70,
+    "SG." + "d" * 22 + "." + "e" * 43,
+    "https://hooks.slack.com/services/T1/B2/c3",
+    "sk_live_" + "f" * 24,
+    "123456789:" + "g" * 35,
+    "AC" + "h" * 32,
+    "//registry.npmjs.org/:_authToken=npm_abc",
+    "AccountKey=" + "i" * 88,
+    "M" + "j" * 24 + ".abcdef." + "k" * 27,
+    "glpat-" + "l" * 20,
+    "aws_key = 'AKIAABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'",
+    "CONTRASENA=x",
+    "bearer\x0b: abcdefghijklmnop",
+    "://a:b]@",
+    "://a[b:c]@",
+]
+
+
+def re2_set(patterns: list[str]) -> object:
+    import re2
+
+    from evaluators.regex import OPTIONS
+
+    s = re2.Set.SearchSet(OPTIONS)
+    for p in patterns:
+        s.Add(p)
+    s.Compile()
+    return s
+
+
+def test_the_shipped_secret_patterns_mean_in_rust_what_they_mean_in_re2() -> None:
+    """The native secrets scan reads the detector set (every built-in detector, the maintained
+    set's patterns, the shipped packs' own) as RE2 does: the same patterns match in the same
+    ASCII texts, seeded mutations of real secrets included."""
+    from evaluators import known_secrets
+    from evaluators.secrets import DETECTORS, ascii_form
+
+    patterns = [ascii_form(d) for d in DETECTORS.values()]
+    patterns += known_secrets.prefilters()
+    patterns += [
+        p for pack in packs() for r in pack.rules for p in getattr(r, "patterns", {}).values()
+    ]
+    patterns += list(PATTERNS.values())
+    re2s = re2_set(patterns)
+    rng = random.Random(0)
+    alphabet = "aZ09_-.:=@/[]{} \t\x0b\x0c\x1c\"'+!#&$"
+    texts = [t for t in SECRET_TEXTS if t.isascii()]
+    for _ in range(3000):
+        text = list(rng.choice(texts))
+        for _ in range(rng.randint(0, 3)):
+            i = rng.randrange(len(text) + 1)
+            text[i : i + rng.randint(0, 1)] = rng.choice(alphabet)
+        texts.append("".join(text))
+    for text in texts:
+        want = sorted(re2s.Match(text) or [])
+        assert _native.regex_set_matches(patterns, text) == want, text
 
 
 def test_a_difference_names_trace_pack_rule_field_and_both_values(
