@@ -89,7 +89,16 @@ def secrets_form(rule: SecretsRule, data: dict[str, Any]) -> None:
     sources.update(rule.patterns)
     patterns = [sources[name] for name in scanner.names]
     if scanner.checks.get("api_key") is API_KEY:
-        patterns += known_secrets.prefilters()
+        patterns += known_secrets.prefilters()  # the keyword net last
+        data["keywords"] = {
+            "index": len(patterns) - 1,
+            "assignment": known_secrets.ASSIGNMENT.pattern,
+            "secret_key": known_secrets.SECRET_KEY.pattern,
+            "placeholders": sorted(known_secrets.PLACEHOLDERS),
+            "placeholder_parts": list(known_secrets.PLACEHOLDER_PARTS),
+            "min_chars": known_secrets.MIN_VALUE_CHARS,
+            "min_entropy": known_secrets.MIN_ENTROPY,
+        }
     data.pop("detectors", None)
     data.pop("patterns", None)
     data["names"] = list(scanner.names)

@@ -11,6 +11,7 @@ mod otlp_json;
 mod python;
 mod rules;
 mod rules_eval;
+mod rules_keywords;
 mod rules_pack;
 mod rules_regex;
 mod rules_value;

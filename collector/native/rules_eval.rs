@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::rules_keywords::Keywords;
 use crate::rules_pack::{Budget, Check, Matcher, Order, Pack, Pattern, Rule};
 use crate::rules_value::{at_path, python_g, python_lower, Defer};
 
@@ -663,17 +664,24 @@ fn recovery<'a>(run: &Run<'a>, steps: &[Step<'a>], require_retry: bool) -> Findi
     Finding::new("pass", "no failed tool calls".into(), Vec::new())
 }
 
-/// A text a secrets rule scans: nothing in it when the rule's set finds nothing in ASCII
-/// text; anything else (a possible secret, confirmed by the detectors themselves, or
-/// non-ASCII text, where Python's Unicode classes apply) is for Python to judge.
-fn scan(set: &regex::RegexSet, text: &str) -> Result<(), Defer> {
+/// Whether a secrets rule finds something in a text: false when the rule's set finds nothing
+/// in ASCII text, or only its keyword net does (`password`, `token`...) and no keyword
+/// assignment holds a credential (judged as `keyword_secret` judges it: then the maintained
+/// set's `api_key` is what is found). Anything else (a token format, another detector, a
+/// pattern of the pack's, or non-ASCII text, where Python's Unicode classes apply) is for
+/// the Python detectors to confirm.
+fn scan(set: &regex::RegexSet, keywords: Option<&Keywords>, text: &str) -> Result<bool, Defer> {
     if !text.is_ascii() {
         return Err(Defer("non-ASCII text for the secrets detectors"));
     }
-    if set.is_match(text) {
-        return Err(Defer("a possible secret, for the detectors to confirm"));
+    let matched = set.matches(text);
+    if !matched.matched_any() {
+        return Ok(false);
     }
-    Ok(())
+    match keywords {
+        Some(k) if matched.iter().eq([k.index]) => Ok(k.keyword_secret(text)),
+        _ => Err(Defer("a possible secret, for the detectors to confirm")),
+    }
 }
 
 fn secrets<'a>(
@@ -682,22 +690,39 @@ fn secrets<'a>(
     results: bool,
     names: &[String],
     set: &regex::RegexSet,
+    keywords: Option<&Keywords>,
 ) -> Result<Finding<'a>, Defer> {
+    let mut hits: Vec<String> = Vec::new();
+    let mut evidence: Vec<Option<&'a str>> = Vec::new();
     for step in steps.iter().filter(|s| s.is_tool_call()) {
+        let mut found = |found: bool, place: &str| {
+            if found {
+                // a keyword secret is the built-in api_key's (the only name the net is under)
+                hits.push(format!(
+                    "api_key in the {place} of {} (seq {})",
+                    step.name(),
+                    step.row.seq
+                ));
+                evidence.push(step.row.span_id);
+            }
+        };
         if let (true, Some(text)) = (arguments, step.row.arguments) {
             // `texts`: text arguments as they are, others as orjson writes them (the column)
             if text.starts_with('"') {
                 let Ok(Value::String(own)) = serde_json::from_str::<Value>(text) else {
                     return Err(Defer("arguments that are not JSON"));
                 };
-                scan(set, &own)?;
+                found(scan(set, keywords, &own)?, "arguments");
             } else {
-                scan(set, text)?;
+                found(scan(set, keywords, text)?, "arguments");
             }
         }
         if let (true, Some(text)) = (results, step.row.result.filter(|r| !r.is_empty())) {
-            scan(set, text)?;
+            found(scan(set, keywords, text)?, "result");
         }
+    }
+    if !hits.is_empty() {
+        return Ok(Finding::new("fail", hits.join("; "), unique(evidence)));
     }
     let msg = format!("no {} in tool calls", names.join(", "));
     Ok(Finding::new("pass", msg, Vec::new()))
@@ -732,7 +757,8 @@ fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding
             results,
             names,
             set,
-        } => secrets(steps, *arguments, *results, names, set),
+            keywords,
+        } => secrets(steps, *arguments, *results, names, set, keywords.as_ref()),
     }
 }
 

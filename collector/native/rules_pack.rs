@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::rules_keywords::Keywords;
 use crate::rules_regex::set_of;
 use crate::rules_value::{python_lower, Condition};
 
@@ -303,6 +304,8 @@ pub enum Check {
         names: Vec<String>,
         /// The rule's RE2 set (`Scanner.set`): on ASCII text, no match means nothing found.
         set: regex::RegexSet,
+        /// The keyword net's judgement, when the set holds it (the built-in `api_key`).
+        keywords: Option<Keywords>,
     },
 }
 
@@ -562,6 +565,31 @@ fn compile_fields(id: &str, mut f: serde_json::Map<String, Value>) -> Result<Rul
             };
             let names = texts(f.remove("names"), "names")?;
             let set = set_of(&texts(f.remove("set"), "set")?)?;
+            let keywords = match f.remove("keywords") {
+                None | Some(Value::Null) => None,
+                Some(Value::Object(mut k)) => {
+                    let index = take_count(&mut k, "index")?.unwrap_or(u64::MAX) as usize;
+                    if index >= set.len() {
+                        return Err(Refused("keywords.index: not in the set".into()));
+                    }
+                    let assignment = take_str(&mut k, "assignment", "")?;
+                    let secret_key = take_str(&mut k, "secret_key", "")?;
+                    let placeholders = texts(k.remove("placeholders"), "placeholders")?;
+                    let parts = texts(k.remove("placeholder_parts"), "placeholder_parts")?;
+                    let min_chars = take_count(&mut k, "min_chars")?.unwrap_or(0) as usize;
+                    let min_entropy = take_number(&mut k, "min_entropy")?.unwrap_or(0.0);
+                    Some(Keywords::new(
+                        index,
+                        &assignment,
+                        &secret_key,
+                        placeholders,
+                        parts,
+                        min_chars,
+                        min_entropy,
+                    )?)
+                }
+                Some(_) => return Err(Refused("keywords: not a mapping".into())),
+            };
             (
                 false,
                 Check::Secrets {
@@ -569,6 +597,7 @@ fn compile_fields(id: &str, mut f: serde_json::Map<String, Value>) -> Result<Rul
                     results,
                     names,
                     set,
+                    keywords,
                 },
             )
         }

@@ -165,6 +165,39 @@ SECRETS = [
     "ünï sk-abcdefghijklmnopqrstuvwx",
     "Bearer: abcdefghijklmnop",
 ]
+KEYS = ["password", "db_password", "clientSecret", "payment_token", "accessToken", "x", "API_KEY"]
+KEYS += ["pwd", "cwd", "secret.key", "my-secret", "9password", "TOKEN", "auth_token", "keyPass"]
+SEPARATORS = [": ", "=", ":=", " => ", '": "', '\\": \\"', "='", ": `", ":= ", "\\n", " : "]
+VALUES = ["Zx9vQ2mLp7Hk", "changeme", "${DB_PASS}", "/etc/secret", "aaaabbbb", "abcdefgh", "tok"]
+VALUES += ["f47ac10b-58cc-4372-a567-0e02b2c3d479", "get_key()", "xxxxxxxx", "Zx9 vQ2mLp7", ""]
+VALUES += [
+    "$Zx9vQ2mLp7",
+    "{Zx9vQ2mLp7}",
+    "<your-key>",
+    "12345678",
+    "Zx9vQ2mLp7Hk\\n",
+    'a\\"b9Qz7LmKp',
+]
+
+
+def gen_keyword_text(rng: random.Random) -> str:
+    """Keyword assignments as tool arguments and results carry them: JSON, .env, code, JSON in
+    JSON, of keys that name secrets and keys that do not, values that are credentials and not."""
+    parts = []
+    for _ in range(rng.randint(1, 3)):
+        quote = rng.choice(["", '"', "'", "`", '\\"'])
+        parts.append(
+            rng.choice(["", "{", " ", "\\n", "x."])
+            + rng.choice(KEYS)
+            + rng.choice(SEPARATORS)
+            + quote
+            + rng.choice(VALUES)
+            + quote
+            + rng.choice(["", "}", ",", ";", " ", "\n"])
+        )
+    return "".join(parts)
+
+
 PATTERNS = {"acme": r"ACME-\d{4}", "ref": r"\bref\s*:\s*\d+", "odd": r"[^a[\s]]+@", "vt": r"x\Sy"}
 
 
@@ -192,6 +225,7 @@ def gen_json(rng: random.Random, depth: int = 0) -> Any:
                 rng.randint(-5, 5),
                 rng.choice(TEXTS),
                 rng.choice(SECRETS),
+                gen_keyword_text(rng),
             ]
         )
     if roll < 0.7:
@@ -222,7 +256,9 @@ def gen_step(rng: random.Random, seq: int, ids: list[str]) -> Step:
         agent_name=rng.choice(AGENTS),
         tool_name=rng.choice([None, "", name, name, rng.choice(NAMES)]),
         arguments=rng.choice([None, gen_json(rng), gen_json(rng), {"q": "same"}]),
-        result=rng.choice([None, "", "done", rng.choice(SECRETS), '{"ok": true}']),
+        result=rng.choice(
+            [None, "", "done", rng.choice(SECRETS), '{"ok": true}', gen_keyword_text(rng)]
+        ),
         model=rng.choice([None, "gpt"]),
         input_tokens=rng.choice([None, 0, rng.randint(0, 5000), (1 << 62)]),
         output_tokens=rng.choice([None, rng.randint(0, 5000)]),

@@ -64,9 +64,7 @@ def test_captures_get_the_python_results(
     runs, tables = captured
     found, deferred = differences(runs, pack, "captures", tables)
     assert found == []
-    # Only a secrets rule leaves runs to Python (a possible secret, for the detectors to
-    # confirm): a few of them.
-    assert deferred <= len(runs) // 20
+    assert deferred == 0
 
 
 def test_captures_cover_the_default_packs_native_rules(
