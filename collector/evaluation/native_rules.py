@@ -77,6 +77,10 @@ def matcher_form(matcher: StepMatcher) -> dict[str, Any]:
     data = matcher.model_dump(exclude_defaults=True, by_alias=True)
     if matcher.args:
         data["args"] = args_form(matcher.args)
+    if matcher.attributes:
+        data["attributes"] = [
+            {"key": key, "condition": condition_form(c)} for key, c in matcher.attributes.items()
+        ]
     data["describe"] = matcher.describe()
     return data
 

@@ -157,6 +157,7 @@ fn step_rows(batch: &StructArray) -> PyResult<StepRows<'_>> {
                 output_tokens: int64(output_tokens, i),
                 cost_usd: cost.is_valid(i).then(|| cost.value(i)),
                 result: text(result, i),
+                attributes: text(attributes, i),
                 approval_override: Ok(false),
             };
             let row = if row.span_kind == Some("tool") || row.kind == Some("approval") {

@@ -5,11 +5,11 @@
 use std::cell::OnceCell;
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::rules_keywords::Keywords;
 use crate::rules_pack::{Budget, Check, Matcher, Order, Pack, Pattern, Rule};
-use crate::rules_value::{at_path, python_g, python_lower, Defer};
+use crate::rules_value::{at_path, py_eq, python_g, python_lower, Defer};
 
 const BUILD_ERROR: &str = "build_error";
 const OVERRIDE: &str = "sextant.approval.status";
@@ -49,6 +49,7 @@ pub struct StepRow<'a> {
     pub output_tokens: Option<i64>,
     pub cost_usd: Option<f64>,
     pub result: Option<&'a str>,
+    pub attributes: Option<&'a str>,
     /// Whether the span's attributes carry an approval override (`has_override`), read once
     /// for every pack; Err when they cannot be read as Python reads them.
     pub approval_override: Result<bool, Defer>,
@@ -60,6 +61,7 @@ pub struct Step<'a> {
     pub row: &'a StepRow<'a>,
     pub kind: Option<&'a str>,
     args: OnceCell<Option<Value>>,
+    attributes: OnceCell<Option<Map<String, Value>>>,
 }
 
 impl<'a> Step<'a> {
@@ -77,6 +79,20 @@ impl<'a> Step<'a> {
             Some(text) => serde_json::from_str(text).ok(),
         });
         parsed.as_ref().ok_or(Defer("arguments that are not JSON"))
+    }
+
+    /// `Step.attributes`: the span's attributes, `{}` when it has none.
+    fn attributes(&self) -> Result<&Map<String, Value>, Defer> {
+        let parsed = self.attributes.get_or_init(|| match self.row.attributes {
+            None | Some("") => Some(Map::new()),
+            Some(text) => match serde_json::from_str(text) {
+                Ok(Value::Object(map)) => Some(map),
+                _ => None,
+            },
+        });
+        parsed
+            .as_ref()
+            .ok_or(Defer("span attributes that are not a JSON object"))
     }
 
     fn name(&self) -> &'a str {
@@ -142,6 +158,14 @@ impl Matcher {
         if let Some(status) = &self.status {
             if step.row.status != Some(status.as_str()) {
                 return Ok(false);
+            }
+        }
+        if !self.attributes.is_empty() {
+            let attributes = step.attributes()?;
+            for (key, condition) in &self.attributes {
+                if !condition.check(attributes.get(key))? {
+                    return Ok(false);
+                }
             }
         }
         if !self.args.is_empty() {
@@ -728,6 +752,65 @@ fn secrets<'a>(
     Ok(Finding::new("pass", msg, Vec::new()))
 }
 
+fn consistency<'a>(
+    run: &Run<'a>,
+    steps: &[Step<'a>],
+    m: &Matcher,
+    attribute: &str,
+    root_attribute: Option<&str>,
+    missing_pass: bool,
+) -> Result<Finding<'a>, Defer> {
+    let root = run
+        .root_span_id
+        .and_then(|id| steps.iter().find(|s| s.row.span_id == Some(id)));
+    let key = root_attribute.unwrap_or(attribute);
+    let expected = match root {
+        Some(r) => r.attributes()?.get(key).filter(|v| !v.is_null()),
+        None => None,
+    };
+    let mut matching = Vec::new();
+    for s in steps {
+        if !root.is_some_and(|r| std::ptr::eq(r, s)) && m.matches(s)? {
+            matching.push(s);
+        }
+    }
+    if matching.is_empty() {
+        let msg = format!("no {} step", m.describe);
+        return Ok(Finding::new("not_applicable", msg, Vec::new()));
+    }
+    let Some(expected) = expected else {
+        if missing_pass {
+            let msg = format!("the root span has no {key} to compare with (missing: pass)");
+            return Ok(Finding::new("pass", msg, Vec::new()));
+        }
+        let msg = format!("the root span has no {key} to compare with");
+        return Ok(Finding::new("review", msg, Vec::new()));
+    };
+    let mut wrong = Vec::new();
+    for s in &matching {
+        let attributes = s.attributes()?;
+        let value = attributes.get(attribute);
+        let differs = !value.is_some_and(|v| py_eq(v, expected));
+        if differs && !(missing_pass && value.is_none()) {
+            wrong.push(*s);
+        }
+    }
+    if !wrong.is_empty() {
+        let names: Vec<String> = wrong
+            .iter()
+            .map(|s| format!(" {} (seq {})", s.name(), s.row.seq))
+            .collect();
+        let msg = format!(
+            "{} step(s) ran with a {attribute} other than the root's {key}:{}",
+            wrong.len(),
+            names.join(", ")
+        );
+        return Ok(Finding::new("fail", msg, span_ids(&wrong)));
+    }
+    let msg = format!("{} step(s) share the root's {key}", matching.len());
+    Ok(Finding::new("pass", msg, Vec::new()))
+}
+
 fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding<'a>, Defer> {
     match &rule.check {
         Check::Budget(b) => budget(run, steps, b),
@@ -752,6 +835,19 @@ fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding
             args,
             required,
         } => tool_args(steps, step, args, *required),
+        Check::Consistency {
+            step,
+            attribute,
+            root_attribute,
+            missing_pass,
+        } => consistency(
+            run,
+            steps,
+            step,
+            attribute,
+            root_attribute.as_deref(),
+            *missing_pass,
+        ),
         Check::Secrets {
             arguments,
             results,
@@ -841,6 +937,7 @@ pub fn steps_of<'a>(rows: &'a [StepRow<'a>], pack: &Pack) -> Result<Vec<Step<'a>
                 row,
                 kind,
                 args: OnceCell::new(),
+                attributes: OnceCell::new(),
             })
         })
         .collect()

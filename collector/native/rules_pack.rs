@@ -185,6 +185,30 @@ fn arg_checks(value: Value, what: &str) -> Result<Vec<ArgCheck>, Refused> {
         .collect()
 }
 
+/// The native form's `[{"key", "condition"}]` list of span attribute conditions.
+fn attribute_checks(value: Value, what: &str) -> Result<Vec<(String, Condition)>, Refused> {
+    let bad = || Refused(format!("{what}: not a list of attribute conditions"));
+    let Value::Array(items) = value else {
+        return Err(bad());
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            let Value::Object(mut f) = item else {
+                return Err(bad());
+            };
+            let (Some(Value::String(key)), Some(Value::Object(c))) =
+                (f.remove("key"), f.remove("condition"))
+            else {
+                return Err(bad());
+            };
+            let condition =
+                Condition::new(c).map_err(|e| Refused(format!("{what} {key:?}: {}", e.0)))?;
+            Ok((key, condition))
+        })
+        .collect()
+}
+
 /// `StepMatcher`: which steps a rule is about.
 #[derive(Debug)]
 pub struct Matcher {
@@ -192,6 +216,8 @@ pub struct Matcher {
     pub name: Option<Globs>,
     pub agent: Option<Globs>,
     pub status: Option<String>,
+    /// Span attribute -> condition.
+    pub attributes: Vec<(String, Condition)>,
     pub args: Vec<ArgCheck>,
     /// `StepMatcher.describe()`, as the messages quote it.
     pub describe: String,
@@ -210,6 +236,7 @@ fn matcher(value: Value, what: &str) -> Result<Matcher, Refused> {
         name: None,
         agent: None,
         status: None,
+        attributes: Vec::new(),
         args: Vec::new(),
         describe,
     };
@@ -232,6 +259,7 @@ fn matcher(value: Value, what: &str) -> Result<Matcher, Refused> {
             "agent" => m.agent = Globs::from_value(&value, &format!("{what}.agent"))?,
             "status" => m.status = value.as_str().map(str::to_owned),
             "args" => m.args = arg_checks(value, &format!("{what}.args"))?,
+            "attributes" => m.attributes = attribute_checks(value, &format!("{what}.attributes"))?,
             other => return Err(unsupported(what, other)),
         }
     }
@@ -296,6 +324,13 @@ pub enum Check {
         step: Matcher,
         args: Vec<ArgCheck>,
         required: bool,
+    },
+    Consistency {
+        step: Matcher,
+        attribute: String,
+        root_attribute: Option<String>,
+        /// `missing: pass`: a step or root without the attribute lets the step through.
+        missing_pass: bool,
     },
     Secrets {
         arguments: bool,
@@ -542,6 +577,29 @@ fn compile_fields(id: &str, mut f: serde_json::Map<String, Value>) -> Result<Rul
                     step,
                     args,
                     required,
+                },
+            )
+        }
+        "consistency" => {
+            let step = matcher(f.remove("step").unwrap_or(Value::Null), "step")?;
+            let attribute = take_str(&mut f, "attribute", "")?;
+            let root_attribute = match f.remove("root_attribute") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s),
+                Some(_) => return Err(Refused("root_attribute: not text".into())),
+            };
+            let missing_pass = match take_str(&mut f, "missing", "fail")?.as_str() {
+                "pass" => true,
+                "fail" => false,
+                other => return Err(Refused(format!("missing {other:?} unknown"))),
+            };
+            (
+                false,
+                Check::Consistency {
+                    step,
+                    attribute,
+                    root_attribute,
+                    missing_pass,
                 },
             )
         }

@@ -284,7 +284,7 @@ def gen_run(rng: random.Random, n: int) -> Trajectory:
         agent_name=rng.choice(AGENTS),
         service_version=rng.choice([None, "1.0", "2.0"]),
         steps=steps,
-        root_span_id=rng.choice([None, "", ids[0] if ids else None]),
+        root_span_id=rng.choice([None, "", *[ids[0] if ids else None] * 3]),
         input=rng.choice([None, *TEXTS]),
         final_output=rng.choice([None, "", "answer"]),
         incomplete_reasons=rng.choice(
@@ -320,6 +320,8 @@ def gen_matcher(rng: random.Random) -> dict[str, Any]:
         m["agent"] = rng.choice(["support-*", "paper-agent"])
     if rng.random() < 0.3:
         m["status"] = rng.choice(["ok", "error"])
+    if rng.random() < 0.2:
+        m["attributes"] = {rng.choice(["enduser.id", "a"]): gen_condition(rng)}
     if rng.random() < 0.3:
         path = rng.choice(["$.customer_id", "year_from", "$.nested.q", "$", "$.ü[0]", "amount"])
         m["args"] = {path: gen_condition(rng)}
@@ -336,7 +338,10 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
     if rng.random() < 0.1:
         base["when"] = {"input": gen_condition(rng)}
     kind = rng.choice(
-        ["budget", "recovery", "presence", "absence", "trajectory", "tool_args", "secrets", "pii"]
+        [
+            *("budget", "recovery", "presence", "absence", "trajectory", "tool_args"),
+            *("secrets", "pii", "consistency"),
+        ]
     )
     base["type"] = kind
     if kind == "budget":
@@ -361,6 +366,12 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
         if rng.random() < 0.5:
             base["patterns"] = dict(rng.sample(sorted(PATTERNS.items()), rng.randint(1, 2)))
         base["scope"] = rng.choice(["arguments", "results", "both"])
+    elif kind == "consistency":
+        base["step"] = gen_matcher(rng)
+        base["attribute"] = rng.choice(["enduser.id", "a"])
+        if rng.random() < 0.3:
+            base["root_attribute"] = rng.choice(["enduser.id", "a"])
+        base["missing"] = rng.choice(["pass", "fail"])
     elif kind == "recovery":
         base["require_retry"] = rng.random() < 0.7
     elif kind == "presence":

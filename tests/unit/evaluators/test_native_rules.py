@@ -221,9 +221,9 @@ def test_rules_not_read_natively_are_refused_with_the_reason() -> None:
     with pytest.raises(ValueError, match=r"approval-before-account-change.*precedes rules"):
         native_rules.compile_pack(support, partial=False)
     partial = native_rules.compile_pack(support)
-    assert partial.rule_ids == ["support-tools-only"]
-    assert dict(partial.refused)["acts-as-the-requesting-user"] == (
-        "consistency rules are not evaluated natively"
+    assert partial.rule_ids == ["acts-as-the-requesting-user", "support-tools-only"]
+    assert dict(partial.refused)["no-state-change-before-approval"] == (
+        "precedes rules are not evaluated natively"
     )
     rag = load_pack(BUILTIN_RULES / "examples" / "rag.yaml").pack
     assert dict(native_rules.compile_pack(rag).refused)["policy-answers-are-grounded"] == (
