@@ -137,6 +137,7 @@ fn step_rows(batch: &StructArray) -> PyResult<StepRows<'_>> {
     let output_tokens = column::<Int64Array>(batch, "output_tokens", w)?;
     let cost = column::<Float64Array>(batch, "cost_usd", w)?;
     let result = column::<StringArray>(batch, "result", w)?;
+    let mcp = column::<StringArray>(batch, "mcp", w)?;
     let attributes = column::<StringArray>(batch, "attributes", w)?;
     let keys = (0..batch.len())
         .map(|i| (text(trace_id, i).unwrap_or(""), revision.value(i)))
@@ -158,6 +159,7 @@ fn step_rows(batch: &StructArray) -> PyResult<StepRows<'_>> {
                 cost_usd: cost.is_valid(i).then(|| cost.value(i)),
                 result: text(result, i),
                 attributes: text(attributes, i),
+                mcp: text(mcp, i),
                 approval_override: Ok(false),
             };
             let row = if row.span_kind == Some("tool") || row.kind == Some("approval") {

@@ -50,6 +50,8 @@ pub struct StepRow<'a> {
     pub cost_usd: Option<f64>,
     pub result: Option<&'a str>,
     pub attributes: Option<&'a str>,
+    /// The step's MCP facts (JSON text), NULL for a step that is not MCP.
+    pub mcp: Option<&'a str>,
     /// Whether the span's attributes carry an approval override (`has_override`), read once
     /// for every pack; Err when they cannot be read as Python reads them.
     pub approval_override: Result<bool, Defer>,
@@ -752,6 +754,140 @@ fn secrets<'a>(
     Ok(Finding::new("pass", msg, Vec::new()))
 }
 
+/// An MCP fact the rule reads: absent, or text (what the assembler writes); anything else is
+/// for Python to render.
+fn fact<'v>(facts: &'v Map<String, Value>, key: &str) -> Result<Option<&'v str>, Defer> {
+    match facts.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(Defer("MCP facts that are not text")),
+    }
+}
+
+/// `refusal`: why the rule refuses this call (None when it may be made); `?` when it cannot
+/// tell.
+fn mcp_refusal(
+    facts: &Map<String, Value>,
+    tool: &str,
+    servers: Option<&crate::rules_pack::Globs>,
+    anywhere: Option<&[Pattern]>,
+    by_server: Option<&[(Pattern, Vec<Pattern>)]>,
+) -> Result<Option<String>, Defer> {
+    let server = fact(facts, "server")?;
+    let claimed = fact(facts, "claimed_server")?;
+    if let (Some(claimed), Some(server)) = (claimed, server) {
+        if !claimed.is_empty() && !server.is_empty() {
+            return Ok(Some(format!(
+                "{tool}: the client named server {claimed}, the server's own spans name it {server}"
+            )));
+        }
+    }
+    if let Some(globs) = anywhere {
+        if !text_matches(globs, Some(tool)) {
+            return Ok(Some(format!("tool {tool} is not allowed")));
+        }
+    }
+    let Some(server) = server else {
+        if servers.is_some() || by_server.is_some() {
+            return Ok(Some("?".into()));
+        }
+        return Ok(None);
+    };
+    if servers.is_some_and(|g| !g.matches(Some(server))) {
+        return Ok(Some(format!(
+            "{tool} on server {server}, which is not allowed"
+        )));
+    }
+    if let Some(by_server) = by_server {
+        let allowed: Vec<Pattern> = by_server
+            .iter()
+            .filter(|(glob, _)| glob.matches(server))
+            .flat_map(|(_, tools)| tools.iter().cloned())
+            .collect();
+        if !text_matches(&allowed, Some(tool)) {
+            return Ok(Some(format!(
+                "tool {tool} is not allowed on server {server}"
+            )));
+        }
+    }
+    Ok(None)
+}
+
+fn mcp<'a>(
+    steps: &[Step<'a>],
+    servers: Option<&crate::rules_pack::Globs>,
+    anywhere: Option<&[Pattern]>,
+    by_server: Option<&[(Pattern, Vec<Pattern>)]>,
+    unknown_server: &str,
+) -> Result<Finding<'a>, Defer> {
+    let mut calls = Vec::new();
+    for s in steps.iter().filter(|s| s.is_tool_call()) {
+        let Some(text) = s.row.mcp else { continue };
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(facts)) => calls.push((s, facts)),
+            Ok(Value::Null) => {}
+            _ => return Err(Defer("MCP facts that are not a JSON object")),
+        }
+    }
+    if calls.is_empty() {
+        return Ok(Finding::new(
+            "not_applicable",
+            "no MCP tool call".into(),
+            Vec::new(),
+        ));
+    }
+    let mut refused: Vec<(Option<&'a str>, String)> = Vec::new();
+    let mut unknown: Vec<Option<&'a str>> = Vec::new();
+    for (step, facts) in &calls {
+        let tool = step
+            .row
+            .tool_name
+            .filter(|t| !t.is_empty())
+            .unwrap_or(step.name());
+        match mcp_refusal(facts, tool, servers, anywhere, by_server)?.as_deref() {
+            Some("?") if unknown_server != "fail" => unknown.push(step.row.span_id),
+            Some("?") => refused.push((
+                step.row.span_id,
+                format!(
+                    "{} on a server the trace does not name",
+                    py(step.row.tool_name)
+                ),
+            )),
+            Some(why) => refused.push((step.row.span_id, why.to_owned())),
+            None => {}
+        }
+    }
+    if !refused.is_empty() {
+        let msg: Vec<&str> = refused.iter().map(|(_, why)| why.as_str()).collect();
+        let evidence = refused.iter().map(|(id, _)| *id).collect();
+        return Ok(Finding::new("fail", msg.join("; "), evidence));
+    }
+    if !unknown.is_empty() && unknown_server == "review" {
+        let mut f = Finding::new(
+            "review",
+            format!(
+                "{} MCP call(s) to a server the trace does not name",
+                unknown.len()
+            ),
+            unknown,
+        );
+        f.reason = Some("mcp_server_unknown".into());
+        return Ok(f);
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (_, facts) in &calls {
+        names.push(
+            fact(facts, "server")?
+                .filter(|s| !s.is_empty())
+                .unwrap_or("unnamed"),
+        );
+    }
+    names.sort_unstable();
+    names.dedup();
+    let msg = format!("{} MCP call(s) allowed ({})", calls.len(), names.join(", "));
+    Ok(Finding::new("pass", msg, Vec::new()))
+}
+
 fn consistency<'a>(
     run: &Run<'a>,
     steps: &[Step<'a>],
@@ -835,6 +971,18 @@ fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding
             args,
             required,
         } => tool_args(steps, step, args, *required),
+        Check::Mcp {
+            servers,
+            tools_anywhere,
+            tools_by_server,
+            unknown_server,
+        } => mcp(
+            steps,
+            servers.as_ref(),
+            tools_anywhere.as_deref(),
+            tools_by_server.as_deref(),
+            unknown_server,
+        ),
         Check::Consistency {
             step,
             attribute,

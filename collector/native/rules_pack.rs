@@ -325,6 +325,15 @@ pub enum Check {
         args: Vec<ArgCheck>,
         required: bool,
     },
+    Mcp {
+        servers: Option<Globs>,
+        /// `tools` as a list: allowed on any server.
+        tools_anywhere: Option<Vec<Pattern>>,
+        /// `tools` as server glob -> tool globs, in the rule's order.
+        tools_by_server: Option<Vec<(Pattern, Vec<Pattern>)>>,
+        /// `unknown_server`: review, fail or allow.
+        unknown_server: String,
+    },
     Consistency {
         step: Matcher,
         attribute: String,
@@ -577,6 +586,45 @@ fn compile_fields(id: &str, mut f: serde_json::Map<String, Value>) -> Result<Rul
                     step,
                     args,
                     required,
+                },
+            )
+        }
+        "mcp" => {
+            let servers = match f.remove("servers") {
+                None => None,
+                Some(v) => Globs::from_value(&v, "servers")?,
+            };
+            let (mut tools_anywhere, mut tools_by_server) = (None, None);
+            match f.remove("tools") {
+                None | Some(Value::Null) => {}
+                Some(v @ Value::Array(_)) => {
+                    tools_anywhere = Globs::from_value(&v, "tools")?.map(|g| g.0);
+                }
+                Some(Value::Object(map)) => {
+                    let mut by_server = Vec::new();
+                    for (glob, tools) in map {
+                        let tools = Globs::from_value(&tools, "tools")?
+                            .map(|g| g.0)
+                            .unwrap_or_default();
+                        by_server.push((Pattern::new(&glob)?, tools));
+                    }
+                    tools_by_server = Some(by_server);
+                }
+                Some(_) => return Err(Refused("tools: not a list or a mapping".into())),
+            }
+            let unknown_server = take_str(&mut f, "unknown_server", "review")?;
+            if !["review", "fail", "allow"].contains(&unknown_server.as_str()) {
+                return Err(Refused(format!(
+                    "unknown_server {unknown_server:?} unknown"
+                )));
+            }
+            (
+                false,
+                Check::Mcp {
+                    servers,
+                    tools_anywhere,
+                    tools_by_server,
+                    unknown_server,
                 },
             )
         }

@@ -264,6 +264,19 @@ def gen_step(rng: random.Random, seq: int, ids: list[str]) -> Step:
         output_tokens=rng.choice([None, rng.randint(0, 5000)]),
         cost_usd=rng.choice([None, 0.0, rng.random(), 1e-7]),
         attributes_json=attributes,
+        mcp=rng.choice(
+            [
+                None,
+                None,
+                {},
+                {"server": "crm-server", "method": "tools/call"},
+                {"server": "crm.internal:8080"},
+                {"server": "other"},
+                {"server": "crm-server", "claimed_server": "crm-server2"},
+                {"server": ""},
+                {"server": 5},
+            ]
+        ),
     )
 
 
@@ -340,7 +353,7 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
     kind = rng.choice(
         [
             *("budget", "recovery", "presence", "absence", "trajectory", "tool_args"),
-            *("secrets", "pii", "consistency"),
+            *("secrets", "pii", "consistency", "mcp"),
         ]
     )
     base["type"] = kind
@@ -366,6 +379,14 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
         if rng.random() < 0.5:
             base["patterns"] = dict(rng.sample(sorted(PATTERNS.items()), rng.randint(1, 2)))
         base["scope"] = rng.choice(["arguments", "results", "both"])
+    elif kind == "mcp":
+        if rng.random() < 0.6:
+            base["servers"] = rng.choice(["crm-server", ["crm-server", "crm.internal:*"], "*"])
+        if rng.random() < 0.6:
+            base["tools"] = rng.choice(
+                [["search", "update_*"], {"crm-*": ["lookup_customer", "update_account"]}, {}]
+            )
+        base["unknown_server"] = rng.choice(["review", "fail", "allow"])
     elif kind == "consistency":
         base["step"] = gen_matcher(rng)
         base["attribute"] = rng.choice(["enduser.id", "a"])
