@@ -28,7 +28,7 @@ import re2
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins.base import RegexBasedDetector
 
-from evaluators.regex import ASCII_SPACE, OPTIONS
+from evaluators.regex import OPTIONS, with_ascii_spaces
 
 # The plugins whose every match is a secret by its format. Left out: the high-entropy strings
 # and public IPs (not secrets by themselves), and the cloud plugins that are keyword rules (the
@@ -96,7 +96,7 @@ def prefilters() -> list[str]:
     out = []
     for detector in token_detectors():
         for regex in detector.denylist:
-            pattern = TRAILING_LOOKAHEAD.sub("", regex.pattern).replace(r"\s", ASCII_SPACE)
+            pattern = with_ascii_spaces(TRAILING_LOOKAHEAD.sub("", regex.pattern))
             out.append(LONG_REPEAT.sub(unbounded, pattern))
     out.append(f"(?i)(?:{KEY_WORDS})")
     return out

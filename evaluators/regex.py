@@ -22,6 +22,30 @@ OPTIONS.log_errors = False  # a refused pattern is reported once, by the pack lo
 ASCII_SPACE = r"[\t\n\x0b\x0c\r \x1c-\x1f]"
 
 
+def with_ascii_spaces(pattern: str) -> str:
+    r"""A pattern written for `re` with its `\s` spelled for RE2: `ASCII_SPACE` outside a
+    character class, and its members inside one (RE2 has no nested classes: there a `[` is a
+    literal and the first `]` closes the class, so a class inside a class would not match)."""
+    members = ASCII_SPACE[1:-1]
+    out: list[str] = []
+    i, in_class, class_start = 0, False, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            pair = pattern[i : i + 2]
+            out.append((members if in_class else ASCII_SPACE) if pair == r"\s" else pair)
+            i += 2
+            continue
+        if in_class and c == "]" and i > class_start:  # `[]` and `[^]` hold a literal `]`
+            in_class = False
+        elif not in_class and c == "[":
+            in_class = True
+            class_start = i + 2 if pattern[i + 1 : i + 2] == "^" else i + 1
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 @functools.lru_cache(maxsize=4096)
 def compile_pattern(pattern: str) -> Any:
     """The compiled pattern (with `search` and `finditer` as in `re`), or ValueError saying

@@ -20,7 +20,7 @@ from pydantic import Field, field_validator
 from evaluators import known_secrets
 from evaluators.base import Finding, Verdict
 from evaluators.model import Step, Trajectory
-from evaluators.regex import ASCII_SPACE, OPTIONS, compile_pattern
+from evaluators.regex import OPTIONS, compile_pattern, with_ascii_spaces
 from evaluators.rules import RuleBase
 
 DETECTORS: dict[str, re.Pattern[str]] = {
@@ -40,7 +40,7 @@ API_KEY = DETECTORS["api_key"]
 def ascii_form(detector: re.Pattern[str]) -> str:
     r"""A built-in detector as RE2 reads it the same as `re` on ASCII text: `\b`, `\d`, `\w`
     and case folding then mean the same in both; only `\s` needs spelling out."""
-    return detector.pattern.replace(r"\s", ASCII_SPACE)
+    return with_ascii_spaces(detector.pattern)
 
 
 NO_DIGITS = str.maketrans("", "", "0123456789")

@@ -9,6 +9,12 @@ mod lenient;
 mod logs;
 mod otlp_json;
 mod python;
+mod rules;
+mod rules_eval;
+mod rules_keywords;
+mod rules_pack;
+mod rules_regex;
+mod rules_value;
 mod semconv;
 mod spans;
 mod unicode;
@@ -254,6 +260,11 @@ fn decode<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<ArrowBatch>()?;
+    m.add_function(wrap_pyfunction!(rules::compile_pack, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::evaluate_packs, m)?)?;
+    m.add_function(wrap_pyfunction!(rules::regex_set_matches, m)?)?;
+    m.add_class::<rules::NativePack>()?;
+    m.add_class::<rules::RulesBatch>()?;
     Ok(())
 }
 

@@ -16,3 +16,31 @@ def decode(
     """One OTLP export request ("traces" or "logs"; "protobuf" or "json") to the store's batch
     columns: (the batch or None, rows, rejected by reason, truncated rows, rejected by
     service.name, ignored top-level JSON keys). Raises ValueError on bad bytes."""
+
+class RulesBatch:
+    """A pack's results as one Arrow struct array (the `results` columns, and `deferred`)."""
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]: ...
+    def __len__(self) -> int: ...
+
+class NativePack:
+    """A rule pack compiled for the native rule interpreter."""
+
+    name: str
+    version: str
+    rule_ids: list[str]
+    refused: list[tuple[str, str]]
+
+    def evaluate(self, trajectories: Any, steps: Any) -> RulesBatch:
+        """The pack's native rules over a round's `trajectories` and `steps` record batches
+        (the steps with an `attributes` column: the span attributes' JSON text)."""
+
+def compile_pack(text: str, partial: bool = False) -> NativePack:
+    """A pack's native form (JSON) compiled; ValueError names the first rule not evaluated
+    natively, unless `partial` leaves such rules out (listed in `refused`)."""
+
+def evaluate_packs(packs: list[NativePack], trajectories: Any, steps: Any) -> RulesBatch:
+    """Several packs' native rules over one round's batches, read once."""
+
+def regex_set_matches(patterns: list[str], text: str) -> list[int]:
+    """Which RE2 patterns the native secrets scan finds in `text` (indexes, ascending)."""

@@ -3,10 +3,13 @@ cannot do in linear time is refused when the pack loads, with the pattern and th
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
+import re2
 
+from evaluators.regex import OPTIONS, with_ascii_spaces
 from evaluators.rulepack import RulePackError, load_text
 
 CATASTROPHIC = "^(a+)+$"  # exponential under a backtracking engine
@@ -62,3 +65,22 @@ def test_json_schema_patterns_are_linear_too() -> None:
     assert matcher.check(EVIL_TEXT) is False
     assert matcher.check("aa") is True
     assert time.process_time() - started < 0.5
+
+
+@pytest.mark.parametrize(
+    ("pattern", "texts"),
+    [
+        (r"a\sb", ["a b", "a\x0bb", "a\x1cb"]),
+        (r"[^:\s]+:", ["x:", "[x]:"]),
+        (r"x[]\s]y", ["x]y", "x y", "x\x1fy"]),
+        (r"\\s", ["\\s"]),
+    ],
+)
+def test_python_spaces_spelled_for_re2_match_what_re_matches(
+    pattern: str, texts: list[str]
+) -> None:
+    """Inside a class too, where a class of its own would be a literal `[` to RE2."""
+    ours = re2.compile(with_ascii_spaces(pattern), options=OPTIONS)
+    theirs = re.compile(pattern)
+    for text in [*texts, "", "ab", "a\tb", "[ ]", "a[b"]:
+        assert bool(ours.search(text)) == bool(theirs.search(text)), text

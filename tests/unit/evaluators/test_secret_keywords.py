@@ -91,3 +91,18 @@ def test_config_text_with_a_secret_is_found(text: str) -> None:
 )
 def test_config_text_that_only_names_a_secret_passes(text: str) -> None:
     assert not detected(text)
+
+
+# detect-secrets' BasicAuthDetector: a password in a URL. Its RE2 prefilter once spelled `\s`
+# inside a character class as a class of its own, which RE2 (no nested classes) reads as a
+# literal `[` and a required `]`: no URL ever reached the detector.
+URL_CREDENTIALS = [
+    {"dsn": f"postgres://admin:{VALUE}@db.internal:5432/app"},
+    {"remote": "https://deploy:Tr0ub4dor3x@git.example.com/repo.git"},
+    "curl -u x https://ops:Zx9vQ2mLp7@api.example.com/v1",
+]
+
+
+@pytest.mark.parametrize("arguments", URL_CREDENTIALS, ids=str)
+def test_credentials_in_a_url_are_found(arguments: object) -> None:
+    assert detected(arguments)

@@ -1,0 +1,456 @@
+"""The native rule interpreter against the Python evaluators: the same runs as a round's
+`trajectories` and `steps` tables, evaluated both ways, compared field by field; and generated
+runs and rules (seeded) for the differential test and scripts/fuzz-native-rules."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pydantic import ValidationError
+
+from collector.assembler.build import build_trajectory
+from collector.assembler.prices import PriceTable
+from collector.assembler.records import RoundRows, step_json
+from collector.evaluation import native_rules
+from collector.normalize.wire import decode_request
+from evaluators.evaluate import evaluate_pack
+from evaluators.model import STEP_KINDS, Step, Trajectory
+from evaluators.rulepack import RulePack
+from tests.support.paths import TESTDATA
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+FIELDS = (
+    "rule_type",
+    "pack_version",
+    "verdict",
+    "score",
+    "severity",
+    "reason",
+    "message",
+    "evidence_span_ids",
+    "requested_decision",
+    "service_name",
+    "agent_name",
+    "service_version",
+)
+
+
+def capture_files() -> list[Path]:
+    return sorted(TESTDATA.glob("otlp*/*.otlp.json")) + sorted((TESTDATA / "otlp").glob("*.json"))
+
+
+def capture_runs(path: Path, prices: PriceTable) -> list[Trajectory]:
+    """Every trace of a capture, built by the Python builder."""
+    rows = decode_request("traces", "json", path.read_bytes(), 1 << 20).table.to_pylist()
+    by_trace: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_trace.setdefault(row["trace_id"], []).append(row)
+    return [build_trajectory(trace, spans, prices) for trace, spans in sorted(by_trace.items())]
+
+
+def variants(t: Trajectory) -> list[Trajectory]:
+    """The run, the same run incomplete, and a run whose spans could not be built."""
+    return [
+        t,
+        replace(
+            t,
+            trace_id=t.trace_id + "-late",
+            status="incomplete",
+            incomplete_reasons=["incomplete_timeout", "missing_parent"],
+        ),
+        replace(t, trace_id=t.trace_id + "-broken", steps=[], incomplete_reasons=["build_error"]),
+    ]
+
+
+def round_tables(runs: list[Trajectory]) -> tuple[pa.Table, pa.Table]:
+    """The runs as the round's `trajectories` and `steps` tables (RoundRows'), the steps with
+    the span attributes' JSON text beside them."""
+    rows = RoundRows(AT, {})
+    for t in runs:
+        rows.add(t, (AT, AT), [], step_json(t.steps))
+    tables = rows.tables()
+    attributes = [s.attributes_json for t in runs for s in t.steps]
+    steps = tables["steps"].append_column("attributes", pa.array(attributes, pa.string()))
+    return tables["trajectories"], steps
+
+
+def python_rows(runs: list[Trajectory], pack: RulePack, ids: set[str]) -> list[dict[str, Any]]:
+    rows = []
+    for t in runs:
+        for r in evaluate_pack(t, pack):
+            if r.rule_id not in ids:
+                continue
+            rows.append(
+                {
+                    "trace_id": t.trace_id,
+                    "revision": t.revision,
+                    "rule_id": r.rule_id,
+                    "rule_type": r.rule_type,
+                    "pack_version": r.pack_version,
+                    "verdict": r.verdict.value,
+                    "score": r.score,
+                    "severity": r.severity.value,
+                    "reason": r.reason or None,
+                    "message": r.message,
+                    "evidence_span_ids": list(r.evidence) or None,
+                    "requested_decision": r.requested_decision.value
+                    if r.requested_decision
+                    else None,
+                    "service_name": t.service_name,
+                    "agent_name": t.agent_name,
+                    "service_version": t.service_version,
+                }
+            )
+    return rows
+
+
+def differences(
+    runs: list[Trajectory], pack: RulePack, label: str, tables: tuple[pa.Table, pa.Table]
+) -> tuple[list[str], int]:
+    """Where the interpreter and the evaluators disagree on the pack's native rules (trace,
+    pack, rule, field, both values), and how many results the interpreter deferred."""
+    native = native_rules.compile_pack(pack)
+    ids = set(native.rule_ids)
+    if not ids:
+        return [], 0
+    got = native_rules.evaluate(native, *tables).to_pylist()
+    deferred = {(r["trace_id"], r["rule_id"]) for r in got if r["deferred"] is not None}
+    got = [r for r in got if r["deferred"] is None]
+    want = [
+        r for r in python_rows(runs, pack, ids) if (r["trace_id"], r["rule_id"]) not in deferred
+    ]
+    out = []
+    keys = [(r["trace_id"], r["rule_id"]) for r in want]
+    if keys != [(r["trace_id"], r["rule_id"]) for r in got]:
+        missing = sorted(set(keys) - {(r["trace_id"], r["rule_id"]) for r in got})
+        extra = sorted({(r["trace_id"], r["rule_id"]) for r in got} - set(keys))
+        out.append(
+            f"{label} pack {pack.name}: results differ: python only {missing}, native only {extra}"
+        )
+        return out, len(deferred)
+    for w, g in zip(want, got, strict=True):
+        for field in FIELDS:
+            if w[field] != g[field] or type(w[field]) is not type(g[field]):
+                out.append(
+                    f"{label} trace {w['trace_id']} pack {pack.name} rule {w['rule_id']}"
+                    f" {field}: python {w[field]!r} native {g[field]!r}"
+                )
+    return out, len(deferred)
+
+
+# Generated runs: few names, so loops, repeats and matches happen; values that Python and Rust
+# could read differently (Unicode, deep JSON, huge and odd numbers, number-like text).
+NAMES = ["search", "lookup_customer", "update_account", "request_approval", "fetch", "Ünïcødé_✓"]
+AGENTS = [None, "support-agent", "paper-agent", "agent-ß"]
+TEXTS = ["", "x", "hello", "1_000", " 12.5 ", "١٢", "inf", "NaN", "-0", "1e400", "ok\n", "é"]
+# Secrets and near misses, for the secrets rules (the detectors confirm in Python).
+SECRETS = [
+    "sk-abcdefghijklmnopqrstuvwx",
+    "AKIAABCDEFGHIJKLMNOP",
+    "bob@example.com",
+    "4111 1111 1111 1111",
+    "4111 1111 1111 1112",
+    '{"password": "Zx9vQ2mLp7Hk"}',
+    "https://admin:Zx9vQ2mLp7@db.example.com/x",
+    "max_tokens",
+    "ACME-1234",
+    "ref: 12",
+    "a]@",
+    "x\x0by",
+    "ünï sk-abcdefghijklmnopqrstuvwx",
+    "Bearer: abcdefghijklmnop",
+]
+KEYS = ["password", "db_password", "clientSecret", "payment_token", "accessToken", "x", "API_KEY"]
+KEYS += ["pwd", "cwd", "secret.key", "my-secret", "9password", "TOKEN", "auth_token", "keyPass"]
+SEPARATORS = [": ", "=", ":=", " => ", '": "', '\\": \\"', "='", ": `", ":= ", "\\n", " : "]
+VALUES = ["Zx9vQ2mLp7Hk", "changeme", "${DB_PASS}", "/etc/secret", "aaaabbbb", "abcdefgh", "tok"]
+VALUES += ["f47ac10b-58cc-4372-a567-0e02b2c3d479", "get_key()", "xxxxxxxx", "Zx9 vQ2mLp7", ""]
+VALUES += [
+    "$Zx9vQ2mLp7",
+    "{Zx9vQ2mLp7}",
+    "<your-key>",
+    "12345678",
+    "Zx9vQ2mLp7Hk\\n",
+    'a\\"b9Qz7LmKp',
+]
+
+
+def gen_keyword_text(rng: random.Random) -> str:
+    """Keyword assignments as tool arguments and results carry them: JSON, .env, code, JSON in
+    JSON, of keys that name secrets and keys that do not, values that are credentials and not."""
+    parts = []
+    for _ in range(rng.randint(1, 3)):
+        quote = rng.choice(["", '"', "'", "`", '\\"'])
+        parts.append(
+            rng.choice(["", "{", " ", "\\n", "x."])
+            + rng.choice(KEYS)
+            + rng.choice(SEPARATORS)
+            + quote
+            + rng.choice(VALUES)
+            + quote
+            + rng.choice(["", "}", ",", ";", " ", "\n"])
+        )
+    return "".join(parts)
+
+
+PATTERNS = {"acme": r"ACME-\d{4}", "ref": r"\bref\s*:\s*\d+", "odd": r"[^a[\s]]+@", "vt": r"x\Sy"}
+
+
+def gen_json(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth > 6 or roll < 0.35:
+        return rng.choice(
+            [
+                None,
+                True,
+                False,
+                0,
+                1,
+                -1,
+                2020,
+                2019.5,
+                1.0,
+                -0.0,
+                1e300,
+                (1 << 63) - 1,
+                -(1 << 63),
+                (1 << 64) - 1,
+                9007199254740993,
+                0.1,
+                rng.randint(-5, 5),
+                rng.choice(TEXTS),
+                rng.choice(SECRETS),
+                gen_keyword_text(rng),
+            ]
+        )
+    if roll < 0.7:
+        keys = ["customer_id", "year_from", "amount", "q", "nested", "ü"]
+        return {rng.choice(keys): gen_json(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+    return [gen_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+
+
+def gen_step(rng: random.Random, seq: int, ids: list[str]) -> Step:
+    kind = rng.choice([*STEP_KINDS, "tool", "tool", "llm"])
+    span_kind = "tool" if rng.random() < 0.5 else kind
+    name = rng.choice(NAMES)
+    attributes = rng.choice([None, "", "{}", '{"sextant.approval.status": "approved"}', '{"a": 1}'])
+    span_id = f"{seq:016x}"
+    ids.append(span_id)
+    start = rng.randint(0, 10**12)
+    return Step(
+        seq=seq,
+        span_id=span_id,
+        parent_span_id=ids[0] if ids else None,
+        depth=1,
+        kind=kind,
+        span_kind=span_kind,
+        name=name,
+        status=rng.choice(["ok", "ok", "error"]),
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + rng.randint(0, 10**9),
+        agent_name=rng.choice(AGENTS),
+        tool_name=rng.choice([None, "", name, name, rng.choice(NAMES)]),
+        arguments=rng.choice([None, gen_json(rng), gen_json(rng), {"q": "same"}]),
+        result=rng.choice(
+            [None, "", "done", rng.choice(SECRETS), '{"ok": true}', gen_keyword_text(rng)]
+        ),
+        model=rng.choice([None, "gpt"]),
+        input_tokens=rng.choice([None, 0, rng.randint(0, 5000), (1 << 62)]),
+        output_tokens=rng.choice([None, rng.randint(0, 5000)]),
+        cost_usd=rng.choice([None, 0.0, rng.random(), 1e-7]),
+        attributes_json=attributes,
+        mcp=rng.choice(
+            [
+                None,
+                None,
+                {},
+                {"server": "crm-server", "method": "tools/call"},
+                {"server": "crm.internal:8080"},
+                {"server": "other"},
+                {"server": "crm-server", "claimed_server": "crm-server2"},
+                {"server": ""},
+                {"server": 5},
+            ]
+        ),
+    )
+
+
+def gen_run(rng: random.Random, n: int) -> Trajectory:
+    ids: list[str] = []
+    steps = [gen_step(rng, i, ids) for i in range(rng.randint(0, n))]
+    if steps and rng.random() < 0.3:  # a loop
+        steps += [replace(steps[-1], seq=len(steps) + i, span_id=f"loop{i}") for i in range(6)]
+    status = rng.choice(["ok", "error", "incomplete"])
+    start = rng.randint(0, 10**15)
+    return Trajectory(
+        trace_id=f"{rng.getrandbits(64):016x}",
+        revision=rng.randint(1, 3),
+        status=status,
+        close_reason="complete",
+        agent_run=rng.random() < 0.95,
+        service_name=rng.choice([None, "support-desk", "svc"]),
+        agent_name=rng.choice(AGENTS),
+        service_version=rng.choice([None, "1.0", "2.0"]),
+        steps=steps,
+        root_span_id=rng.choice([None, "", *[ids[0] if ids else None] * 3]),
+        input=rng.choice([None, *TEXTS]),
+        final_output=rng.choice([None, "", "answer"]),
+        incomplete_reasons=rng.choice(
+            [[], ["incomplete_timeout"], ["build_error"]] if status == "incomplete" else [[]]
+        ),
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + rng.choice([0, 10**9, 700 * 10**9, 10**18]),
+    )
+
+
+def gen_condition(rng: random.Random) -> dict[str, Any]:
+    ops: dict[str, Any] = {}
+    for _ in range(rng.randint(1, 2)):
+        op = rng.choice(["equals", "not_equals", "one_of", "exists", "gt", "gte", "lt", "lte"])
+        if op in ("equals", "not_equals"):
+            ops[op] = gen_json(rng, 5)
+        elif op == "one_of":
+            ops[op] = [gen_json(rng, 5) for _ in range(rng.randint(1, 3))]
+        elif op == "exists":
+            ops[op] = rng.random() < 0.5
+        else:
+            ops[op] = rng.choice([0, 1, 12.5, 2020, 1e300, -1])
+    return ops
+
+
+def gen_matcher(rng: random.Random) -> dict[str, Any]:
+    m: dict[str, Any] = {}
+    if rng.random() < 0.6:
+        m["kind"] = rng.choice([rng.choice(STEP_KINDS), ["tool", "approval"], "tool"])
+    if rng.random() < 0.6:
+        m["name"] = rng.choice([*NAMES, "update_*", "*approv*", "?etch", ["search", "fetch*"]])
+    if rng.random() < 0.2:
+        m["agent"] = rng.choice(["support-*", "paper-agent"])
+    if rng.random() < 0.3:
+        m["status"] = rng.choice(["ok", "error"])
+    if rng.random() < 0.2:
+        m["attributes"] = {rng.choice(["enduser.id", "a"]): gen_condition(rng)}
+    if rng.random() < 0.3:
+        path = rng.choice(["$.customer_id", "year_from", "$.nested.q", "$", "$.ü[0]", "amount"])
+        m["args"] = {path: gen_condition(rng)}
+    return m
+
+
+def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id": f"r{i}",
+        "reason": "generated",
+        "severity": rng.choice(["info", "low", "medium", "high", "critical"]),
+        "on_fail": rng.choice(["FAIL", "REVIEW", "QUARANTINE"]),
+    }
+    if rng.random() < 0.1:
+        base["when"] = {"input": gen_condition(rng)}
+    kind = rng.choice(
+        [
+            *("budget", "recovery", "presence", "absence", "trajectory", "tool_args"),
+            *("secrets", "pii", "consistency", "mcp"),
+        ]
+    )
+    base["type"] = kind
+    if kind == "budget":
+        for key in rng.sample(
+            [
+                "max_steps",
+                "max_tool_calls",
+                "max_llm_calls",
+                "max_tokens",
+                "max_cost_usd",
+                "max_duration_ms",
+                "max_same_call",
+                "max_consecutive_same_call",
+                "max_same_tool",
+            ],
+            rng.randint(1, 4),
+        ):
+            limits = [1, 2, 3, 5, 10] if "same" in key else [0, 1, 3, 0.5, 600000]
+            base[key] = rng.choice(limits)
+    elif kind in ("secrets", "pii"):
+        base["detectors"] = rng.sample(["api_key", "email", "credit_card"], rng.randint(0, 3))
+        if rng.random() < 0.5:
+            base["patterns"] = dict(rng.sample(sorted(PATTERNS.items()), rng.randint(1, 2)))
+        base["scope"] = rng.choice(["arguments", "results", "both"])
+    elif kind == "mcp":
+        if rng.random() < 0.6:
+            base["servers"] = rng.choice(["crm-server", ["crm-server", "crm.internal:*"], "*"])
+        if rng.random() < 0.6:
+            base["tools"] = rng.choice(
+                [["search", "update_*"], {"crm-*": ["lookup_customer", "update_account"]}, {}]
+            )
+        base["unknown_server"] = rng.choice(["review", "fail", "allow"])
+    elif kind == "consistency":
+        base["step"] = gen_matcher(rng)
+        base["attribute"] = rng.choice(["enduser.id", "a"])
+        if rng.random() < 0.3:
+            base["root_attribute"] = rng.choice(["enduser.id", "a"])
+        base["missing"] = rng.choice(["pass", "fail"])
+    elif kind == "recovery":
+        base["require_retry"] = rng.random() < 0.7
+    elif kind == "presence":
+        base["step"] = gen_matcher(rng)
+        base["min_count"] = rng.randint(0, 2)
+        if rng.random() < 0.3:
+            base["max_count"] = rng.randint(0, 3)
+    elif kind == "absence":
+        if rng.random() < 0.5:
+            base["step"] = gen_matcher(rng)
+        else:
+            base["allowed_tools"] = rng.sample([*NAMES, "update_*"], 2)
+    elif kind == "trajectory":
+        base["expected"] = [gen_matcher(rng) for _ in range(rng.randint(1, 4))]
+        base["order"] = rng.choice(["strict", "in_order", "any_order"])
+        base["min_match_rate"] = rng.choice([1.0, 0.5, 0.66, 0.0])
+    else:
+        base["step"] = gen_matcher(rng)
+        base["args"] = {rng.choice(["year_from", "$.customer_id", "amount"]): gen_condition(rng)}
+        base["required"] = rng.random() < 0.5
+    return base
+
+
+def gen_pack(rng: random.Random, n: int) -> RulePack | None:
+    data: dict[str, Any] = {
+        "name": "generated",
+        "version": "1",
+        "owner": "tests",
+        "rules": [gen_rule(rng, i) for i in range(n)],
+    }
+    if rng.random() < 0.2:
+        data["selector"] = {"agent": rng.choice(["support-*", "paper-agent"])}
+    if rng.random() < 0.2:
+        data["approvals"] = {"tools": ["request_*", "Ü*"]}
+    try:
+        return RulePack.model_validate(data)
+    except ValidationError:
+        return None
+
+
+def fuzz(seed: int, count: int, deadline: float | None = None) -> tuple[int, list[str], int]:
+    """`count` generated rounds (pack and runs) from `seed`; (rounds run, differences,
+    deferred results). Stops early at `deadline` (time.monotonic())."""
+    import time
+
+    rng = random.Random(seed)
+    found: list[str] = []
+    deferred = 0
+    done = 0
+    for i in range(count):
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        pack = gen_pack(rng, rng.randint(1, 6))
+        runs = [gen_run(rng, 12) for _ in range(rng.randint(1, 8))]
+        done += 1
+        if pack is None:
+            continue
+        diffs, d = differences(runs, pack, f"seed {seed} round {i}", round_tables(runs))
+        found += diffs
+        deferred += d
+    return done, found, deferred

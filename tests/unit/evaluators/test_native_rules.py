@@ -1,0 +1,282 @@
+"""The native rule interpreter gives the Python evaluators' results, field by field: on every
+recorded capture (built by the Python builder, complete, incomplete and broken) under every
+shipped and example pack, and on generated runs under generated packs."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+from datetime import date
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from collector.assembler.prices import PriceTable
+from collector.config.sections import BUILTIN_RULES
+from collector.evaluation import native_rules
+from collector.normalize import _native
+from evaluators.model import Trajectory
+from evaluators.rulepack import RulePack, RulePackError, load_pack
+from tests.support.native_rules import (
+    PATTERNS,
+    SECRETS,
+    capture_files,
+    capture_runs,
+    differences,
+    fuzz,
+    round_tables,
+    variants,
+)
+from tests.support.paths import TESTDATA
+
+PACK_FILES = [
+    *sorted(BUILTIN_RULES.glob("*.yaml")),
+    *sorted((BUILTIN_RULES / "examples").glob("*.yaml")),
+    *sorted((TESTDATA / "rules").glob("*.yaml")),
+]
+# How long the generated rounds run (seeded: the same rounds each time, as many as fit).
+FUZZ_SECONDS = 45
+
+
+def packs() -> list[RulePack]:
+    out = []
+    for path in PACK_FILES:
+        try:
+            out.append(load_pack(path).pack)
+        except RulePackError:
+            continue
+    return out
+
+
+@pytest.fixture(scope="module")
+def captured() -> tuple[list[Trajectory], tuple[pa.Table, pa.Table]]:
+    prices = PriceTable.load()
+    runs = [v for p in capture_files() for t in capture_runs(p, prices) for v in variants(t)]
+    return runs, round_tables(runs)
+
+
+@pytest.mark.parametrize("pack", packs(), ids=lambda p: p.name)
+def test_captures_get_the_python_results(
+    pack: RulePack, captured: tuple[list[Trajectory], tuple[pa.Table, pa.Table]]
+) -> None:
+    runs, tables = captured
+    found, deferred = differences(runs, pack, "captures", tables)
+    assert found == []
+    assert deferred == 0
+
+
+def test_captures_cover_the_default_packs_native_rules(
+    captured: tuple[list[Trajectory], tuple[pa.Table, pa.Table]],
+) -> None:
+    """The comparison above compares something: the default pack's loops and unrecovered
+    errors fail on the captures that record them, natively too."""
+    pack = load_pack(BUILTIN_RULES / "default.yaml").pack
+    native = native_rules.compile_pack(pack)
+    assert native.rule_ids == [
+        "no-tool-loops",
+        "errors-are-recovered",
+        "budget-sanity",
+        "no-secrets-in-tools",
+    ]
+    rows = native_rules.evaluate(native, *captured[1]).to_pylist()
+    verdicts = {(r["rule_id"], r["verdict"], r["reason"]) for r in rows}
+    assert ("no-tool-loops", "fail", "tool_loop") in verdicts
+    assert ("errors-are-recovered", "review", "trace_incomplete") in verdicts
+    assert ("budget-sanity", "review", "build_error") in verdicts
+    assert ("no-secrets-in-tools", "pass", None) in verdicts
+    assert len(rows) == 4 * sum(1 for t in captured[0] if t.agent_run)
+
+
+def test_generated_runs_and_rules_get_the_python_results() -> None:
+    rounds, found, _ = fuzz(seed=0, count=1_000_000, deadline=time.monotonic() + FUZZ_SECONDS)
+    assert rounds >= 100
+    assert found == []
+
+
+def test_packs_together_and_scattered_steps_give_the_same_results(
+    captured: tuple[list[Trajectory], tuple[pa.Table, pa.Table]],
+) -> None:
+    """Several packs over one reading of the round give each pack's results, run by run; and
+    a run's steps need not be one stretch of the batch (each run's own order is kept)."""
+    trajectories, steps = captured[1]
+    natives = [native_rules.compile_pack(p) for p in packs()]
+    one_by_one = [native_rules.evaluate(n, trajectories, steps).to_pylist() for n in natives]
+    together = native_rules.evaluate_packs(natives, trajectories, steps).to_pylist()
+    by_run: dict[str, list[dict]] = {}
+    for rows in one_by_one:
+        for row in rows:
+            by_run.setdefault(row["trace_id"], []).append(row)
+    assert together == [
+        row for t in trajectories["trace_id"].to_pylist() for row in by_run.get(t, [])
+    ]
+    # every run's first step first, then every run's second step, ...
+    place = pa.array(
+        [i - start for start, n in step_starts(steps) for i in range(start, start + n)]
+    )
+    scattered = steps.take(pc.sort_indices(pa.table({"p": place}), [("p", "ascending")]))
+    assert scattered["trace_id"].to_pylist() != steps["trace_id"].to_pylist()
+    assert native_rules.evaluate_packs(natives, trajectories, scattered).to_pylist() == together
+
+
+def step_starts(steps: pa.Table) -> list[tuple[int, int]]:
+    """(first row, row count) of each run's stretch of the steps table."""
+    ids = steps["trace_id"].to_pylist()
+    out: list[tuple[int, int]] = []
+    for i, trace_id in enumerate(ids):
+        if i == 0 or ids[i - 1] != trace_id:
+            out.append((i, 0))
+        out[-1] = (out[-1][0], out[-1][1] + 1)
+    return out
+
+
+# Secrets the shipped detector set is for, near misses, and what RE2 and the regex crate could
+# read apart (vertical tabs, brackets, separators, case).
+SECRET_TEXTS = [
+    *SECRETS,
+    "ghp_" + "a" * 36,
+    "xoxb-123-456-abc",
+    "AIza" + "b" * 35,
+    "eyJhbGciOi.eyJzdWIiOi.abc",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "pypi-AgEIcHlwaS5vcmc" + "c" * 70,
+    "SG." + "d" * 22 + "." + "e" * 43,
+    "https://hooks.slack.com/services/T1/B2/c3",
+    "sk_live_" + "f" * 24,
+    "123456789:" + "g" * 35,
+    "AC" + "h" * 32,
+    "//registry.npmjs.org/:_authToken=npm_abc",
+    "AccountKey=" + "i" * 88,
+    "M" + "j" * 24 + ".abcdef." + "k" * 27,
+    "glpat-" + "l" * 20,
+    "aws_key = 'AKIAABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'",
+    "CONTRASENA=x",
+    "bearer\x0b: abcdefghijklmnop",
+    "://a:b]@",
+    "://a[b:c]@",
+]
+
+
+def re2_set(patterns: list[str]) -> object:
+    import re2
+
+    from evaluators.regex import OPTIONS
+
+    s = re2.Set.SearchSet(OPTIONS)
+    for p in patterns:
+        s.Add(p)
+    s.Compile()
+    return s
+
+
+def test_the_shipped_secret_patterns_mean_in_rust_what_they_mean_in_re2() -> None:
+    """The native secrets scan reads the detector set (every built-in detector, the maintained
+    set's patterns, the shipped packs' own) as RE2 does: the same patterns match in the same
+    ASCII texts, seeded mutations of real secrets included."""
+    from evaluators import known_secrets
+    from evaluators.secrets import DETECTORS, ascii_form
+
+    patterns = [ascii_form(d) for d in DETECTORS.values()]
+    patterns += known_secrets.prefilters()
+    patterns += [
+        p for pack in packs() for r in pack.rules for p in getattr(r, "patterns", {}).values()
+    ]
+    patterns += list(PATTERNS.values())
+    re2s = re2_set(patterns)
+    rng = random.Random(0)
+    alphabet = "aZ09_-.:=@/[]{} \t\x0b\x0c\x1c\"'+!#&$"
+    texts = [t for t in SECRET_TEXTS if t.isascii()]
+    for _ in range(3000):
+        text = list(rng.choice(texts))
+        for _ in range(rng.randint(0, 3)):
+            i = rng.randrange(len(text) + 1)
+            text[i : i + rng.randint(0, 1)] = rng.choice(alphabet)
+        texts.append("".join(text))
+    for text in texts:
+        want = sorted(re2s.Match(text) or [])
+        assert _native.regex_set_matches(patterns, text) == want, text
+
+
+def test_a_difference_names_trace_pack_rule_field_and_both_values(
+    captured: tuple[list[Trajectory], tuple[pa.Table, pa.Table]],
+) -> None:
+    runs, _ = captured
+    looping = next(t for t in runs if t.trace_id.startswith("b0aa4364"))
+    renamed = replace(
+        looping, steps=[replace(s, tool_name=f"{s.tool_name}-v2") for s in looping.steps]
+    )
+    pack = load_pack(BUILTIN_RULES / "default.yaml").pack
+    found, _ = differences([renamed], pack, "renamed", round_tables([looping]))
+    assert any(
+        d.startswith(f"renamed trace {looping.trace_id} pack default rule no-tool-loops message:")
+        and "python 'over budget: lookup_customer-v2 called" in d
+        and "native 'over budget: lookup_customer called" in d
+        for d in found
+    ), found
+
+
+def test_rules_not_read_natively_are_refused_with_the_reason() -> None:
+    support = load_pack(BUILTIN_RULES / "support-agent.yaml").pack
+    with pytest.raises(ValueError, match=r"approval-before-account-change.*precedes rules"):
+        native_rules.compile_pack(support, partial=False)
+    partial = native_rules.compile_pack(support)
+    assert partial.rule_ids == ["acts-as-the-requesting-user", "support-tools-only"]
+    assert dict(partial.refused)["no-state-change-before-approval"] == (
+        "precedes rules are not evaluated natively"
+    )
+    rag = load_pack(BUILTIN_RULES / "examples" / "rag.yaml").pack
+    assert dict(native_rules.compile_pack(rag).refused)["policy-answers-are-grounded"] == (
+        "when.input: regex: regexes are not matched natively"
+    )
+
+
+def pack_of(rule: dict, **extra: object) -> RulePack:
+    return RulePack.model_validate(
+        {"name": "p", "version": "1", "owner": "o", "rules": [rule], **extra}
+    )
+
+
+def test_values_python_alone_compares_are_refused() -> None:
+    """A date (YAML reads one) or an integer past 64 bits compares in Python as no JSON value
+    does: such rules stay with the Python evaluators."""
+    for value in (date(2024, 1, 1), 1 << 70):
+        rule = {
+            "id": "r",
+            "type": "tool_args",
+            "reason": "x",
+            "step": {"name": "book"},
+            "args": {"$.when": {"equals": value}},
+        }
+        native = native_rules.compile_pack(pack_of(rule))
+        assert native.rule_ids == []
+        assert "python_only_value" in native.refused[0][1]
+
+
+def test_number_text_in_another_script_is_left_to_python(
+    captured: tuple[list[Trajectory], tuple[pa.Table, pa.Table]],
+) -> None:
+    """Python's float() reads Arabic-Indic digits; the interpreter defers such a run's rule
+    instead of guessing, and says why."""
+    rule = {
+        "id": "big-input",
+        "type": "recovery",
+        "reason": "x",
+        "when": {"input": {"gt": 5}},
+    }
+    pack = pack_of(rule)
+    run = replace(captured[0][0], input="١٢", trace_id="arabic")
+    native = native_rules.compile_pack(pack)
+    rows = native_rules.evaluate(native, *round_tables([run])).to_pylist()
+    assert [(r["rule_id"], r["verdict"], r["deferred"]) for r in rows] == [
+        ("big-input", None, "non-ASCII text as a number")
+    ]
+
+
+def test_steps_without_attributes_are_refused_with_the_column_named(
+    captured: tuple[list[Trajectory], tuple[pa.Table, pa.Table]],
+) -> None:
+    trajectories, steps = captured[1]
+    native = native_rules.compile_pack(load_pack(BUILTIN_RULES / "default.yaml").pack)
+    with pytest.raises(ValueError, match='steps has no column "attributes"'):
+        native_rules.evaluate(native, trajectories, steps.drop_columns(["attributes"]))
