@@ -1,4 +1,4 @@
-"""A pack's rules for the native interpreter (`_native.compile_pack`, in Rust), and its results.
+"""A pack's rules for the native interpreter (`compile_pack` of the native extension, in Rust), and its results.
 
 The Python evaluators stay the specification; the interpreter is a second implementation of
 some rule types, proven equal to them by tests/unit/evaluators/test_native_rules.py. This module
@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from collector.normalize import _native
+from collector.normalize.native import native
 from evaluators import known_secrets
 from evaluators.matchers import MISSING, PATH_PART, Condition, StepMatcher
 from evaluators.rulepack import RulePack
@@ -127,7 +127,7 @@ def rule_form(rule: Any) -> dict[str, Any]:
 
 
 def native_form(pack: RulePack) -> str:
-    """The pack as JSON text for `_native.compile_pack`."""
+    """The pack as JSON text for `compile_pack` of the native extension."""
     form: dict[str, Any] = {
         "name": pack.name,
         "version": pack.version,
@@ -142,7 +142,7 @@ def native_form(pack: RulePack) -> str:
 def compile_pack(pack: RulePack, partial: bool = True) -> Any:
     """The pack compiled for the interpreter. With `partial`, rules it cannot evaluate are
     left out (`.refused` says which and why); without, ValueError names the first."""
-    return _native.compile_pack(native_form(pack), partial)
+    return native.compile_pack(native_form(pack), partial)
 
 
 def one_batch(table: pa.Table) -> pa.RecordBatch:
@@ -153,16 +153,16 @@ def one_batch(table: pa.Table) -> pa.RecordBatch:
     return batches[0]
 
 
-def evaluate(native: Any, trajectories: pa.Table, steps: pa.Table) -> pa.Table:
+def evaluate(compiled: Any, trajectories: pa.Table, steps: pa.Table) -> pa.Table:
     """The native rules' results over a round: the `results` columns the evaluators make
     (without the round's own: sha, time, scope, origin), and `deferred`, set on the rows of a
     rule the interpreter left to Python for that run."""
-    out = native.evaluate(one_batch(trajectories), one_batch(steps))
+    out = compiled.evaluate(one_batch(trajectories), one_batch(steps))
     return pa.Table.from_batches([pa.record_batch(out)])
 
 
 def evaluate_packs(natives: list[Any], trajectories: pa.Table, steps: pa.Table) -> pa.Table:
     """Several packs' native rules over one round, its tables read once: each run's results
     pack by pack in the order given (as a round evaluates them)."""
-    out = _native.evaluate_packs(natives, one_batch(trajectories), one_batch(steps))
+    out = native.evaluate_packs(natives, one_batch(trajectories), one_batch(steps))
     return pa.Table.from_batches([pa.record_batch(out)])
