@@ -1,4 +1,4 @@
-"""A pack's rules for the native interpreter (`compile_pack` of the native extension, in Rust), and its results.
+"""A pack's rules for the native interpreter (`compile_pack`, in Rust), and its results.
 
 The Python evaluators stay the specification; the interpreter is a second implementation of
 some rule types, proven equal to them by tests/unit/evaluators/test_native_rules.py. This module
