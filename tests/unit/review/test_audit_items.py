@@ -6,7 +6,7 @@ review.sla backlog while the queue metrics count them apart."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -20,12 +20,16 @@ from collector.decisions.engine import DecisionEngine
 from collector.decisions.metrics import DecisionMetrics
 from collector.decisions.state import State
 from collector.errors import PermanentError
+from collector.evaluation.results import trajectory_result_rows
 from collector.review.backlog import BacklogReader, audits, pending, queues
 from collector.review.backlog_metrics import ReviewBacklogCollector
 from collector.review.queue import Filters, items
 from collector.review.queue import queues as queue_counts
 from evaluators.base import Decision
+from evaluators.evaluate import evaluate_pack
+from evaluators.rulepack import load_text
 from tests.support.review import MCP_PACK, SUPPORT, Packs, ReviewStore, desk_over
+from tests.support.trajectories import run, tool
 
 A, B, C, D = ("a" * 32, "b" * 32, "c" * 32, "d" * 32)
 RULE = ("support-mcp", "known-mcp-servers")
@@ -184,3 +188,24 @@ def test_a_persons_fail_on_a_pass_decides_and_their_pass_leaves_a_fail(store: Re
         assert C in evidence
     finally:
         engine.shutdown(clock.monotonic() + 5)
+
+
+PRESENCE_PACK = """
+name: support
+version: "1.0.0"
+owner: support-sre
+review: {audit: {sample: 1.0}}
+rules:
+  - {id: looks-up, type: presence, reason: no_lookup, step: {kind: tool, name: lookup_customer}}
+"""
+
+
+def test_the_mark_is_stored_on_live_rows_only() -> None:
+    """A replay re-evaluates stored runs: its results are never items of anyone's queue."""
+    t = run(tool(1, "lookup_customer"))
+    [result] = evaluate_pack(t, load_text(PRESENCE_PACK, "support.yaml").pack)
+    assert (result.verdict.value, result.audit) == ("pass", True)
+    at = datetime(2025, 6, 1)
+    [live] = trajectory_result_rows(t, [result], {}, at)
+    [replayed] = trajectory_result_rows(t, [result], {}, at, "replay-1")
+    assert (live["audit"], replayed["audit"]) == (True, None)
