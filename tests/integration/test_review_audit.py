@@ -200,6 +200,11 @@ def test_a_reviewer_adds_an_items_run_and_a_filtered_queues_runs_to_a_dataset(
             form.locator("button").click()
         assert page.url.endswith("/datasets/parcels-looked-up")
 
+        # The run's page marks the results sampled for audit.
+        page.goto(f"{server.admin_url}/trajectories/{trace}")
+        audited = page.locator("#results tr:not(.label) .badge.audit")
+        assert audited.count() == 2  # both rules of the pack
+
     one = api(server, "bo", "GET", "/api/v1/datasets/audited-parcels").json()["cases"]
     assert [(c["trace_id"], c["added_by"]) for c in one] == [(trace, "bo")]
     both = api(server, "bo", "GET", "/api/v1/datasets/parcels-looked-up").json()["cases"]
