@@ -70,6 +70,6 @@ def admin_routes(pipeline: Pipeline) -> list[RouteGroup]:
         TrajectoryPages(pipeline.database, pipeline.clock.now),
         SessionPages(pipeline.database),
         PacksPage(pipeline.evaluation.status),
-        ReviewPages(desk, identities, pipeline.clock.now),
+        ReviewPages(desk, identities, pipeline.clock.now, datasets),
         SqlPage(sql, pipeline.config.cluster, pipeline.peer_token),
     ]

@@ -82,6 +82,7 @@ class Result:
     score: float | None = None
     requested_decision: Decision | None = None
     traces: tuple[str, ...] = ()  # a session result's evidence runs
+    audit: bool = False  # a pass or fail the pack's review.audit sends to a person to check
 
 
 def overall_verdict(results: list[Result]) -> Verdict:

@@ -108,7 +108,8 @@ def evaluate_pack(t: Trajectory, pack: RulePack, pack_version: str | None = None
             continue
         if applies:
             findings.append((rule, evaluate_rule(t, rule)))
-    return [result_of(pack, pack_version, rule, finding) for rule, finding in findings]
+    results = [result_of(pack, pack_version, rule, finding) for rule, finding in findings]
+    return pack.review.marked(t.trace_id, pack.name, results)
 
 
 def review_for(exc: Exception) -> Finding:

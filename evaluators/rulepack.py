@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from evaluators.approvals import Approvals
@@ -86,6 +86,23 @@ class RulePack(Strict):
         description="How long its review items may wait for a person (`sla`) and what an"
         " overdue one decides (`decision`, REVIEW by default).",
     )
+
+    @field_validator("review")
+    @classmethod
+    def _audited_rules(cls, review: ReviewSettings, info: ValidationInfo) -> ReviewSettings:
+        """`audit.rules` names rules of this pack (checked here so the error points at
+        `review:`, the block to fix)."""
+        rules = info.data.get("rules")
+        if review.audit is None or review.audit.rules is None or rules is None:
+            return review
+        known = {r.id for r in rules}
+        unknown = [r for r in review.audit.rules if r not in known]
+        if unknown:
+            raise ValueError(
+                f"audit.rules: no rule {unknown[0]!r} in this pack; its rules are"
+                f" {', '.join(sorted(known)) or 'none'}"
+            )
+        return review
 
     @model_validator(mode="after")
     def _unique_ids(self) -> RulePack:

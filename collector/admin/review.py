@@ -62,7 +62,8 @@ class ReviewRoutes:
 
     async def _queue(self, request: web.Request) -> web.Response:
         """?queue= (a pack owner) &pack= &rule= &reason= &target=SERVICE[/AGENT[/VERSION]]
-        &age=1h (waiting at most) &limit=: the items, oldest first, and every queue's counts."""
+        &age=1h (waiting at most) &kind=review|audit &limit=: the items (REVIEW items, then
+        audits, each oldest first) and every queue's counts."""
         limit = list_limit(request, DEFAULT_LIMIT)
         if limit is None:
             return json_error(400, "limit must be an integer from 1 to 1000")
@@ -86,7 +87,7 @@ class ReviewRoutes:
 
     async def _claim(self, request: web.Request) -> web.Response:
         """{trace_id, pack, rule_id}: that item; or filters ({queue, pack, rule, reason,
-        target, age}): the first nobody else holds. `item` null: nothing waits."""
+        target, age, kind}): the first nobody else holds. `item` null: nothing waits."""
         try:
             body = await body_of(request)
             reviewer = self.identities.who(request)

@@ -1,15 +1,16 @@
 """The console's dataset pages (the list, one dataset's cases) and the "Add to dataset" forms of
-a run's and a decision's page, which add through the same code as the API (POST/redirect/GET)."""
+a run's, a decision's and a review item's page, which add through the same code as the API
+(POST/redirect/GET)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from collector.console.access import see_other
+from collector.console.access import local_path, see_other
 from collector.console.render import page
 from collector.datasets.service import Datasets
 from collector.errors import SextantError
@@ -56,4 +57,9 @@ class DatasetPages:
             await asyncio.to_thread(self.datasets.add, name.strip(), by.strip(), wanted, **what)
         except SextantError as exc:
             return await self._list(request, 400, f"Not added: {exc}")
+        back = form.get("next")
+        if isinstance(back, str) and back and local_path(back) is not None:
+            # the page it was added from (a review item): back to it, saying where it went
+            joiner = "&" if "?" in back else "?"
+            return see_other(f"{back}{joiner}{urlencode({'added': name.strip()})}")
         return see_other(f"/datasets/{quote(name.strip(), safe='')}")

@@ -1,5 +1,6 @@
-"""The review pages: the queues and their items, one item beside its run with the rule's
-evidence steps marked, and the forms (claim the next, skip, label) that the keys drive."""
+"""The review pages: the queues and their items (REVIEW results and audits), one item beside its
+run with the rule's evidence steps marked, the forms (claim the next, skip, label) that the keys
+drive, and "Add to dataset" for the runs of the items a filter selects."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from aiohttp import web
 from collector.console.access import CSRF, CSRF_FIELD, see_other
 from collector.console.render import page
 from collector.console.trajectory import trajectory_view
+from collector.datasets.service import Datasets
 from collector.errors import SextantError
 from collector.review import queue
 from collector.review.desk import ReviewDesk
@@ -64,20 +66,27 @@ def item_page(
 
 
 class ReviewPages:
-    """GET /review, GET /review/items/{trace}/{pack}/{rule}; POST /review/next, /review/label."""
+    """GET /review, GET /review/items/{trace}/{pack}/{rule}; POST /review/next, /review/label,
+    /review/dataset."""
 
     def __init__(
-        self, desk: ReviewDesk, identities: Identities, now: Callable[[], datetime]
+        self,
+        desk: ReviewDesk,
+        identities: Identities,
+        now: Callable[[], datetime],
+        datasets: Datasets | None = None,
     ) -> None:
         self.desk = desk
         self.identities = identities
         self.now = now
+        self.datasets = datasets
 
     def register(self, app: web.Application) -> None:
         app.router.add_get("/review", self._queue)
         app.router.add_get("/review/items/{trace_id}/{pack}/{rule_id}", self._item)
         app.router.add_post("/review/next", self._next)
         app.router.add_post("/review/label", self._label)
+        app.router.add_post("/review/dataset", self._add_to_dataset)
 
     def _common(self, request: web.Request, filters: Filters) -> dict[str, Any]:
         return {
@@ -122,8 +131,9 @@ class ReviewPages:
             raise web.HTTPFound(queue_url(filters, gone=f"{pack}/{rule_id} {trace_id}"))
         context = self._common(request, filters)
         item = found["item"]
-        return page("review_item.html", evidence=item["evidence_span_ids"] or [], **found,
-                    **context)  # fmt: skip
+        added = request.query.get("added", "")
+        return page("review_item.html", evidence=item["evidence_span_ids"] or [], added=added,
+                    **found, **context)  # fmt: skip
 
     async def _form(self, request: web.Request) -> tuple[dict[str, str], Filters]:
         form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
@@ -161,6 +171,27 @@ class ReviewPages:
         except SextantError as exc:
             return await self._refused(request, filters, exc)
         return self._show(chosen, filters)
+
+    async def _add_to_dataset(self, request: web.Request) -> web.StreamResponse:
+        """The runs of the items the form's filters select (as the queue lists them, at most
+        MAX_ITEMS items), added to the dataset as a run's page adds one."""
+        form, filters = await self._form(request)
+        name, by = form.get("name", "").strip(), form.get("by", "").strip()
+        if self.datasets is None or not name or not by:
+            error = SextantError("Say which dataset and who adds (“by”).")
+            return await self._refused(request, filters, error)
+        read = self.desk.database.read
+        listed = await asyncio.to_thread(read, queue.items, filters, self.now(), MAX_ITEMS)
+        runs = list(dict.fromkeys(i["trace_id"] for i in listed))
+        try:
+            if not runs:
+                raise SextantError("no item matches these filters: no run to add")
+            await asyncio.to_thread(
+                self.datasets.add, name, by, form.get("expect") or None, trace_ids=runs
+            )
+        except SextantError as exc:
+            return await self._refused(request, filters, SextantError(f"Not added: {exc}"))
+        return see_other(f"/datasets/{quote(name, safe='')}")
 
     def _show(self, chosen: dict[str, Any] | None, filters: Filters) -> web.Response:
         if chosen is None:

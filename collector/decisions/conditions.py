@@ -240,7 +240,8 @@ class ConditionFinder:
         in_force = {p.name: p for p in packs}
         slas = {p.name: p.review.sla for p in packs if p.review.sla is not None}
         pending = self.review.read(cursor, now, slas)
-        found.review = backlog.queues(pending, {p.name: p.owner for p in packs}, slas)
+        audited = self.review.read_audits(cursor, now)
+        found.review = backlog.queues(pending, {p.name: p.owner for p in packs}, slas, audited)
         for p in pending:
             pack = in_force.get(p.pack)
             if pack is None or pack.review.sla is None or not p.overdue:

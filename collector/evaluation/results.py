@@ -64,6 +64,8 @@ def trajectory_result_columns(
         "scope": ["trajectory"] * count,
         "origin": ["live" if replay_id is None else "replay"] * count,
         "replay_id": [replay_id] * count,
+        # a live result its pack audits waits in the owner's queue; a replay's never does
+        "audit": [True if r.audit and replay_id is None else None for _, r in pairs],
     }
 
 

@@ -228,6 +228,10 @@ class EvaluationEvents(ReadingStage):
             ]
             if not rules:
                 continue
-            results = [result_of(pack, None, r, evaluate_event(r, event)) for r in rules]
+            results = pack.review.marked(
+                t.trace_id,
+                pack.name,
+                [result_of(pack, None, r, evaluate_event(r, event)) for r in rules],
+            )
             out.extend(trajectory_result_rows(t, results, {pack.name: text.sha256}, now))
         return out

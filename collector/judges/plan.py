@@ -177,7 +177,8 @@ def result_rows(
     result = result_of(judge.pack, None, judge.rule, gated(judge.rule, finding, judge.trust))
     if not result.evidence and result.verdict != Verdict.PASS and t.root_span_id:
         result = replace(result, evidence=(t.root_span_id,))  # the answer judged
-    rows = trajectory_result_rows(t, [result], {judge.pack.name: judge.sha256}, at)
+    marked = judge.pack.review.marked(t.trace_id, judge.pack.name, [result])
+    rows = trajectory_result_rows(t, marked, {judge.pack.name: judge.sha256}, at)
     for row in rows:
         row["label"] = label
     return rows

@@ -66,5 +66,6 @@ def similarity_rows(
                 if not sampled(t.trace_id, rule.sample):
                     continue
                 result = result_of(pack, None, rule, compared(rule, t, expected))
-                rows.extend(trajectory_result_rows(t, [result], {pack.name: sha256}, at))
+                marked = pack.review.marked(t.trace_id, pack.name, [result])
+                rows.extend(trajectory_result_rows(t, marked, {pack.name: sha256}, at))
     return rows

@@ -9,6 +9,10 @@ or `not_applicable`) for the same trace, pack and rule at the same or a later re
 it. An item waits from when it was first asked for (its earliest `evaluated_at`, should the
 same revision be evaluated again), so a re-evaluation never resets its age.
 
+Audit items (pass and fail results a pack's `review.audit` sampled) are optional quality
+checks: they are no part of the backlog, never overdue, and only counted per queue for the
+metrics (`audits`, read the same way as the backlog, from before the oldest still waiting).
+
 A store holds weeks of results; the backlog is read from shortly before the oldest item still
 waiting (`BacklogReader`), so the scan skips the row groups of answered history, and at most
 every `decisions.review_backlog_seconds`, so a burst of decision rounds pays for it once.
@@ -64,6 +68,48 @@ FROM items i LEFT JOIN sla s ON s.pack = i.pack
 GROUP BY i.pack, i.service, i.agent, i.version
 ORDER BY i.pack, i.service, i.agent, i.version
 """
+
+
+# Per pack: the audit items no label answers yet, on runs no later revision replaced.
+AUDITS = """
+WITH items AS (
+    SELECT r.trace_id, r.pack, r.rule_id, min(r.evaluated_at) AS asked_at, max(p.owner) AS owner
+    FROM results r
+    LEFT JOIN rule_packs p ON p.sha256 = r.pack_sha256
+    WHERE r.origin = 'live' AND r.scope = 'trajectory' AND r.source IS NULL AND r.audit
+      AND r.verdict IN ('pass', 'fail') AND r.evaluated_at >= $since
+      AND NOT EXISTS (
+          SELECT 1 FROM trajectories t
+          WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
+      AND NOT EXISTS (
+          SELECT 1 FROM results h
+          WHERE h.source = 'human' AND h.origin = 'live' AND h.scope = 'trajectory'
+            AND h.verdict IN ('pass', 'fail', 'not_applicable') AND h.evaluated_at >= $since
+            AND h.trace_id = r.trace_id AND h.pack = r.pack AND h.rule_id = r.rule_id
+            AND h.revision >= r.revision)
+    GROUP BY ALL
+)
+SELECT pack, max(owner) AS owner, count(*) AS items, min(asked_at) AS oldest
+FROM items GROUP BY pack ORDER BY pack
+"""
+
+
+@dataclass(frozen=True)
+class Audits:
+    """One pack's audit items that no label answers yet."""
+
+    pack: str
+    recorded_owner: str  # of the pack version that sampled them; "" when never recorded
+    items: int
+    oldest: datetime
+
+
+def audits(cursor: duckdb.DuckDBPyConnection, since: datetime = datetime.min) -> list[Audits]:
+    """Every pack's unanswered audit items, of those sampled from `since`."""
+    cursor.execute(AUDITS, {"since": since})
+    return [
+        Audits(pack, owner or "", items, oldest) for pack, owner, items, oldest in cursor.fetchall()
+    ]
 
 
 @dataclass(frozen=True)
@@ -128,6 +174,8 @@ class BacklogReader:
         self.every = every
         self._since = datetime.min
         self._read: tuple[datetime, dict[str, float], list[Pending]] | None = None
+        self._audit_since = datetime.min
+        self._audits: tuple[datetime, list[Audits]] | None = None
 
     def read(
         self, cursor: duckdb.DuckDBPyConnection, now: datetime, slas: Mapping[str, float]
@@ -141,18 +189,31 @@ class BacklogReader:
         self._read = (now, dict(slas), found)
         return found
 
+    def read_audits(self, cursor: duckdb.DuckDBPyConnection, now: datetime) -> list[Audits]:
+        """The audit items per pack, at the same pace and with the same bound as `read`."""
+        if self._audits is not None and 0 <= (now - self._audits[0]).total_seconds() < self.every:
+            return self._audits[1]
+        found = audits(cursor, self._audit_since)
+        self._audit_since = min([now, *(a.oldest for a in found)]) - LATE_COMMIT
+        self._audits = (now, found)
+        return found
+
 
 @dataclass(frozen=True)
 class Queue:
     """A review queue (a pack's items, which its owner answers) as the metrics show it."""
 
-    items: int
-    oldest: datetime | None  # None when empty
+    items: int  # REVIEW items, which the SLA bounds
+    oldest: datetime | None  # of the REVIEW items; None when there is none
     sla: float | None  # the pack's review.sla in seconds, when in force with one
+    audits: int = 0  # audit items waiting besides (never overdue)
 
 
 def queues(
-    found: list[Pending], owners: Mapping[str, str], slas: Mapping[str, float]
+    found: list[Pending],
+    owners: Mapping[str, str],
+    slas: Mapping[str, float],
+    audited: list[Audits] | None = None,
 ) -> dict[tuple[str, str], Queue]:
     """(owner, pack) -> its queue: every pack in force (`owners`, name -> owner; empty queues
     included) and every pack with items, its owner the one in force or else the recorded one."""
@@ -161,5 +222,9 @@ def queues(
         key = (owners.get(p.pack, p.recorded_owner), p.pack)
         q = out.get(key, Queue(0, None, slas.get(p.pack)))
         oldest = p.oldest if q.oldest is None else min(q.oldest, p.oldest)
-        out[key] = Queue(q.items + p.items, oldest, q.sla)
+        out[key] = Queue(q.items + p.items, oldest, q.sla, q.audits)
+    for a in audited or []:
+        key = (owners.get(a.pack, a.recorded_owner), a.pack)
+        q = out.get(key, Queue(0, None, slas.get(a.pack)))
+        out[key] = Queue(q.items, q.oldest, q.sla, q.audits + a.items)
     return out

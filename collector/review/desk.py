@@ -46,9 +46,10 @@ class Recorder(Protocol):
     def record(self, parts: dict[str, pa.Table]) -> None: ...
 
 
-def position(row: dict[str, Any]) -> tuple[datetime, str, str, str]:
-    """Where an item stands in its queue (the queue's order)."""
-    return (row["evaluated_at"], row["trace_id"], row["pack"], row["rule_id"])
+def position(row: dict[str, Any]) -> tuple[bool, datetime, str, str, str]:
+    """Where an item stands in its queue (the queue's order: REVIEW items, then audits)."""
+    audit = row["verdict"] != "review"
+    return (audit, row["evaluated_at"], row["trace_id"], row["pack"], row["rule_id"])
 
 
 def check_reviewer(reviewer: str) -> str:

@@ -1,5 +1,7 @@
 """Review items and their queues, read from the store: the live REVIEW results of current runs
-that no person has answered yet, each in the queue of its pack's owner, oldest first."""
+that no person has answered yet, and the pass and fail results their packs sampled for audit
+(`review.audit`), each in the queue of its pack's owner: REVIEW items first (they count toward
+the pack's review.sla, audits never do), each kind oldest first."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from evaluators.durations import parse_duration
 
 UNOWNED = "(no owner)"  # the queue of items whose pack is not in the store's rule_packs
 KEY_COLUMNS = ("trace_id", "pack", "rule_id")  # an item: a rule of a run
+KINDS = ("review", "audit")  # a REVIEW result to answer; a pass or fail sampled for audit
+KIND = "CASE WHEN r.verdict = 'review' THEN 'review' ELSE 'audit' END"
 # The review items, with their queue and their claim (a claim that ended is no claim).
 ITEMS = f"""
 WITH owners AS (
@@ -24,20 +28,22 @@ WITH owners AS (
 SELECT r.trace_id, r.revision, r.pack, r.pack_version, r.pack_sha256, r.rule_id, r.rule_type,
        r.verdict, r.severity, r.reason, r.message, r.evidence_span_ids, r.requested_decision,
        r.service_name, r.agent_name, r.service_version, r.evaluated_at,
-       coalesce(o.owner, '{UNOWNED}') AS queue, t.input AS run_input,
+       coalesce(o.owner, '{UNOWNED}') AS queue, t.input AS run_input, {KIND} AS kind,
        CASE WHEN c.expires_at > $now THEN c.reviewer END AS claimed_by,
        CASE WHEN c.expires_at > $now THEN c.expires_at END AS claim_expires_at
 FROM results r
 JOIN trajectories t ON t.trace_id = r.trace_id AND t.revision = r.revision AND t.is_current
 LEFT JOIN owners o ON o.name = r.pack
 LEFT JOIN review_claims c ON c.trace_id = r.trace_id AND c.pack = r.pack AND c.rule_id = r.rule_id
-WHERE r.origin = 'live' AND r.scope = 'trajectory' AND r.source IS NULL AND r.verdict = 'review'
+WHERE r.origin = 'live' AND r.scope = 'trajectory' AND r.source IS NULL
+  AND (r.verdict = 'review' OR (r.audit AND r.verdict IN ('pass', 'fail')))
   AND NOT {ANSWERED}
 """
-ORDER = " ORDER BY r.evaluated_at, r.trace_id, r.pack, r.rule_id"
+ORDER = " ORDER BY r.verdict <> 'review', r.evaluated_at, r.trace_id, r.pack, r.rule_id"
 # Per queue: items waiting, and how many of them someone holds now.
 QUEUES = f"""
-SELECT queue, count(*) AS waiting, count(claimed_by) AS claimed, min(evaluated_at) AS oldest
+SELECT queue, count(*) AS waiting, count(*) FILTER (WHERE kind = 'audit') AS audit,
+       count(claimed_by) AS claimed, min(evaluated_at) AS oldest
 FROM ({ITEMS}) GROUP BY queue ORDER BY queue
 """
 
@@ -52,6 +58,7 @@ class Filters:
     reason: str = ""
     target: tuple[str, ...] = ()  # service[, agent[, version]]
     age: float | None = None  # waiting at most this long (seconds)
+    kind: str = ""  # review | audit
     fields: dict[str, str] = field(default_factory=dict, compare=False)  # as given
 
     @classmethod
@@ -65,8 +72,19 @@ class Filters:
             age = parse_duration(form["age"]) if form["age"] else None
         except ValueError as exc:
             raise PermanentError(f"age: {exc}") from exc
+        if form["kind"] and form["kind"] not in KINDS:
+            raise PermanentError(f"kind: review or audit, not {form['kind']!r}")
         kept = {k: v for k, v in form.items() if v}
-        return cls(form["queue"], form["pack"], form["rule"], form["reason"], target, age, kept)
+        return cls(
+            form["queue"],
+            form["pack"],
+            form["rule"],
+            form["reason"],
+            target,
+            age,
+            form["kind"],
+            kept,
+        )
 
     def where(self, now: datetime) -> tuple[str, dict[str, Any]]:
         clauses: list[str] = []
@@ -76,6 +94,7 @@ class Filters:
             ("r.pack", self.pack),
             ("r.rule_id", self.rule),
             ("r.reason", self.reason),
+            (KIND, self.kind),
         ):
             if value:
                 name = f"p{len(params)}"
@@ -93,7 +112,7 @@ class Filters:
         return "".join(f" AND {c}" for c in clauses), params
 
 
-FIELDS = ("queue", "pack", "rule", "reason", "target", "age")
+FIELDS = ("queue", "pack", "rule", "reason", "target", "age", "kind")
 
 
 def items(

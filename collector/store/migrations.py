@@ -23,7 +23,7 @@ from collector.store.schema import (
     with_key,
 )
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 # Each migration moves the store from version N-1 to N; they run in order inside one transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -137,5 +137,9 @@ MIGRATIONS: dict[int, list[str]] = {
         create_table("dataset_cases", DATASET_CASES),
         "CREATE INDEX dataset_cases_dataset ON dataset_cases (dataset)",
         "ALTER TABLE decisions ADD COLUMN recertification JSON",
+    ],
+    20: [
+        # a pass or fail sampled for audit by its pack's review.audit (collector/review/queue.py)
+        "ALTER TABLE results ADD COLUMN audit BOOLEAN",
     ],
 }

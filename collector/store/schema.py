@@ -216,11 +216,14 @@ RESULTS_V10 = (*RESULTS_V9, ("session_id", "VARCHAR", pa.string()))
 RESULTS_V15 = (*RESULTS_V10, ("details", "JSON", pa.string()))
 # Version 16: who gave a result: NULL for the rule's own evaluator, 'human' for a reviewer's label
 # (the reviewer's name beside it); a human label answers the result with its trace, pack and rule.
-RESULTS = (
+RESULTS_V16 = (
     *RESULTS_V15,
     ("source", "VARCHAR", pa.string()),
     ("reviewer", "VARCHAR", pa.string()),
 )
+# Version 20: a live pass or fail that its pack's `review.audit` sampled for a person to check
+# (an audit item in the owner's review queue until a label answers it); NULL otherwise.
+RESULTS = (*RESULTS_V16, ("audit", "BOOLEAN", pa.bool_()))
 
 # One row per session (conversation of many runs), replaced whenever a turn arrives or it
 # closes: what `GET /api/v1/sessions` lists. The turns are its traces, in the order they arrived.

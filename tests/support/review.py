@@ -81,8 +81,11 @@ class ReviewStore:
         revision: int = 1,
         rule_id: str = "known-mcp-servers",
         reason: str = "mcp_server_unknown",
+        verdict: str = "review",
+        audit: bool | None = None,
     ) -> None:
-        """A closed run of `target` whose MCP rule asks for a review."""
+        """A closed run of `target` whose MCP rule asks for a review (by default), or passed or
+        failed it, sampled for audit or not."""
         self.insert(
             "trajectories", trace_id=trace_id, revision=revision, is_current=True,
             agent_run=True, incomplete_reasons=[], closed_at=at, service_name=target.service,
@@ -91,11 +94,12 @@ class ReviewStore:
         self.insert(
             "results", trace_id=trace_id, revision=revision, pack="support-mcp",
             pack_version="1.0.0", pack_sha256="a" * 64, rule_id=rule_id, rule_type="mcp",
-            verdict="review", severity="high", reason=reason,
+            verdict=verdict, severity="high", reason=reason if verdict != "pass" else None,
             message="1 MCP call(s) to a server the trace does not name",
-            evidence_span_ids=["00000000000000e1"], requested_decision="REVIEW",
+            evidence_span_ids=["00000000000000e1"],
+            requested_decision={"review": "REVIEW", "fail": "QUARANTINE"}.get(verdict),
             evaluated_at=at, scope="trajectory", origin="live", service_name=target.service,
-            agent_name=target.agent, service_version=target.version,
+            agent_name=target.agent, service_version=target.version, audit=audit,
         )  # fmt: skip
 
     def rows(self, sql: str, params: list[object] | None = None) -> list[dict[str, object]]:

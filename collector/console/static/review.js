@@ -1,5 +1,6 @@
 // The review pages by keyboard: j / k next and previous item, p / f / n label pass / fail /
-// not applicable, c the comment (Esc leaves it, Ctrl+Enter labels pass from it), u the queue.
+// not applicable, c the comment (Esc leaves it, Ctrl+Enter labels pass from it), d the
+// "Add to dataset" form's name (Enter adds the run), u the queue.
 // Each key presses one of the page's own forms, which work without this script too.
 document.addEventListener("DOMContentLoaded", () => {
   const byId = (id) => document.getElementById(id);
@@ -17,6 +18,11 @@ document.addEventListener("DOMContentLoaded", () => {
     f: () => submit("label", "label-fail"),
     n: () => submit("label", "label-na"),
     c: () => { const c = byId("comment"); if (c) c.focus(); return Boolean(c); },
+    d: () => {
+      const name = document.querySelector("#add-dataset input[name=name]");
+      if (name) name.focus();
+      return Boolean(name);
+    },
     u: () => { const back = byId("back"); if (back) back.click(); return Boolean(back); },
   };
   let sent = false;  // one key, one request: no second label while the first is on its way
@@ -35,7 +41,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const act = keys[event.key];
     if (act && act()) {
       event.preventDefault();
-      sent = event.key !== "c";
+      sent = event.key !== "c" && event.key !== "d";
     }
   });
 });
