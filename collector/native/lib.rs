@@ -2,6 +2,7 @@
 //! OTLP export request's bytes to the Arrow columns of the store's `spans` or `logs` batch.
 
 mod attributes;
+mod build;
 mod columns;
 mod decoded;
 mod json;
@@ -254,6 +255,7 @@ fn decode<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<ArrowBatch>()?;
+    build::register(m)?;
     Ok(())
 }
 

@@ -16,3 +16,26 @@ def decode(
     """One OTLP export request ("traces" or "logs"; "protobuf" or "json") to the store's batch
     columns: (the batch or None, rows, rejected by reason, truncated rows, rejected by
     service.name, ignored top-level JSON keys). Raises ValueError on bad bytes."""
+
+class Unsupported(Exception):
+    """A round holds something the native builder does not read as the Python builder does."""
+
+class BuiltTable:
+    """One built table (`trajectories` or `steps`) as one Arrow struct array."""
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
+        """The Arrow PyCapsule interface: ("arrow_schema", "arrow_array") capsules."""
+
+    def __len__(self) -> int: ...
+
+def build_round(
+    spans: Any,
+    closing: list[tuple[str, str, int, int | None]],
+    prices: list[tuple[str, float, float]],
+    closed_at: int,
+) -> tuple[BuiltTable, BuiltTable, list[str]]:
+    """A round's spans (a RecordBatch of the columns the builder reads, or None) to its
+    `trajectories` and `steps` tables and build errors ("trace id: error"), as `build_batch`
+    stores them without an evaluator. `closing`: (trace id, close reason, revision, covered
+    until in µs or None); `prices`: (model prefix, USD per million input, output tokens) in
+    lookup order; `closed_at` in µs. Raises Unsupported for what it does not build."""
