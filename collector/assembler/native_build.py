@@ -1,4 +1,4 @@
-"""The round built by the native builder (collector/native/build/): the same `trajectories` and
+"""The round built by the native builder (collector/native/assemble/): the same `trajectories` and
 `steps` tables as `build_batch` stores without an evaluator, without a Python object per span.
 
 The Python builder (build.py, records.py) is the specification; the differential test

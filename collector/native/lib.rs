@@ -1,8 +1,8 @@
 //! Sextant's native hot path, a Python extension module (`collector.normalize._native`): one
 //! OTLP export request's bytes to the Arrow columns of the store's `spans` or `logs` batch.
 
+mod assemble;
 mod attributes;
-mod build;
 mod columns;
 mod decoded;
 mod json;
@@ -255,7 +255,7 @@ fn decode<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<ArrowBatch>()?;
-    build::register(m)?;
+    assemble::register(m)?;
     Ok(())
 }
 
