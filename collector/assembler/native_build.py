@@ -42,13 +42,15 @@ def build_round(
 ) -> tuple[dict[str, pa.Table], list[str]]:
     """The round's `trajectories` and `steps` tables and its build errors ("trace id: error"),
     as `build_batch(spans, closing, price_overrides, closed_at)` makes them."""
-    batches = spans.select(INPUT_SCHEMA.names).cast(INPUT_SCHEMA).combine_chunks().to_batches()
+    spans = spans.select(INPUT_SCHEMA.names)
+    if spans.schema != INPUT_SCHEMA:
+        spans = spans.cast(INPUT_SCHEMA)
     items = [
         (c.trace_id, c.reason, c.revision, None if c.covered is None else micros(c.covered))
         for c in closing
     ]
     trajectories, steps, errors = _native.build_round(
-        batches[0] if batches else None, items, price_list(price_overrides), micros(closed_at)
+        spans.to_batches(), items, price_list(price_overrides), micros(closed_at)
     )
     tables = {
         "trajectories": pa.Table.from_batches([pa.record_batch(trajectories)]),

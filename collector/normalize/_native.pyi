@@ -29,12 +29,12 @@ class BuiltTable:
     def __len__(self) -> int: ...
 
 def build_round(
-    spans: Any,
+    spans: list[Any],
     closing: list[tuple[str, str, int, int | None]],
     prices: list[tuple[str, float, float]],
     closed_at: int,
 ) -> tuple[BuiltTable, BuiltTable, list[str]]:
-    """A round's spans (a RecordBatch of the columns the builder reads, or None) to its
+    """A round's spans (RecordBatches of the columns the builder reads) to its
     `trajectories` and `steps` tables and build errors ("trace id: error"), as `build_batch`
     stores them without an evaluator. `closing`: (trace id, close reason, revision, covered
     until in µs or None); `prices`: (model prefix, USD per million input, output tokens) in

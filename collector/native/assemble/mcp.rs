@@ -29,7 +29,7 @@ fn openllmetry(span: &SpanView) -> bool {
 }
 
 pub fn method_of(span: &SpanView) -> Result<Option<String>, Fail> {
-    if let Some(Value::String(m)) = span.attrs()?.get("mcp.method.name") {
+    if let Some(Value::String(m)) = span.get("mcp.method.name")? {
         if !m.is_empty() {
             return Ok(Some(m.clone()));
         }
@@ -43,9 +43,7 @@ pub fn method_of(span: &SpanView) -> Result<Option<String>, Fail> {
             return Ok(Some("tools/call".into()));
         }
     }
-    if span.row.step_kind == Some("tool")
-        && span.attrs()?.get("mcp.server.name").is_some_and(truthy)
-    {
+    if span.row.step_kind == Some("tool") && span.get("mcp.server.name")?.is_some_and(truthy) {
         return Ok(Some("tools/call".into()));
     }
     Ok(None)
@@ -66,12 +64,7 @@ fn server_side(span: &SpanView) -> Result<bool, Fail> {
     if !openllmetry(span) {
         return Ok(false);
     }
-    if span
-        .attrs()?
-        .get("traceloop.span.kind")
-        .and_then(Value::as_str)
-        == Some("server")
-    {
+    if span.get("traceloop.span.kind")?.and_then(Value::as_str) == Some("server") {
         return Ok(true);
     }
     Ok(span.row.name == Some("ResponseStreamWriter") && remote_parent(span.row))

@@ -225,15 +225,15 @@ fn rows_of(batch: &StructArray) -> Result<Vec<Row<'_>>, String> {
 /// The round built: Err names what this builder refused (the caller builds the round in
 /// Python instead).
 pub fn build_round(
-    spans: Option<&StructArray>,
+    spans: &[StructArray],
     closing: &[Closing],
     prices: &Prices,
     closed_at: i64,
 ) -> Result<Round, String> {
-    let rows = match spans {
-        Some(batch) => rows_of(batch)?,
-        None => Vec::new(),
-    };
+    let mut rows = Vec::new();
+    for batch in spans {
+        rows.extend(rows_of(batch)?);
+    }
     let mut by_trace: HashMap<&str, Vec<&Row>> = HashMap::new();
     for row in &rows {
         by_trace.entry(row.trace_id).or_default().push(row);
@@ -329,8 +329,8 @@ fn import_batch(batch: &Bound<'_, PyAny>) -> PyResult<StructArray> {
 type BuildResult = (BuiltTable, BuiltTable, Vec<String>);
 
 /// `build_round(spans, closing, prices, closed_at)`: the round's `trajectories` and `steps`
-/// tables (as `__arrow_c_array__` objects) and its build errors. `spans` is a RecordBatch of
-/// the `spans` columns the builder reads (or None), `closing` a list of
+/// tables (as `__arrow_c_array__` objects) and its build errors. `spans` is a list of
+/// RecordBatches of the `spans` columns the builder reads, `closing` a list of
 /// `(trace_id, reason, revision, covered_until_µs | None)`, `prices` the price table's
 /// `(prefix, input, output)` in lookup order, `closed_at` µs since the epoch. Raises
 /// `Unsupported` for a round it does not build as the Python builder would.
@@ -338,12 +338,15 @@ type BuildResult = (BuiltTable, BuiltTable, Vec<String>);
 #[pyo3(name = "build_round")]
 fn py_build_round(
     py: Python<'_>,
-    spans: Option<Bound<'_, PyAny>>,
+    spans: Vec<Bound<'_, PyAny>>,
     closing: Vec<(String, String, i64, Option<i64>)>,
     prices: Vec<(String, f64, f64)>,
     closed_at: i64,
 ) -> PyResult<BuildResult> {
-    let batch = spans.as_ref().map(import_batch).transpose()?;
+    let batches = spans
+        .iter()
+        .map(import_batch)
+        .collect::<PyResult<Vec<_>>>()?;
     let closing: Vec<Closing> = closing
         .into_iter()
         .map(|(trace_id, reason, revision, covered)| Closing {
@@ -355,7 +358,7 @@ fn py_build_round(
         .collect();
     let round = py.detach(move || {
         let prices = Prices::new(prices);
-        build_round(batch.as_ref(), &closing, &prices, closed_at)
+        build_round(&batches, &closing, &prices, closed_at)
     });
     let round = round.map_err(Unsupported::new_err)?;
     Ok((

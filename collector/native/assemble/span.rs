@@ -88,6 +88,23 @@ impl<'a> SpanView<'a> {
         Ok(self.attrs.get_or_init(|| parsed))
     }
 
+    /// Whether the attributes may hold `key`: the decoder writes keys as they are (they need
+    /// no escaping), so attribute JSON without the text has no such key and is not decoded
+    /// (a span's attributes are always an object; text that is not one is still decoded,
+    /// and refused).
+    pub fn may_have(&self, key: &str) -> bool {
+        let text = self.row.attributes.unwrap_or("{}");
+        !text.starts_with('{') || text.contains(key)
+    }
+
+    /// `attrs.get(key)`, decoding the attributes only when they may hold it.
+    pub fn get(&self, key: &str) -> Result<Option<&Value>, Fail> {
+        if !self.may_have(key) {
+            return Ok(None);
+        }
+        Ok(self.attrs()?.get(key))
+    }
+
     pub fn mentions(&self, text: &str) -> bool {
         self.row.attributes.unwrap_or("").contains(text)
             || self.row.events.unwrap_or("").contains(text)
@@ -135,7 +152,7 @@ impl<'a> SpanView<'a> {
 
     pub fn explicit_agent(&self) -> Result<bool, Fail> {
         for key in ["gen_ai.agent.name", "agent.name"] {
-            if self.attrs()?.get(key).is_some_and(crate::semconv::truthy) {
+            if self.get(key)?.is_some_and(crate::semconv::truthy) {
                 return Ok(true);
             }
         }

@@ -435,6 +435,19 @@ fn is_dict(v: &Option<Value>) -> bool {
     matches!(v, Some(Value::Object(_)))
 }
 
+/// The tool calls a model call asked for (its attributes decoded only when they may hold any).
+fn asked_for(span: &SpanView) -> Result<Vec<Call>, Fail> {
+    let keys = [
+        "gen_ai.output.messages",
+        "llm.output_messages.",
+        "gen_ai.completion.",
+    ];
+    if !keys.iter().any(|k| span.may_have(k)) {
+        return Ok(Vec::new());
+    }
+    Ok(requested_tool_calls(span.attrs()?))
+}
+
 /// Give tool steps the id and arguments their span lacks, from the call the model requested.
 fn join_tool_calls(
     steps: &mut [Step],
@@ -452,7 +465,7 @@ fn join_tool_calls(
     }
     let mut requested = Vec::new();
     for &s in llm_order {
-        requested.extend(requested_tool_calls(spans[s].attrs()?));
+        requested.extend(asked_for(&spans[s])?);
     }
     let mut used = HashSet::new();
     for i in tools {
@@ -510,7 +523,7 @@ fn link_requests(
     let mut requester: HashMap<String, String> = HashMap::new();
     for step in steps.iter() {
         if step.kind_is("llm") {
-            for call in requested_tool_calls(spans[by_id[step.span_id.as_str()]].attrs()?) {
+            for call in asked_for(&spans[by_id[step.span_id.as_str()]])? {
                 if let Some(id) = call.id.as_ref().and_then(text_or_none) {
                     requester.entry(id).or_insert_with(|| step.span_id.clone());
                 }
