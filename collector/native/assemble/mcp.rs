@@ -31,7 +31,7 @@ fn openllmetry(span: &SpanView) -> bool {
 pub fn method_of(span: &SpanView) -> Result<Option<String>, Fail> {
     if let Some(Value::String(m)) = span.get("mcp.method.name")? {
         if !m.is_empty() {
-            return Ok(Some(m.clone()));
+            return Ok(Some(m));
         }
     }
     let name = span.row.name.unwrap_or("");
@@ -43,7 +43,9 @@ pub fn method_of(span: &SpanView) -> Result<Option<String>, Fail> {
             return Ok(Some("tools/call".into()));
         }
     }
-    if span.row.step_kind == Some("tool") && span.get("mcp.server.name")?.is_some_and(truthy) {
+    if span.row.step_kind == Some("tool")
+        && span.get("mcp.server.name")?.is_some_and(|v| truthy(&v))
+    {
         return Ok(Some("tools/call".into()));
     }
     Ok(None)
@@ -64,7 +66,12 @@ fn server_side(span: &SpanView) -> Result<bool, Fail> {
     if !openllmetry(span) {
         return Ok(false);
     }
-    if span.get("traceloop.span.kind")?.and_then(Value::as_str) == Some("server") {
+    if span
+        .get("traceloop.span.kind")?
+        .as_ref()
+        .and_then(Value::as_str)
+        == Some("server")
+    {
         return Ok(true);
     }
     Ok(span.row.name == Some("ResponseStreamWriter") && remote_parent(span.row))

@@ -345,7 +345,7 @@ pub fn context_tool_call(attrs: &Map<String, Value>) -> Option<(Call, String)> {
     None
 }
 
-const CASE_KEYS: [&str; 5] = [
+pub const CASE_KEYS: [&str; 5] = [
     "sextant.case.id",
     "dataset.example.id",
     "traceloop.association.properties.case_id",

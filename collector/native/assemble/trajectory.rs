@@ -1,6 +1,7 @@
 //! Stored spans of one trace to a trajectory: the tree in causal order, kinds, joins and totals
 //! (collector/assembler/build.py and spans.py's causal order).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
@@ -11,7 +12,7 @@ use super::approvals::{parse_result, status_of};
 use super::mcp::{housekeeping, merge_mcp_calls};
 use super::messages::{
     case_id, context_tool_call, input_text, output_text, py_eq, py_str, requested_tool_calls, Call,
-    CASE_HINTS,
+    CASE_HINTS, CASE_KEYS,
 };
 use super::span::{filled, remote_parent, Row, SpanView};
 use super::{Fail, Prices};
@@ -346,18 +347,17 @@ impl Num {
 /// The agent's own cost attribute wins over the price table.
 fn cost_of(span: &SpanView, step: &Step, prices: &Prices) -> Result<Option<f64>, Fail> {
     if span.mentions("cost") {
-        let attrs = span.attrs()?;
         for key in [
             "llm.cost.total",
             "gen_ai.usage.cost",
             "gen_ai.usage.cost_usd",
         ] {
-            if let Some(n) = number(attrs.get(key)) {
+            if let Some(n) = number(span.get(key)?.as_ref()) {
                 return Ok(Some(n.float()));
             }
         }
-        let prompt = number(attrs.get("llm.cost.prompt"));
-        let completion = number(attrs.get("llm.cost.completion"));
+        let prompt = number(span.get("llm.cost.prompt")?.as_ref());
+        let completion = number(span.get("llm.cost.completion")?.as_ref());
         if let (Some(p), Some(c)) = (prompt, completion) {
             return Ok(Some(match (p, c) {
                 (Num::Int(a), Num::Int(b)) => (a + b) as f64,
@@ -435,17 +435,42 @@ fn is_dict(v: &Option<Value>) -> bool {
     matches!(v, Some(Value::Object(_)))
 }
 
-/// The tool calls a model call asked for (its attributes decoded only when they may hold any).
-fn asked_for(span: &SpanView) -> Result<Vec<Call>, Fail> {
-    let keys = [
-        "gen_ai.output.messages",
-        "llm.output_messages.",
-        "gen_ai.completion.",
-    ];
-    if !keys.iter().any(|k| span.may_have(k)) {
-        return Ok(Vec::new());
+/// The attributes a reading needs: all of them when it walks keys by pattern (`patterns`
+/// appear in the text), else only `keys`, each decoded alone.
+fn needed<'s>(
+    span: &'s SpanView,
+    keys: &[&str],
+    patterns: &[&str],
+) -> Result<Cow<'s, Map<String, Value>>, Fail> {
+    if patterns.iter().any(|p| span.may_have(p)) {
+        return Ok(Cow::Borrowed(span.attrs()?));
     }
-    Ok(requested_tool_calls(span.attrs()?))
+    let mut some = Map::new();
+    for key in keys {
+        if let Some(v) = span.get(key)? {
+            some.insert((*key).to_owned(), v);
+        }
+    }
+    Ok(Cow::Owned(some))
+}
+
+/// The tool calls a model call asked for.
+fn asked_for(span: &SpanView) -> Result<Vec<Call>, Fail> {
+    let attrs = needed(
+        span,
+        &["gen_ai.output.messages"],
+        &["llm.output_messages.", "gen_ai.completion."],
+    )?;
+    Ok(requested_tool_calls(&attrs))
+}
+
+/// What a span says the user asked and the model answered.
+fn texts<'s>(span: &'s SpanView) -> Result<Cow<'s, Map<String, Value>>, Fail> {
+    needed(
+        span,
+        &["gen_ai.input.messages", "gen_ai.output.messages"],
+        &["llm.input_messages.", "llm.output_messages."],
+    )
 }
 
 /// Give tool steps the id and arguments their span lacks, from the call the model requested.
@@ -484,7 +509,11 @@ fn join_tool_calls(
             .get(step.parent_span_id.as_deref().unwrap_or(""))
             .map(|&p| &spans[p]);
         let context = match parent {
-            Some(p) => context_tool_call(p.attrs()?),
+            Some(p) => context_tool_call(&*needed(
+                p,
+                &["input.value", "traceloop.entity.input"],
+                &[],
+            )?),
             None => None,
         };
         let call = match context {
@@ -549,8 +578,8 @@ fn is_create_agent(span: &SpanView) -> Result<bool, Fail> {
     Ok(name.starts_with("create_agent")
         || (span.mentions("create_agent")
             && span
-                .attrs()?
-                .get("gen_ai.operation.name")
+                .get("gen_ai.operation.name")?
+                .as_ref()
                 .and_then(Value::as_str)
                 == Some("create_agent")))
 }
@@ -559,7 +588,8 @@ fn is_create_agent(span: &SpanView) -> Result<bool, Fail> {
 fn find_case_id(ordered: &[&SpanView]) -> Result<Option<String>, Fail> {
     for span in ordered {
         if CASE_HINTS.iter().any(|w| span.mentions(w)) {
-            if let Some(found) = case_id(span.attrs()?).filter(|f| !f.is_empty()) {
+            let keys = [&CASE_KEYS[..], &["metadata"]].concat();
+            if let Some(found) = case_id(&*needed(span, &keys, &[])?).filter(|f| !f.is_empty()) {
                 return Ok(Some(found));
             }
         }
@@ -657,22 +687,21 @@ pub fn build_trajectory(
         "ok"
     };
     let anchor = match first {
-        Some(f) => Some(f.attrs()?),
-        None => None,
+        Some(f) => texts(f)?,
+        None => Cow::Owned(Map::new()),
     };
-    let empty = Map::new();
-    let anchor = anchor.unwrap_or(&empty);
+    let anchor = &*anchor;
     let input = match input_text(anchor) {
         Some(t) => Some(t),
         None => match llm_order.first() {
-            Some(&i) => input_text(spans[i].attrs()?),
+            Some(&i) => input_text(&*texts(&spans[i])?),
             None => None,
         },
     };
     let final_output = match output_text(anchor) {
         Some(t) => Some(t),
         None => match llm_order.last() {
-            Some(&i) => output_text(spans[i].attrs()?),
+            Some(&i) => output_text(&*texts(&spans[i])?),
             None => None,
         },
     };
