@@ -197,17 +197,24 @@ def test_a_round_without_spans_or_with_deleted_traces_builds_nothing() -> None:
 
 def test_generated_rounds_build_the_same_tables() -> None:
     """Seeded random rounds, as many as run in the time given (60 s unless
-    SEXTANT_NATIVE_BUILD_SECONDS says otherwise), seed by seed from 0."""
+    SEXTANT_NATIVE_BUILD_SECONDS says otherwise), seed by seed from 0. The only refusal
+    allowed is a tool result that looks like a Python literal of a form the native reader
+    leaves to Python (random text opening with a bracket), and it stays rare."""
     deadline = time.monotonic() + FUZZ_SECONDS
-    seed = 0
-    built = 0
+    seed = built = refused = 0
     while seed < 20 or time.monotonic() < deadline:
         r = Generator(seed).round()
-        found = differences(r.spans, r.closing, r.overrides, r.closed_at)
+        try:
+            found = differences(r.spans, r.closing, r.overrides, r.closed_at)
+        except Unsupported as exc:
+            assert "Python literal" in str(exc), f"seed {seed}: {exc}"
+            refused += 1
+            found = []
         assert not found, f"seed {seed}:\n" + "\n".join(found[:20])
         built += r.spans.num_rows
         seed += 1
     assert built > 0
+    assert refused <= seed // 100
 
 
 def test_a_difference_names_the_trace_table_row_column_and_values() -> None:
