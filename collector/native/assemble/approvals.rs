@@ -141,10 +141,21 @@ impl<'s> Literal<'s> {
         match self.s[self.i] {
             b'(' | b'#' | b'\\' | b'.' | b'\'' | b'"' | b'j' | b'J' | b'_' => Lit::Unknown,
             b if b.is_ascii_alphanumeric() => Lit::Unknown,
-            b if b >= 0x80 => Lit::Unknown,
+            b if b >= 0x80 => self.non_ascii(),
             b'+' | b'-' | b'*' | b'/' | b'%' | b'@' | b'&' | b'|' | b'^' | b'~' | b'<' | b'>'
             | b'=' | b'!' | b'[' | b'{' => Lit::Invalid,
             _ => Lit::Unknown,
+        }
+    }
+
+    /// A character past ASCII outside a string: Python reads it as part of a name (never a
+    /// literal, but for `set()` spelled in other letters, which a call's parenthesis gives
+    /// away) or refuses it (no other token has one).
+    fn non_ascii(&self) -> Lit {
+        if self.s.contains(&b'(') {
+            Lit::Unknown
+        } else {
+            Lit::Invalid
         }
     }
 
@@ -177,7 +188,8 @@ impl<'s> Literal<'s> {
             }
             b'0'..=b'9' | b'-' | b'+' => self.number(),
             b'A'..=b'Z' | b'a'..=b'z' | b'_' => self.name(),
-            _ => Err(if b >= 0x80 || b == b'(' || b == b'.' {
+            _ if b >= 0x80 => Err(self.non_ascii()),
+            _ => Err(if b == b'(' || b == b'.' {
                 Lit::Unknown
             } else {
                 Lit::Invalid
@@ -273,7 +285,7 @@ impl<'s> Literal<'s> {
         let word = &self.text[start..self.i];
         match self.s.get(self.i) {
             Some(b'\'' | b'"' | b'(' | b'.') => return Err(Lit::Unknown),
-            Some(b) if *b >= 0x80 => return Err(Lit::Unknown),
+            Some(b) if *b >= 0x80 => return Err(self.non_ascii()),
             _ => {}
         }
         match word {
@@ -465,5 +477,10 @@ mod tests {
         );
         assert_eq!(status("[APPROVED] ok"), None);
         assert!(parse_result("{'a': (1, 2)}").is_err());
+        assert_eq!(
+            parse_result("{\u{a0}'a': 1}").ok(),
+            Some(Value::String("{\u{a0}'a': 1}".into()))
+        );
+        assert!(parse_result("[ｓｅｔ()]").is_err());
     }
 }
