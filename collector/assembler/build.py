@@ -216,12 +216,17 @@ def step_of(
 
 
 def has_named_agent_below(span: SpanView, explicit: set[str]) -> bool:
+    """Whether a named agent is below `span`; each span is walked once, so a parent cycle
+    (bad data) ends the walk instead of looping for ever."""
     stack = list(span.children)
+    seen: set[int] = set()
     while stack:
         child = stack.pop()
         if child.row["span_id"] in explicit:
             return True
-        stack.extend(child.children)
+        if id(child) not in seen:
+            seen.add(id(child))
+            stack.extend(child.children)
     return False
 
 

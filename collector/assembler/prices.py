@@ -27,6 +27,11 @@ class PriceTable:
             table[name] = (float(p["input"]), float(p["output"]))
         return cls(table)
 
+    def in_lookup_order(self) -> list[tuple[str, float, float]]:
+        """(model prefix, input, output) per model, longest prefix first: the order `price`
+        looks them up in (the native builder is handed them so)."""
+        return [(p, *self._models[p]) for p in self._prefixes]
+
     def price(self, model: str | None) -> tuple[float, float] | None:
         if not model:
             return None

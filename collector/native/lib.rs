@@ -1,6 +1,7 @@
 //! Sextant's native hot path, a Python extension module (`collector.normalize._native`): one
 //! OTLP export request's bytes to the Arrow columns of the store's `spans` or `logs` batch.
 
+mod assemble;
 mod attributes;
 mod columns;
 mod decoded;
@@ -265,6 +266,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rules::regex_set_matches, m)?)?;
     m.add_class::<rules::NativePack>()?;
     m.add_class::<rules::RulesBatch>()?;
+    assemble::register(m)?;
     Ok(())
 }
 

@@ -44,3 +44,26 @@ def evaluate_packs(packs: list[NativePack], trajectories: Any, steps: Any) -> Ru
 
 def regex_set_matches(patterns: list[str], text: str) -> list[int]:
     """Which RE2 patterns the native secrets scan finds in `text` (indexes, ascending)."""
+
+class Unsupported(Exception):
+    """A round holds something the native builder does not read as the Python builder does."""
+
+class BuiltTable:
+    """One built table (`trajectories` or `steps`) as one Arrow struct array."""
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
+        """The Arrow PyCapsule interface: ("arrow_schema", "arrow_array") capsules."""
+
+    def __len__(self) -> int: ...
+
+def build_round(
+    spans: list[Any],
+    closing: list[tuple[str, str, int, int | None]],
+    prices: list[tuple[str, float, float]],
+    closed_at: int,
+) -> tuple[BuiltTable, BuiltTable, list[str]]:
+    """A round's spans (RecordBatches of the columns the builder reads) to its
+    `trajectories` and `steps` tables and build errors ("trace id: error"), as `build_batch`
+    stores them without an evaluator. `closing`: (trace id, close reason, revision, covered
+    until in µs or None); `prices`: (model prefix, USD per million input, output tokens) in
+    lookup order; `closed_at` in µs. Raises Unsupported for what it does not build."""

@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 
 import pyarrow as pa
+import pytest
 
 from collector.assembler import work
 from collector.assembler.build import build_trajectory
@@ -194,3 +195,40 @@ def test_an_mcp_server_span_under_a_parent_cycle_still_builds() -> None:
     )
     t = build_trajectory(trace_id.hex(), rows, PriceTable.load())
     assert sorted(s.name for s in t.steps) == ["lookup_customer", "x", "y"]
+
+
+@pytest.mark.timeout(20)
+def test_a_parent_cycle_through_agents_beside_a_named_agent_builds() -> None:
+    """Two agent spans that are each other's parent, in a trace that also has a named agent:
+    the search for a named agent below them ends (it walked the cycle for ever)."""
+    trace_id = new_trace_id()
+    a, b = new_span_id(), new_span_id()
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    rows = rows_for(
+        [
+            {
+                "trace_id": trace_id,
+                "span_id": a,
+                "parent_span_id": b,
+                "name": "a",
+                "attributes": agent,
+            },
+            {
+                "trace_id": trace_id,
+                "span_id": b,
+                "parent_span_id": a,
+                "name": "b",
+                "attributes": agent,
+            },
+            {
+                "trace_id": trace_id,
+                "span_id": new_span_id(),
+                "name": "invoke_agent named",
+                "attributes": agent,
+            },
+        ]
+    )
+    t = build_trajectory(trace_id.hex(), rows, PriceTable.load())
+    assert t.agent_name == "named"
+    assert sorted(s.name for s in t.steps) == ["a", "b", "named"]
+    assert "parent_missing" in t.incomplete_reasons

@@ -1,0 +1,313 @@
+//! One stored span of a closing trace, borrowed from the round's Arrow columns, with its
+//! attribute JSON decoded only when something needs it (collector/assembler/spans.py).
+
+use std::borrow::Cow;
+use std::cell::OnceCell;
+
+use serde_json::{Map, Value};
+
+use crate::semconv::{read_json, Read};
+
+use super::Fail;
+
+/// The columns of `spans` the builder reads, one row.
+pub struct Row<'a> {
+    pub trace_id: &'a str,
+    pub span_id: &'a str,
+    pub parent_span_id: Option<&'a str>,
+    pub flags: Option<u32>,
+    pub name: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub scope_name: Option<&'a str>,
+    pub start: u64,
+    pub end: u64,
+    pub status_code: Option<&'a str>,
+    pub step_kind: Option<&'a str>,
+    pub tool_name: Option<&'a str>,
+    pub tool_call_id: Option<&'a str>,
+    pub tool_arguments: Option<&'a str>,
+    pub tool_result: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub agent_name: Option<&'a str>,
+    pub conversation_id: Option<&'a str>,
+    pub user_id: Option<&'a str>,
+    pub error_type: Option<&'a str>,
+    pub service_name: Option<&'a str>,
+    pub service_version: Option<&'a str>,
+    pub attributes: Option<&'a str>,
+    pub events: Option<&'a str>,
+    /// Microseconds since the epoch.
+    pub received_at: i64,
+}
+
+/// A row and its decoded attributes.
+pub struct SpanView<'a> {
+    pub row: &'a Row<'a>,
+    attrs: OnceCell<Map<String, Value>>,
+    /// The attribute object's top-level keys and the text of their values (None: text this
+    /// index does not read, decoded whole instead).
+    index: OnceCell<Option<Entries<'a>>>,
+}
+
+/// An object's top-level keys and the text of their values, in order.
+type Entries<'a> = Vec<(Cow<'a, str>, &'a str)>;
+
+/// The top-level entries of a JSON object's text without decoding their values, when the
+/// object nests at most `MAX_NESTING` levels; None for anything else (decoded whole then).
+fn top_level(text: &str) -> Option<Entries<'_>> {
+    let b = text.as_bytes();
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = skip_ws(b, i + 1);
+    let mut out = Vec::new();
+    if b.get(i) == Some(&b'}') {
+        return (skip_ws(b, i + 1) == b.len()).then_some(out);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let end = string_end(b, i)?;
+        let raw = &text[i + 1..end - 1];
+        let key = if raw.contains('\\') {
+            Cow::Owned(serde_json::from_str::<String>(&text[i..end]).ok()?)
+        } else {
+            Cow::Borrowed(raw)
+        };
+        i = skip_ws(b, end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let start = skip_ws(b, i + 1);
+        let stop = value_end(b, start)?;
+        out.push((key, &text[start..stop]));
+        i = skip_ws(b, stop);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            Some(b'}') => return (skip_ws(b, i + 1) == b.len()).then_some(out),
+            _ => return None,
+        }
+    }
+}
+
+const MAX_NESTING: usize = 128;
+
+/// Whether `text` holds `part`: memchr's vectorized search (`str::contains` took most of the
+/// time on spans with kilobytes of messages, searched for several words each).
+fn holds(text: &str, part: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), part.as_bytes()).is_some()
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// The index just past the string opening at `i`.
+fn string_end(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        j += memchr::memchr2(b'"', b'\\', &b[j..])?;
+        if b[j] == b'\\' {
+            j += 2;
+        } else {
+            return Some(j + 1);
+        }
+    }
+}
+
+/// The index just past the value starting at `i` (its text is checked when it is decoded).
+fn value_end(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => string_end(b, i),
+        b'{' | b'[' => {
+            let (mut depth, mut j) = (0usize, i);
+            loop {
+                match b.get(j)? {
+                    b'"' => {
+                        j = string_end(b, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => {
+                        depth += 1;
+                        if depth > MAX_NESTING - 1 {
+                            return None;
+                        }
+                    }
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while b
+                .get(j)
+                .is_some_and(|c| !matches!(c, b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r'))
+            {
+                j += 1;
+            }
+            (j > i).then_some(j)
+        }
+    }
+}
+
+/// Python's truth of an optional text: None and "" are false.
+pub fn filled(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.is_empty())
+}
+
+pub const REMOTE_PARENT: u32 = 0x300;
+
+/// The parent lives in another service's trace data: the span is a local root.
+pub fn remote_parent(row: &Row) -> bool {
+    filled(row.parent_span_id).is_some() && row.flags.unwrap_or(0) & REMOTE_PARENT == REMOTE_PARENT
+}
+
+/// JSON text as orjson reads it, for text the builder decodes whole (a span's attributes or
+/// events, a tool's arguments): refused when it is not JSON or nests past what this reads.
+pub fn loads(text: &str, what: &str) -> Result<Value, Fail> {
+    match read_json(text) {
+        Read::Value(v) => Ok(v),
+        Read::Invalid => Err(Fail::unsupported(format!("{what} is not JSON"))),
+        Read::TooDeep => Err(Fail::unsupported(format!("{what} nests too deep"))),
+    }
+}
+
+impl<'a> SpanView<'a> {
+    pub fn new(row: &'a Row<'a>) -> Self {
+        Self {
+            row,
+            attrs: OnceCell::new(),
+            index: OnceCell::new(),
+        }
+    }
+
+    pub fn attrs(&self) -> Result<&Map<String, Value>, Fail> {
+        if let Some(a) = self.attrs.get() {
+            return Ok(a);
+        }
+        let parsed = match loads(self.row.attributes.unwrap_or("{}"), "span attributes")? {
+            Value::Object(m) => m,
+            _ => return Err(Fail::unsupported("span attributes are not an object")),
+        };
+        Ok(self.attrs.get_or_init(|| parsed))
+    }
+
+    /// Whether the attributes may hold `key`: the decoder writes keys as they are (they need
+    /// no escaping), so attribute JSON without the text has no such key and is not decoded
+    /// (a span's attributes are always an object; text that is not one is still decoded,
+    /// and refused).
+    pub fn may_have(&self, key: &str) -> bool {
+        let text = self.row.attributes.unwrap_or("{}");
+        !text.starts_with('{') || holds(text, key)
+    }
+
+    /// `attrs.get(key)` (JSON null included), decoding only that value when the attributes
+    /// may hold it: a model call's messages are not decoded to find its operation name.
+    pub fn get(&self, key: &str) -> Result<Option<Value>, Fail> {
+        if !self.may_have(key) {
+            return Ok(None);
+        }
+        if let Some(attrs) = self.attrs.get() {
+            return Ok(attrs.get(key).cloned());
+        }
+        let index = self
+            .index
+            .get_or_init(|| top_level(self.row.attributes.unwrap_or("{}")));
+        let Some(index) = index else {
+            return Ok(self.attrs()?.get(key).cloned());
+        };
+        match index.iter().rev().find(|(k, _)| k == key) {
+            None => Ok(None),
+            Some((_, text)) => loads(text, "a span attribute").map(Some),
+        }
+    }
+
+    pub fn mentions(&self, text: &str) -> bool {
+        holds(self.row.attributes.unwrap_or(""), text) || holds(self.row.events.unwrap_or(""), text)
+    }
+
+    /// A `sextant.*` attribute of the span, or of one of its events (None for JSON null).
+    pub fn sextant_value(&self, key: &str) -> Result<Option<Value>, Fail> {
+        if !self.mentions(key) {
+            return Ok(None);
+        }
+        if let Some(v) = self.get(key)? {
+            return Ok(Some(v).filter(|v| !v.is_null()));
+        }
+        let events = loads(self.row.events.unwrap_or("[]"), "span events")?;
+        let Value::Array(events) = events else {
+            return Err(Fail::unsupported("span events are not a list"));
+        };
+        for event in events {
+            let Value::Object(event) = event else {
+                return Err(Fail::unsupported("a span event is not an object"));
+            };
+            match event.get("attributes") {
+                None => {}
+                Some(Value::Object(attrs)) => {
+                    if let Some(v) = attrs.get(key) {
+                        return Ok(Some(v.clone()).filter(|v| !v.is_null()));
+                    }
+                }
+                Some(_) => return Err(Fail::unsupported("event attributes are not an object")),
+            }
+        }
+        Ok(None)
+    }
+
+    /// LangGraph + OpenInference marks every node visit AGENT; those are not agents.
+    pub fn is_graph_node(&self) -> Result<bool, Fail> {
+        if !self.mentions("langgraph_node") {
+            return Ok(false);
+        }
+        Ok(match self.get("metadata")? {
+            None => false,
+            Some(v) => super::messages::py_str(&v).contains("langgraph_node"),
+        })
+    }
+
+    pub fn explicit_agent(&self) -> Result<bool, Fail> {
+        for key in ["gen_ai.agent.name", "agent.name"] {
+            if self.get(key)?.is_some_and(|v| crate::semconv::truthy(&v)) {
+                return Ok(true);
+            }
+        }
+        let name = self.row.name.unwrap_or("");
+        Ok(name.starts_with("invoke_agent ")
+            || name.starts_with("create_agent ")
+            || name.ends_with(".agent"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_level_entries_keep_every_key_and_its_value_text() {
+        let text = r#"{"a": {"b": [1, "}"]}, "k\"q": "v\\", "n":-1.5e3 ,"a":null}"#;
+        let entries = top_level(text).unwrap();
+        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(keys, ["a", "k\"q", "n", "a"]);
+        assert_eq!(entries[0].1, r#"{"b": [1, "}"]}"#);
+        assert_eq!(entries[2].1, "-1.5e3");
+        assert!(top_level("[1]").is_none());
+        assert!(top_level(r#"{"a": 1} x"#).is_none());
+        let deep = format!("{{\"a\": {}{}}}", "[".repeat(200), "]".repeat(200));
+        assert!(top_level(&deep).is_none());
+    }
+}
