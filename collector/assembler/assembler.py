@@ -21,6 +21,7 @@ from collector.assembler.read_back import (
     previous_revisions,
     recently_rooted,
     spans_from_store,
+    spans_of_one_trace,
     unclosed_traces,
 )
 from collector.assembler.spans import REMOTE_PARENT
@@ -144,6 +145,26 @@ class Assembler(TickingStage):
                 trace = self._buffers.get(trace_id)
                 if trace is not None and trace.read_back is None:
                     trace.read_back = "spilled"
+
+    def run_so_far(self, trace_id: str) -> pa.Table | None:
+        """The spans stored so far of one trace, each once (for the runtime guard): from the
+        batches held in memory while the trace is open and wholly held, else from the store.
+        None when none is stored."""
+        with self._lock:
+            trace = self._buffers.get(trace_id)
+            parts = (
+                self._held.parts({trace_id: trace.batches})
+                if trace is not None and trace.read_back is None and self._held.holds(trace.batches)
+                else None
+            )
+        if parts is not None:
+            return rows_of(parts)
+        cursor = self.database.cursor()
+        try:
+            table = spans_of_one_trace(cursor, trace_id, self.config.max_spans_per_trace)
+        finally:
+            cursor.close()
+        return table if table.num_rows else None
 
     def backlog(self, limit: int = 1_000_000) -> int:
         """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""

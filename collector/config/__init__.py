@@ -25,6 +25,7 @@ from collector.config.sections import (
     ClusterConfig,
     ExportConfig,
     GrpcConfig,
+    GuardConfig,
     HttpConfig,
     IngestConfig,
     LimitsConfig,
@@ -81,6 +82,9 @@ class SextantConfig(BaseSettings):
     evaluation_events: EvaluationEventsConfig = Field(
         default_factory=EvaluationEventsConfig,
         description="Results sent on as OpenTelemetry evaluation events.",
+    )
+    guard: GuardConfig = Field(
+        default_factory=GuardConfig, description="The runtime guard agents ask before a call."
     )
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."
