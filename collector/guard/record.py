@@ -17,13 +17,14 @@ from typing import Any
 
 import orjson
 
+from collector.assembler.build import GUARD_POLICY
 from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.metrics import GuardMetrics
 
 log = logging.getLogger(__name__)
 
 Consume = Callable[[bytes], Awaitable[object]]
-POLICY_NAME = "sextant.guard"
+POLICY_NAME = GUARD_POLICY
 
 
 def attribute(key: str, value: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
 from collector.assembler.spans import SPAN_FIELDS
 from collector.guard import wire
@@ -140,3 +141,32 @@ def test_the_proto_file_and_the_served_messages_agree_field_by_field() -> None:
     parsed = wire.request_of(sent.SerializeToString())
     assert (parsed.trace_id, parsed.tool.name, parsed.tool.arguments) == (TRACE, "x", {})
     assert json.loads(json.dumps(parsed.model_dump()))["tool"]["kind"] == "tool"
+
+
+def test_a_tool_span_holding_the_guards_refusal_is_no_tool_call() -> None:
+    """Frameworks ask inside the tool's span and answer the model with the refusal: the span
+    is a guardrail step; a refusal asked outside the span leaves the call as it is."""
+    refusal = {
+        "sextant.policy.decision": "deny",
+        "sextant.policy.name": "sextant.guard",
+        "sextant.guard.tool": "update_account",
+    }
+
+    def guard_row(span_id: str, parent: str) -> dict[str, Any]:
+        attributes = json.dumps(refusal)
+        return row(
+            span_id,
+            "guard update_account",
+            60,
+            parent_span_id=parent,
+            step_kind="other",
+            tool_name=None,
+            attributes=attributes,
+        )
+
+    inside = [row("a" * 16, "update_account", 50), guard_row("b" * 16, "a" * 16)]
+    t = build_trajectory(TRACE, inside, PRICES)
+    assert [(s.kind, s.is_tool_call) for s in t.steps] == [("guardrail", False), ("policy", False)]
+    beside = [row("a" * 16, "update_account", 50), guard_row("b" * 16, ROOT)]
+    t = build_trajectory(TRACE, beside, PRICES)
+    assert [(s.kind, s.is_tool_call) for s in t.steps] == [("tool", True), ("policy", False)]
