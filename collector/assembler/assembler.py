@@ -146,25 +146,33 @@ class Assembler(TickingStage):
                 if trace is not None and trace.read_back is None:
                     trace.read_back = "spilled"
 
-    def run_so_far(self, trace_id: str) -> pa.Table | None:
-        """The spans stored so far of one trace, each once (for the runtime guard): from the
-        batches held in memory while the trace is open and wholly held, else from the store.
-        None when none is stored."""
+    def held_run(self, trace_id: str) -> list[dict[str, Any]] | None:
+        """The spans stored so far of one open trace, each once, as rows (for the runtime
+        guard), when memory holds them all (a few microseconds once read); None when the store
+        must be read (the trace closed, was recovered at a restart, or spilled)."""
         with self._lock:
             trace = self._buffers.get(trace_id)
-            parts = (
-                self._held.parts({trace_id: trace.batches})
-                if trace is not None and trace.read_back is None and self._held.holds(trace.batches)
-                else None
-            )
-        if parts is not None:
-            return rows_of(parts)
+            if trace is None or trace.read_back is not None or not self._held.holds(trace.batches):
+                return None
+            held = self._held.parts({trace_id: trace.batches})
+        rows: dict[str, dict[str, Any]] = {}
+        for batch, _ in held:  # a span sent twice is taken once, the first time, as stored
+            for row in batch.rows_of(trace_id):
+                rows.setdefault(row["span_id"], row)
+        return list(rows.values())
+
+    def run_so_far(self, trace_id: str) -> list[dict[str, Any]]:
+        """The spans stored so far of one trace, each once, as rows: from memory when it
+        holds them, else from the store. Empty when none is stored."""
+        held = self.held_run(trace_id)
+        if held is not None:
+            return held
         cursor = self.database.cursor()
         try:
             table = spans_of_one_trace(cursor, trace_id, self.config.max_spans_per_trace)
         finally:
             cursor.close()
-        return table if table.num_rows else None
+        return table.to_pylist()
 
     def backlog(self, limit: int = 1_000_000) -> int:
         """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""

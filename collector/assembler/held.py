@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +30,25 @@ class HeldBatch:
     table: pa.Table
     received_at: datetime
     waiting: set[str] = field(default_factory=set)
+    _index: dict[str, list[int]] | None = None  # trace id -> its rows, built on first use
+    _taken: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def rows_of(self, trace_id: str) -> list[dict[str, Any]]:
+        """One trace's rows of the batch (read-only), kept once read: a runtime guard asks
+        about the same runs again and again, and a scan of the batch each time costs more."""
+        taken = self._taken.get(trace_id)
+        if taken is not None:
+            return taken
+        if self._index is None:
+            index: dict[str, list[int]] = {}
+            for i, found in enumerate(self.table["trace_id"].to_pylist()):
+                index.setdefault(found, []).append(i)
+            self._index = index
+        rows = self._index.get(trace_id)
+        # typed indices: from a bare list pyarrow would try (and fail) to import pandas each time
+        taken = self.table.take(pa.array(rows, pa.int64())).to_pylist() if rows else []
+        self._taken[trace_id] = taken
+        return taken
 
 
 class HeldSpans:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from collector.assembler.prices import PriceTable
 from collector.guard.metrics import GuardMetrics
-from collector.guard.record import GuardRecorder
+from collector.guard.record import RECORDED, GuardRecorder
 from collector.guard.service import Guard
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ def guard_for(pipeline: Pipeline) -> Guard:
     ingest = pipeline.ingest
 
     async def consume(body: bytes) -> object:
-        return await ingest.consume("traces", "json", body, "guard")
+        return await ingest.consume("traces", "json", body, RECORDED)
 
     recorder = GuardRecorder(
         consume, config.guard.record_linger_seconds, config.guard.max_unrecorded, metrics

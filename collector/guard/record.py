@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 Consume = Callable[[bytes], Awaitable[object]]
 POLICY_NAME = GUARD_POLICY
+RECORDED = "guard"  # the protocol its batches are counted under in the receiver's metrics
 
 
 def attribute(key: str, value: Any) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from collector.clock import Clock, SystemClock
 from collector.config.sections import GuardConfig
 from collector.evaluation.packs import PackSource, compiled
 from collector.guard.call import GuardAnswer, GuardRequest
-from collector.guard.check import judge_call
+from collector.guard.check import PARTIAL, UNKNOWN, judge_call
 from collector.guard.metrics import GuardMetrics
-from collector.guard.record import GuardRecorder, guard_span
+from collector.guard.record import RECORDED, GuardRecorder, guard_span
 from collector.targets import Target
 from collector.threads import named_executor
 from evaluators.base import Decision
@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 class RunSource(Protocol):
     """Where the guard reads a run so far (the assembler)."""
 
-    def run_so_far(self, trace_id: str) -> pa.Table | None: ...
+    def held_run(self, trace_id: str) -> list[dict[str, Any]] | None: ...
+
+    def run_so_far(self, trace_id: str) -> list[dict[str, Any]]: ...
 
 
 class Journal(Protocol):
@@ -53,12 +55,10 @@ DecisionOf = Callable[[Target], tuple[Decision, list[str]]]
 REMEMBERED_TRACES = 100_000
 
 
-def own_rows(table: pa.Table | None, service: str) -> list[dict[str, Any]]:
+def own_rows(rows: list[dict[str, Any]], service: str) -> list[dict[str, Any]]:
     """The run's spans the asking service sent: a guard for one service reads nothing of
     another's, even in a trace they share."""
-    if table is None:
-        return []
-    return table.filter(pc.equal(table["service_name"], service)).to_pylist()
+    return [row for row in rows if row["service_name"] == service]
 
 
 class Guard:
@@ -92,9 +92,12 @@ class Guard:
     def _packs(self) -> list[RulePack]:
         return [compiled(text) for text in self.packs.snapshot()]
 
-    def acknowledged(self, spans: pa.Table) -> None:
+    def acknowledged(self, spans: pa.Table, protocol: str) -> None:
         """Ingest's hook, on the event loop: these spans are acknowledged, in the journal frames
-        up to the writer's latest."""
+        up to the writer's latest. The guard's own steps are not waited for: a run is judged
+        on what the agent did, and waiting for each answer's step would serialize the calls."""
+        if protocol == RECORDED:
+            return
         frame = self.journal.journal_progress()[0]
         if not frame:
             return  # no journal: acknowledged is loaded
@@ -104,16 +107,26 @@ class Guard:
         while len(self._acked) > REMEMBERED_TRACES:
             self._acked.popitem(last=False)
 
-    def _wait_for_load(self, trace_id: str) -> None:
-        """Until the run's acknowledged spans are loaded (and so held by the assembler)."""
+    def _loaded(self, trace_id: str) -> bool:
+        """Whether the run's acknowledged spans are all loaded (and so held by the assembler)."""
         frame = self._acked.get(trace_id, 0)
-        if frame and self.journal.journal_progress()[1] < frame:
-            self.journal.settled().result(self.config.deadline_seconds)
+        return not frame or self.journal.journal_progress()[1] >= frame
 
-    def _judge(self, request: GuardRequest, span_id: str, now_ns: int) -> GuardAnswer:
-        """In a guard thread: read the run, weigh it (the decision is read last, freshest)."""
-        self._wait_for_load(request.trace_id)
-        rows = own_rows(self.runs.run_so_far(request.trace_id), request.service)
+    def _judge(
+        self,
+        request: GuardRequest,
+        span_id: str,
+        now_ns: int,
+        held: list[dict[str, Any]] | None = None,
+    ) -> GuardAnswer:
+        """Read the run (unless `held` is it), weigh it (the decision is read last, freshest).
+        In a guard thread, unless the run is held in memory: then on the event loop, where it
+        takes well under a millisecond and two hand-overs of the GIL cost more."""
+        if held is None:
+            if not self._loaded(request.trace_id):
+                self.journal.settled().result(self.config.deadline_seconds)
+            held = self.runs.run_so_far(request.trace_id)
+        rows = own_rows(held, request.service)
         agent = request.agent or next((r["agent_name"] for r in rows if r["agent_name"]), "")
         version = request.version or next(
             (r["service_version"] for r in rows if r["service_version"]), ""
@@ -137,29 +150,40 @@ class Guard:
         self.metrics.calls.labels(protocol).inc()
         span_id = os.urandom(8).hex()
         start_ns = int(self.clock.wall() * 1e9)
-        basis = "judged"
-        if self._pending >= self.config.max_pending:
-            answer, basis = self.unavailable(request, span_id, "overloaded"), "unavailable"
-        else:
-            self._pending += 1
-            loop = asyncio.get_running_loop()
-            work = loop.run_in_executor(self._threads, self._judge, request, span_id, start_ns)
-            work.add_done_callback(self._done)
-            try:
-                answer = await asyncio.wait_for(asyncio.shield(work), self.config.deadline_seconds)
-                if "guard_run_unknown" in answer.reasons or "guard_run_partial" in answer.reasons:
-                    basis = "unknown"
-            except TimeoutError:
-                answer, basis = self.unavailable(request, span_id, "deadline"), "unavailable"
-            except Exception as exc:
-                log.exception("guard call raised: %s", exc)
-                answer, basis = self.unavailable(request, span_id, "error"), "unavailable"
+        try:
+            answer, basis = await self._answer(request, span_id, start_ns)
+        except Exception as exc:
+            log.exception("guard call raised: %s", exc)
+            answer, basis = self.unavailable(request, span_id, "error"), "unavailable"
+        if basis == "judged" and {UNKNOWN, PARTIAL} & set(answer.reasons):
+            basis = "unknown"
         self.metrics.answers.labels(answer.answer.value, basis).inc()
         end_ns = int(self.clock.wall() * 1e9)
         parent = answer.parent_span_id or request.parent_span_id
         self.recorder.record(request, guard_span(request, answer, parent, start_ns, end_ns))
         self.metrics.duration.observe(time.perf_counter() - started)
         return answer
+
+    async def _answer(
+        self, request: GuardRequest, span_id: str, start_ns: int
+    ) -> tuple[GuardAnswer, str]:
+        """A run held in memory is judged at once on the event loop (well under a millisecond:
+        two hand-overs of the GIL to a thread would cost more); one read from the store, or
+        waiting for its acknowledged spans to load, in a guard thread within the deadline."""
+        held = self.runs.held_run(request.trace_id) if self._loaded(request.trace_id) else None
+        if held is not None:
+            return self._judge(request, span_id, start_ns, held), "judged"
+        if self._pending >= self.config.max_pending:
+            return self.unavailable(request, span_id, "overloaded"), "unavailable"
+        self._pending += 1
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(self._threads, self._judge, request, span_id, start_ns)
+        work.add_done_callback(self._done)
+        try:
+            answer = await asyncio.wait_for(asyncio.shield(work), self.config.deadline_seconds)
+        except TimeoutError:
+            return self.unavailable(request, span_id, "deadline"), "unavailable"
+        return answer, "judged"
 
     def _done(self, _: object) -> None:
         self._pending -= 1
