@@ -14,14 +14,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
-from collector.assembler.held import HeldSpans, rows_of
+from collector.assembler.held import HeldSpans, rows_of, rows_of_trace
 from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.pace import Pace
 from collector.assembler.read_back import (
     previous_revisions,
     recently_rooted,
+    run_from_store,
     spans_from_store,
-    spans_of_one_trace,
     unclosed_traces,
 )
 from collector.assembler.spans import REMOTE_PARENT
@@ -148,31 +148,21 @@ class Assembler(TickingStage):
 
     def held_run(self, trace_id: str) -> list[dict[str, Any]] | None:
         """The spans stored so far of one open trace, each once, as rows (for the runtime
-        guard), when memory holds them all (a few microseconds once read); None when the store
-        must be read (the trace closed, was recovered at a restart, or spilled)."""
+        guard), when memory holds them all; None when the store must be read (the trace
+        closed, was recovered at a restart, or spilled)."""
         with self._lock:
             trace = self._buffers.get(trace_id)
             if trace is None or trace.read_back is not None or not self._held.holds(trace.batches):
                 return None
-            held = self._held.parts({trace_id: trace.batches})
-        rows: dict[str, dict[str, Any]] = {}
-        for batch, _ in held:  # a span sent twice is taken once, the first time, as stored
-            for row in batch.rows_of(trace_id):
-                rows.setdefault(row["span_id"], row)
-        return list(rows.values())
+            parts = self._held.parts({trace_id: trace.batches})
+        return rows_of_trace(parts, trace_id)
 
     def run_so_far(self, trace_id: str) -> list[dict[str, Any]]:
         """The spans stored so far of one trace, each once, as rows: from memory when it
         holds them, else from the store. Empty when none is stored."""
         held = self.held_run(trace_id)
-        if held is not None:
-            return held
-        cursor = self.database.cursor()
-        try:
-            table = spans_of_one_trace(cursor, trace_id, self.config.max_spans_per_trace)
-        finally:
-            cursor.close()
-        return table.to_pylist()
+        limit = self.config.max_spans_per_trace
+        return held if held is not None else run_from_store(self.database, trace_id, limit)
 
     def backlog(self, limit: int = 1_000_000) -> int:
         """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""

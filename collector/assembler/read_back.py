@@ -96,6 +96,10 @@ def spans_from_store(
     return cursor.sql(SPANS_OF_TRACES, params=[lower, upper, trace_ids, limit]).to_arrow_table()
 
 
-def spans_of_one_trace(cursor: Any, trace_id: str, limit: int) -> pa.Table:
-    """One trace's stored spans (at most `limit`), for a reader that memory cannot serve."""
-    return cursor.sql(SPANS_OF_ONE_TRACE, params=[trace_id, limit]).to_arrow_table()
+def run_from_store(database: Any, trace_id: str, limit: int) -> list[dict[str, Any]]:
+    """One trace's stored spans (at most `limit`) as rows, for a reader memory cannot serve."""
+    cursor = database.cursor()
+    try:
+        return cursor.sql(SPANS_OF_ONE_TRACE, params=[trace_id, limit]).to_arrow_table().to_pylist()
+    finally:
+        cursor.close()

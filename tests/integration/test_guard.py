@@ -136,6 +136,16 @@ def test_an_unapproved_write_is_denied_before_it_runs_and_the_verdict_agrees(
     guard_step = next(s for s in t["steps_detail"] if s["kind"] == "policy")
     assert guard_step["span_id"] == got["span_id"]
     assert all(r["verdict"] != "fail" for r in t["results"]), t["results"]
+    # Closed, the run is read from the store: the same answer.
+    again = answer(
+        server,
+        trace_id,
+        "update_account",
+        arguments=WRITE,
+        version="5.0.0",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert (again["answer"], again["reasons"]) == ("deny", ["approval_boundary_violation"])
 
     # An agent that runs the call anyway is failed afterwards for the reason it was told.
     ignored, told = account_change(server, "5.0.1", approve=False, obey=False)
