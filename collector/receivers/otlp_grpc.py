@@ -6,8 +6,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import grpc
-import orjson
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
 from collector.auth import BearerAuth
@@ -118,7 +118,7 @@ class OtlpGrpcReceiver:
             code = getattr(exc, "grpc_code", grpc.StatusCode.INTERNAL)
             await context.abort(code, str(exc))
             raise AssertionError("unreachable: abort raises") from exc
-        except (ValueError, orjson.JSONDecodeError) as exc:  # pydantic, protobuf and JSON errors
+        except (ValueError, DecodeError) as exc:  # pydantic, JSON and protobuf errors
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad guard call: {exc}")
             raise AssertionError("unreachable: abort raises") from exc
         return wire.response_of(await self.guard.check(request, "grpc"))

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -327,3 +328,14 @@ def test_past_its_deadline_the_guard_answers_what_the_pack_says(tmp_path: Path) 
         assert scraped(server, "sextant_guard_answers_total", answer="deny", basis="unavailable")
     finally:
         server.stop()
+
+
+def test_a_malformed_grpc_guard_call_is_invalid_argument(server: RunningServer) -> None:
+    with grpc.insecure_channel(server.grpc_endpoint) as channel:
+        check = channel.unary_unary(f"/{wire.SERVICE}/Check")
+        metadata = [("authorization", f"Bearer {TOKEN}")]
+        for body in (b"\xff\xff\xff", wire.CheckRequest(trace_id="zz").SerializeToString()):
+            with pytest.raises(grpc.RpcError) as caught:
+                check(body, metadata=metadata, timeout=10)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "bad guard call" in (caught.value.details() or "")

@@ -170,3 +170,32 @@ def test_a_tool_span_holding_the_guards_refusal_is_no_tool_call() -> None:
     beside = [row("a" * 16, "update_account", 50), guard_row("b" * 16, ROOT)]
     t = build_trajectory(TRACE, beside, PRICES)
     assert [(s.kind, s.is_tool_call) for s in t.steps] == [("tool", True), ("policy", False)]
+
+
+MCP_PACK = """
+name: shop
+version: "1"
+owner: shop-oncall
+selector: {service: shop}
+rules:
+  - id: known-servers
+    type: mcp
+    servers: [catalog]
+    reason: mcp_server_not_allowed
+"""
+
+
+@pytest.mark.parametrize(("server", "expected"), [("catalog", "allow"), ("pastebin", "deny")])
+def test_an_mcp_call_is_judged_by_the_allow_list(server: str, expected: str) -> None:
+    call = GuardRequest.model_validate(
+        {
+            "trace_id": TRACE,
+            "service": "shop",
+            "tool": {"name": "search", "kind": "mcp", "mcp_server": server},
+        }
+    )
+    packs = [load_text(MCP_PACK, "pack").pack]
+    rows = [row("a" * 16, "lookup", 10)]
+    got = judge_call(call, rows, packs, (Decision.PASS, []), "f" * 16, 1000, PRICES)
+    assert got.answer.value == expected
+    assert got.reasons == ([] if expected == "allow" else ["mcp_server_not_allowed"])
