@@ -21,6 +21,8 @@ import pyarrow.compute as pc
 from collector.assembler.spans import SPAN_FIELDS
 
 RECEIVED_AT = pa.timestamp("us")
+# A held batch this small is read into rows whole the first time a trace of it is asked for.
+WHOLE_BATCH_ROWS = 64
 
 
 @dataclass(slots=True)
@@ -39,6 +41,12 @@ class HeldBatch:
         taken = self._taken.get(trace_id)
         if taken is not None:
             return taken
+        if self.table.num_rows <= WHOLE_BATCH_ROWS and self._index is None:
+            whole: dict[str, list[dict[str, Any]]] = {}
+            for row in self.table.to_pylist():  # one conversion: cheaper than a take per trace
+                whole.setdefault(row["trace_id"], []).append(row)
+            self._taken, self._index = whole, {}  # (two readers at once build the same)
+            return whole.get(trace_id, [])
         if self._index is None:
             index: dict[str, list[int]] = {}
             for i, found in enumerate(self.table["trace_id"].to_pylist()):
