@@ -208,7 +208,8 @@ class OtlpHttpReceiver:
         return web.Response(body=orjson.dumps(answer.as_json()), content_type=JSON)
 
     async def _not_found(self, request: web.Request) -> web.Response:
-        if request.path in ("/v1/traces", "/v1/logs", "/v1/guard"):
+        posts = ("/v1/traces", "/v1/logs", *(("/v1/guard",) if self.guard is not None else ()))
+        if request.path in posts:
             self._misdirected(request, "method_not_allowed")
             return web.Response(
                 status=405, text=f"{request.path} accepts POST only", headers={"Allow": "POST"}

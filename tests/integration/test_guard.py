@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 import pytest
+import requests
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -339,3 +340,17 @@ def test_a_malformed_grpc_guard_call_is_invalid_argument(server: RunningServer) 
                 check(body, metadata=metadata, timeout=10)
             assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "bad guard call" in (caught.value.details() or "")
+
+
+def test_the_guard_takes_post_only_and_can_be_switched_off(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    got = requests.get(f"{server.http_url}/v1/guard", timeout=10)
+    assert (got.status_code, got.headers["Allow"]) == (405, "POST")
+    off = serve(tmp_path, guard={"enabled": False})
+    try:
+        refused = ask(off, "ab" * 16, "lookup_customer")
+        assert refused.status_code == 404
+        assert "POST /v1/traces" in refused.text
+    finally:
+        off.stop()
