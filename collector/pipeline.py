@@ -33,6 +33,7 @@ from collector.evaluation.mcp import McpInventory
 from collector.evaluation.metrics import RulesMetrics, TargetMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.evaluation.stage import Evaluation
+from collector.guard.build import guard_for
 from collector.judges.events_in import EvaluationEvents
 from collector.judges.events_out import EvaluationExport
 from collector.judges.metrics import EventMetrics, JudgeMetrics
@@ -121,6 +122,7 @@ class Pipeline:
         self.writer.on_commit = self._commit_hook()
         auth = BearerAuth([t.get_secret_value() for t in config.auth.secrets], config.auth.names)
         grace = config.shutdown_timeout_seconds
+        self.guard = guard_for(self) if config.guard.enabled else None
         self.grpc, self.http = self._receivers(auth, receiver_metrics, grace)
         self.exporter, self.retention = self._store_upkeep(config)
         self.admin = self._admin(auth, grace)
@@ -159,9 +161,9 @@ class Pipeline:
     def _receivers(
         self, auth: BearerAuth, metrics: ReceiverMetrics, grace: float
     ) -> tuple[OtlpGrpcReceiver, OtlpHttpReceiver]:
-        config = self.config
-        grpc = OtlpGrpcReceiver(config.grpc, config.limits, auth, self.ingest, metrics)
-        http = OtlpHttpReceiver(config.http, config.limits, auth, self.ingest, metrics, grace)
+        c, guard = self.config, self.guard
+        grpc = OtlpGrpcReceiver(c.grpc, c.limits, auth, self.ingest, metrics, guard)
+        http = OtlpHttpReceiver(c.http, c.limits, auth, self.ingest, metrics, grace, guard)
         return grpc, http
 
     def _admin(self, auth: BearerAuth, grace: float) -> AdminServer:
@@ -376,6 +378,7 @@ class Pipeline:
         # Each step runs even if an earlier one failed: the flush and the close must happen.
         steps: list[Callable[[], Awaitable[object]]] = [
             lambda: asyncio.gather(self.grpc.shutdown(deadline), self.http.shutdown(deadline)),
+            *([self.guard.shutdown] if self.guard is not None else []),  # before the writer
             *[
                 (lambda stage=stage: asyncio.to_thread(stage.shutdown, deadline))
                 for stage in reversed(self.stages())

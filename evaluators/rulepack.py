@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pydantic_core import ErrorDetails
 
 from evaluators.approvals import Approvals
+from evaluators.guard import GuardSettings
 from evaluators.judge import JudgeSettings
 from evaluators.matchers import MISSING, Condition, Globs, Strict, checked_globs, text_matches
 from evaluators.model import Trajectory
@@ -85,6 +86,12 @@ class RulePack(Strict):
         default_factory=ReviewSettings,
         description="How long its review items may wait for a person (`sla`) and what an"
         " overdue one decides (`decision`, REVIEW by default).",
+    )
+    guard: GuardSettings = Field(
+        default_factory=GuardSettings,
+        description="How the runtime guard answers for the pack's targets: the tools that"
+        " write (denied under DOWNGRADE), and the answers when the run is unknown or the guard"
+        " cannot decide in time (docs/guard.md).",
     )
 
     @field_validator("review")

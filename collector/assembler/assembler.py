@@ -14,12 +14,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
-from collector.assembler.held import HeldSpans, rows_of
+from collector.assembler.held import HeldSpans, rows_of, rows_of_trace
 from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.pace import Pace
 from collector.assembler.read_back import (
     previous_revisions,
     recently_rooted,
+    run_from_store,
     spans_from_store,
     unclosed_traces,
 )
@@ -144,6 +145,24 @@ class Assembler(TickingStage):
                 trace = self._buffers.get(trace_id)
                 if trace is not None and trace.read_back is None:
                     trace.read_back = "spilled"
+
+    def held_run(self, trace_id: str) -> list[dict[str, Any]] | None:
+        """The spans stored so far of one open trace, each once, as rows (for the runtime
+        guard), when memory holds them all; None when the store must be read (the trace
+        closed, was recovered at a restart, or spilled)."""
+        with self._lock:
+            trace = self._buffers.get(trace_id)
+            if trace is None or trace.read_back is not None or not self._held.holds(trace.batches):
+                return None
+            parts = self._held.parts({trace_id: trace.batches})
+        return rows_of_trace(parts, trace_id)
+
+    def run_so_far(self, trace_id: str) -> list[dict[str, Any]]:
+        """The spans stored so far of one trace, each once, as rows: from memory when it
+        holds them, else from the store. Empty when none is stored."""
+        held = self.held_run(trace_id)
+        limit = self.config.max_spans_per_trace
+        return held if held is not None else run_from_store(self.database, trace_id, limit)
 
     def backlog(self, limit: int = 1_000_000) -> int:
         """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""

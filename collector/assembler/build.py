@@ -14,6 +14,8 @@ from collector.normalize.values import text as text_or_none
 from evaluators.approvals import DEFAULT_APPROVALS
 from evaluators.model import Step, Trajectory
 
+GUARD_POLICY = "sextant.guard"  # sextant.policy.name of the runtime guard's steps
+
 
 def refine_kind(span: SpanView, step: Step) -> None:
     """Approval, policy and state-change steps from the `sextant.*` convention, tool names and
@@ -85,6 +87,20 @@ def join_tool_calls(steps: list[Step], spans: dict[str, SpanView], llm_order: li
         step.tool_call_id = step.tool_call_id or text_or_none(call.get("id"))
 
 
+def refused_by_guard(steps: list[Step]) -> None:
+    """A tool span holding the runtime guard's refusal of its own call did not run its tool:
+    frameworks open the tool's span, ask their guardrail inside it, and answer the model with
+    the refusal instead (collector/guard/). Such a step is a `guardrail`, not a tool call."""
+    by_id = {s.span_id: s for s in steps}
+    for step in steps:
+        if step.policy_name != GUARD_POLICY or step.policy_decision in (None, "allow"):
+            continue
+        parent = by_id.get(step.parent_span_id or "")
+        tool = step.attributes.get("sextant.guard.tool")
+        if parent is not None and parent.is_tool_call and tool == (parent.tool_name or parent.name):
+            parent.kind = parent.span_kind = "guardrail"
+
+
 def link_requests(steps: list[Step], spans: dict[str, SpanView]) -> None:
     """Set each tool call's `requested_by`: the model call whose output carries its call id.
 
@@ -142,6 +158,7 @@ def build_trajectory(
             refine_kind(span, step)
         steps.append(step)
     merge_mcp_calls(steps, by_id)  # before the join: a folded MCP layer takes no call
+    refused_by_guard(steps)
     join_tool_calls(steps, by_id, llm_order)
     link_requests(steps, by_id)
     return summarize(

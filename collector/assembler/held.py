@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +21,8 @@ import pyarrow.compute as pc
 from collector.assembler.spans import SPAN_FIELDS
 
 RECEIVED_AT = pa.timestamp("us")
+# A held batch this small is read into rows whole the first time a trace of it is asked for.
+WHOLE_BATCH_ROWS = 64
 
 
 @dataclass(slots=True)
@@ -29,6 +32,31 @@ class HeldBatch:
     table: pa.Table
     received_at: datetime
     waiting: set[str] = field(default_factory=set)
+    _index: dict[str, list[int]] | None = None  # trace id -> its rows, built on first use
+    _taken: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def rows_of(self, trace_id: str) -> list[dict[str, Any]]:
+        """One trace's rows of the batch (read-only), kept once read: a runtime guard asks
+        about the same runs again and again, and a scan of the batch each time costs more."""
+        taken = self._taken.get(trace_id)
+        if taken is not None:
+            return taken
+        if self.table.num_rows <= WHOLE_BATCH_ROWS and self._index is None:
+            whole: dict[str, list[dict[str, Any]]] = {}
+            for row in self.table.to_pylist():  # one conversion: cheaper than a take per trace
+                whole.setdefault(row["trace_id"], []).append(row)
+            self._taken, self._index = whole, {}  # (two readers at once build the same)
+            return whole.get(trace_id, [])
+        if self._index is None:
+            index: dict[str, list[int]] = {}
+            for i, found in enumerate(self.table["trace_id"].to_pylist()):
+                index.setdefault(found, []).append(i)
+            self._index = index
+        rows = self._index.get(trace_id)
+        # typed indices: from a bare list pyarrow would try (and fail) to import pandas each time
+        taken = self.table.take(pa.array(rows, pa.int64())).to_pylist() if rows else []
+        self._taken[trace_id] = taken
+        return taken
 
 
 class HeldSpans:
@@ -116,3 +144,13 @@ def first_of_each_span(spans: pa.Table) -> pa.Table:
     if firsts.num_rows == spans.num_rows:
         return spans
     return spans.take(pc.sort_indices(firsts["_row_min"]))
+
+
+def rows_of_trace(parts: list[tuple[HeldBatch, list[str]]], trace_id: str) -> list[dict[str, Any]]:
+    """One trace's rows of the held batches `parts`, each span once: the first time, as the
+    store keeps a span sent twice."""
+    rows: dict[str, dict[str, Any]] = {}
+    for batch, _ in parts:
+        for row in batch.rows_of(trace_id):
+            rows.setdefault(row["span_id"], row)
+    return list(rows.values())

@@ -18,6 +18,10 @@ SPANS_OF_TRACES = (
     # A runaway trace is built from its first spans only (it closed as incomplete_bound).
     " QUALIFY row_number() OVER (PARTITION BY trace_id ORDER BY received_at, span_id) <= ?"
 )
+SPANS_OF_ONE_TRACE = (
+    "SELECT " + ", ".join(SPAN_FIELDS) + ", received_at FROM spans WHERE trace_id = ?"
+    " ORDER BY received_at, span_id LIMIT ?"
+)
 PREVIOUS_REVISIONS = (
     "SELECT trace_id, max(revision), min(first_received_at), max(last_received_at)"
     " FROM trajectories WHERE trace_id IN ? GROUP BY trace_id"
@@ -90,3 +94,12 @@ def spans_from_store(
     )
     upper = max(trace.last_received for trace, _ in stored)
     return cursor.sql(SPANS_OF_TRACES, params=[lower, upper, trace_ids, limit]).to_arrow_table()
+
+
+def run_from_store(database: Any, trace_id: str, limit: int) -> list[dict[str, Any]]:
+    """One trace's stored spans (at most `limit`) as rows, for a reader memory cannot serve."""
+    cursor = database.cursor()
+    try:
+        return cursor.sql(SPANS_OF_ONE_TRACE, params=[trace_id, limit]).to_arrow_table().to_pylist()
+    finally:
+        cursor.close()

@@ -53,6 +53,7 @@ REFERENCE_PAGES = (
     ("drift.md", "drift against a baseline or a canary, reliability over repeated cases"),
     ("judges.md", "judge rules, EvaluatorCards, similarity rules, evaluation events"),
     ("decisions.md", "decisions, their states and policies, alerts"),
+    ("guard.md", "the runtime guard an agent asks before a tool call, its integrations"),
     ("console.md", "the console's pages and who may open it"),
     ("configuration.md", "every configuration key, environment variables, flags"),
     ("store.md", "the DuckDB tables and their columns"),

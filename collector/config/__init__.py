@@ -26,6 +26,7 @@ from collector.config.sections import (
     ClusterConfig,
     ExportConfig,
     GrpcConfig,
+    GuardConfig,
     HttpConfig,
     IngestConfig,
     LimitsConfig,
@@ -85,6 +86,9 @@ class SextantConfig(BaseSettings):
     )
     review: ReviewConfig = Field(
         default_factory=ReviewConfig, description="Review queues: reviewers' claims on items."
+    )
+    guard: GuardConfig = Field(
+        default_factory=GuardConfig, description="The runtime guard agents ask before a call."
     )
     shutdown_timeout_seconds: float = Field(
         10.0, gt=0, description="Longest wait for in-flight requests and the final flush."

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -125,6 +126,9 @@ class Ingest:
     ) -> None:
         self.writer = writer
         self.assembly_lag = assembly_lag
+        # Told of every acknowledged span batch and who sent it (the guard: what is
+        # acknowledged and may not be loaded yet); runs on the event loop, so stays cheap.
+        self.on_acknowledged: Callable[[pa.Table, str], None] | None = None
         self._decoders: concurrent.futures.ThreadPoolExecutor | None = None
         self.admission = Admission(config.max_wait_seconds)
         start_at_zero(metrics)
@@ -206,6 +210,8 @@ class Ingest:
                 # shield: a client that disconnects must not cancel the commit others share.
                 await asyncio.shield(asyncio.wrap_future(committed))
                 self.metrics.accepted.labels(protocol, signal).inc(decoded.rows)
+                if self.on_acknowledged is not None and signal == "traces":
+                    self.on_acknowledged(decoded.table, protocol)
                 if decoded.truncated_rows:
                     self.metrics.truncated.labels(signal).inc(decoded.truncated_rows)
         message = describe(decoded, NOUNS[signal], self.limits.max_attribute_length)

@@ -7,11 +7,14 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
 from collector.auth import BearerAuth
 from collector.config.sections import GrpcConfig, LimitsConfig
 from collector.errors import SextantError, StartupError, TransientError, status_label
+from collector.guard import wire
+from collector.guard.service import Guard
 from collector.lifecycle import remaining
 from collector.receivers.ingest import Ingest, metered
 from collector.receivers.metrics import ReceiverMetrics
@@ -47,7 +50,9 @@ class OtlpGrpcReceiver:
         auth: BearerAuth,
         ingest: Ingest,
         metrics: ReceiverMetrics,
+        guard: Guard | None = None,
     ) -> None:
+        self.guard = guard
         self.config = config
         self.limits = limits
         self.auth = auth
@@ -68,14 +73,16 @@ class OtlpGrpcReceiver:
                     ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
                 )
             )
-        server.add_generic_rpc_handlers(
-            tuple(
-                grpc.method_handlers_generic_handler(
-                    service, {"Export": grpc.unary_unary_rpc_method_handler(self._handler(signal))}
-                )
-                for service, signal in ((TRACE_SERVICE, "traces"), (LOGS_SERVICE, "logs"))
+        handlers = [
+            grpc.method_handlers_generic_handler(
+                service, {"Export": grpc.unary_unary_rpc_method_handler(self._handler(signal))}
             )
-        )
+            for service, signal in ((TRACE_SERVICE, "traces"), (LOGS_SERVICE, "logs"))
+        ]
+        if self.guard is not None:
+            check = grpc.unary_unary_rpc_method_handler(self._check)
+            handlers.append(grpc.method_handlers_generic_handler(wire.SERVICE, {"Check": check}))
+        server.add_generic_rpc_handlers(tuple(handlers))
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         tls = self.config.tls
         try:
@@ -99,6 +106,22 @@ class OtlpGrpcReceiver:
         if self.server is not None:
             server, self.server = self.server, None
             await server.stop(remaining(deadline))
+
+    async def _check(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        """GuardService/Check: the guard call of POST /v1/guard, over gRPC."""
+        assert self.guard is not None
+        try:
+            metadata = dict(context.invocation_metadata() or ())
+            self.auth.check(metadata.get("authorization"))
+            request = wire.request_of(data)
+        except SextantError as exc:
+            code = getattr(exc, "grpc_code", grpc.StatusCode.INTERNAL)
+            await context.abort(code, str(exc))
+            raise AssertionError("unreachable: abort raises") from exc
+        except (ValueError, DecodeError) as exc:  # pydantic, JSON and protobuf errors
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad guard call: {exc}")
+            raise AssertionError("unreachable: abort raises") from exc
+        return wire.response_of(await self.guard.check(request, "grpc"))
 
     def _handler(self, signal: str) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable]:
         async def export(data: bytes, context: grpc.aio.ServicerContext) -> bytes:

@@ -12,6 +12,7 @@ from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import status_pb2
+from pydantic import ValidationError
 
 from collector.auth import BearerAuth
 from collector.config.sections import HttpConfig, LimitsConfig
@@ -24,6 +25,8 @@ from collector.errors import (
     UnsupportedMediaType,
     status_label,
 )
+from collector.guard.call import GuardRequest
+from collector.guard.service import Guard
 from collector.httpserver import HttpServer
 from collector.receivers.ingest import Ingest, metered
 from collector.receivers.metrics import ReceiverMetrics
@@ -153,7 +156,9 @@ class OtlpHttpReceiver:
         ingest: Ingest,
         metrics: ReceiverMetrics,
         shutdown_timeout: float,
+        guard: Guard | None = None,
     ) -> None:
+        self.guard = guard
         self.limits = limits
         self.auth = auth
         self.ingest = ingest
@@ -161,6 +166,8 @@ class OtlpHttpReceiver:
         app = web.Application(client_max_size=limits.max_request_bytes)
         app.router.add_post("/v1/traces", self._handler("traces"))
         app.router.add_post("/v1/logs", self._handler("logs"))
+        if guard is not None:
+            app.router.add_post("/v1/guard", self._guard)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         host, port = config.host_port
         tls = reloading_context(config.tls, "OTLP/HTTP (http.tls)") if config.tls else None
@@ -178,8 +185,31 @@ class OtlpHttpReceiver:
     async def shutdown(self, deadline: float) -> None:
         await self.server.shutdown(deadline)
 
+    async def _guard(self, request: web.Request) -> web.Response:
+        """POST /v1/guard: JSON in, JSON out (docs/guard.md); the OTLP listener's auth."""
+        assert self.guard is not None
+        try:
+            self.auth.check(request.headers.get("Authorization"))
+            if request.content_type != JSON:
+                raise UnsupportedMediaType(f"/v1/guard takes {JSON}")
+            body = await read_body(request, self.limits.max_request_bytes)
+            call = GuardRequest.model_validate_json(body)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            return web.json_response({"error": f"bad guard call: {problems}"}, status=400)
+        except SextantError as exc:
+            status = getattr(exc, "http_status", 500)
+            headers = {"WWW-Authenticate": 'Bearer realm="sextant"'} if status == 401 else None
+            return web.json_response({"error": str(exc)}, status=status, headers=headers)
+        answer = await self.guard.check(call, "http")
+        return web.Response(body=orjson.dumps(answer.as_json()), content_type=JSON)
+
     async def _not_found(self, request: web.Request) -> web.Response:
-        if request.path in ("/v1/traces", "/v1/logs"):
+        posts = ("/v1/traces", "/v1/logs", *(("/v1/guard",) if self.guard is not None else ()))
+        if request.path in posts:
             self._misdirected(request, "method_not_allowed")
             return web.Response(
                 status=405, text=f"{request.path} accepts POST only", headers={"Allow": "POST"}

@@ -175,7 +175,16 @@ class Writer:
         """Completes once every request acknowledged so far is loaded into DuckDB, so a read
         after an acknowledgement sees its rows."""
         with self.queue.cond:
-            return self.queue.progress.settled()
+            future = self.queue.progress.settled()
+            if not future.done():
+                self.queue.cond.notify_all()  # a lingering load stops lingering for a reader
+            return future
+
+    def journal_progress(self) -> tuple[int, int]:
+        """(last journal frame acknowledged, last loaded into DuckDB); (0, 0) without a
+        journal, where an acknowledgement is the commit itself."""
+        with self.queue.cond:
+            return self.queue.progress.acked, self.queue.progress.applied
 
     @contextlib.contextmanager
     def incoming(self) -> Iterator[None]:

@@ -1,0 +1,42 @@
+"""The guard wired to the pipeline's stages: the assembler's runs so far, the writer's journal,
+the packs in force, the decision engine's snapshot, ingest for its steps."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from collector.assembler.prices import PriceTable
+from collector.guard.metrics import GuardMetrics
+from collector.guard.record import RECORDED, GuardRecorder
+from collector.guard.service import Guard
+
+if TYPE_CHECKING:
+    from collector.pipeline import Pipeline
+
+
+def guard_for(pipeline: Pipeline) -> Guard:
+    """A guard over the pipeline's stages; ingest tells it of every acknowledged batch."""
+    config = pipeline.config
+    metrics = GuardMetrics(pipeline.registry)
+    ingest = pipeline.ingest
+
+    async def consume(body: bytes) -> object:
+        return await ingest.consume("traces", "json", body, RECORDED)
+
+    recorder = GuardRecorder(
+        consume, config.guard.record_linger_seconds, config.guard.max_unrecorded, metrics
+    )
+    decisions = pipeline.decisions
+    guard = Guard(
+        config.guard,
+        pipeline.assembler,
+        pipeline.writer,
+        pipeline.packs,
+        lambda target: decisions.snapshot().decision_of(target),
+        recorder,
+        metrics,
+        PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()}),
+        pipeline.clock,
+    )
+    ingest.on_acknowledged = guard.acknowledged
+    return guard

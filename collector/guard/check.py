@@ -1,0 +1,276 @@
+"""The guard's judgement, pure: the run so far plus the proposed call, under the packs that
+select the target and the target's current decision.
+
+The proposed call is built into the run as one more tool step (a span row like the stored
+ones, under the guard's own span id), so every rule reads it exactly as it will read the call
+if it runs. A rule's failure counts against the call only when the call is part of it: its
+evidence names the call, or the run without the call passes the rule. A violation already in
+the run is the verdict's business afterwards, not a reason to refuse this call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from collector.assembler.build import build_trajectory
+from collector.assembler.prices import PriceTable
+from collector.guard.call import GuardAnswer, GuardRequest
+from evaluators.approvals import DEFAULT_APPROVALS, with_approvals
+from evaluators.base import Decision, Finding, Verdict
+from evaluators.evaluate import selected, when_applies
+from evaluators.guard import GUARD_RULE_TYPES, Answer, GuardSettings, strongest_answer
+from evaluators.model import Trajectory
+from evaluators.registry import RULE_TYPES, Rule
+from evaluators.rulepack import RulePack
+from evaluators.sessions import is_session_rule
+
+UNKNOWN = "guard_run_unknown"  # no span of this run (for this service) has arrived
+PARTIAL = "guard_run_partial"  # the model call that asked for the call has not arrived
+NO_PACK = "guard_no_pack"  # no pack in force selects the target
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """What one rule said about the proposed call."""
+
+    answer: Answer
+    reason: str
+    message: str
+    evidence: tuple[str, ...]
+
+
+def proposed_row(request: GuardRequest, span_id: str, parent: str | None, now_ns: int) -> dict:
+    """The proposed call as a stored span row would be: a tool span starting now."""
+    tool = request.tool
+    attributes: dict[str, Any] = {"sextant.guard.proposed": True}
+    if tool.kind == "mcp":
+        attributes["mcp.method.name"] = "tools/call"
+    return {
+        "trace_id": request.trace_id,
+        "span_id": span_id,
+        "parent_span_id": parent,
+        "flags": 0,
+        "name": tool.name,
+        "kind": "INTERNAL",
+        "scope_name": "sextant.guard",
+        "start_time_unix_nano": now_ns,
+        "end_time_unix_nano": now_ns,
+        "status_code": "UNSET",
+        "step_kind": "tool",
+        "tool_name": tool.name,
+        "tool_call_id": tool.tool_call_id,
+        "tool_arguments": orjson.dumps(tool.arguments).decode(),
+        "tool_result": None,
+        "model": None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "agent_name": None,
+        "conversation_id": None,
+        "user_id": None,
+        "error_type": None,
+        "service_name": request.service,
+        "service_version": request.version,
+        "attributes": orjson.dumps(attributes).decode(),
+        "events": None,
+    }
+
+
+def parent_of_call(request: GuardRequest, rows: list[dict[str, Any]]) -> str | None:
+    """The span the call runs under: as the agent said, else the open span the run's exported
+    spans hang from (an ancestor that has not ended, so is not stored yet)."""
+    if request.parent_span_id:
+        return request.parent_span_id
+    ids = {r["span_id"] for r in rows}
+    dangling = [r["parent_span_id"] for r in rows if r["parent_span_id"] not in ids]
+    return next((p for p in dangling if p), None)
+
+
+def run_with_call(
+    request: GuardRequest, rows: list[dict[str, Any]], span_id: str, now_ns: int, prices: PriceTable
+) -> Trajectory:
+    """The run so far with the proposed call as its latest step, as the target it claims."""
+    parent = parent_of_call(request, rows)
+    t = build_trajectory(
+        request.trace_id, [*rows, proposed_row(request, span_id, parent, now_ns)], prices
+    )
+    t.agent_name = request.agent or t.agent_name
+    t.service_version = request.version or t.service_version
+    call = next(s for s in t.steps if s.span_id == span_id)
+    call.agent_name = call.agent_name or request.agent
+    if request.tool.kind == "mcp":
+        call.mcp = {"method": "tools/call", "server": request.tool.mcp_server}
+    return t
+
+
+def without(t: Trajectory, span_id: str) -> Trajectory:
+    return replace(t, steps=[s for s in t.steps if s.span_id != span_id])
+
+
+def rule_verdict(t: Trajectory, rule: Rule, span_id: str) -> Verdicts | None:
+    """deny / review when the rule's finding is about the proposed call; None when not."""
+    evaluate = RULE_TYPES[rule.type].evaluate
+    assert evaluate is not None  # GUARD_RULE_TYPES are all run rules
+    try:
+        finding = evaluate(t, rule)
+    except Exception as exc:
+        message = f"{rule.id}: evaluator error: {type(exc).__name__}: {exc}"
+        return Verdicts(Answer.REVIEW, "evaluator_error", message, (span_id,))
+    if finding.verdict not in (Verdict.FAIL, Verdict.REVIEW):
+        return None
+    if span_id not in finding.evidence and not caused_by_call(t, rule, span_id, finding):
+        return None
+    answer = Answer.DENY if finding.verdict == Verdict.FAIL else Answer.REVIEW
+    reason = finding.reason or (rule.reason if finding.verdict == Verdict.FAIL else "review")
+    evidence = tuple(dict.fromkeys((*finding.evidence, span_id)))
+    return Verdicts(answer, reason, f"{rule.id}: {finding.message}", evidence)
+
+
+def caused_by_call(t: Trajectory, rule: Rule, span_id: str, finding: Finding) -> bool:
+    """A finding that does not name the call (a total over budget) is the call's when the run
+    without it does not give the same verdict."""
+    evaluate = RULE_TYPES[rule.type].evaluate
+    assert evaluate is not None
+    return evaluate(without(t, span_id), rule).verdict != finding.verdict
+
+
+def pack_verdicts(t: Trajectory, pack: RulePack, span_id: str) -> list[Verdicts]:
+    """Every rule of the pack that can decide now, about the proposed call."""
+    selects, error = selected(pack, t)
+    if not selects:
+        return []
+    if error is not None:
+        message = f"{pack.name}: cannot tell whether the pack selects the run: {error}"
+        return [Verdicts(Answer.REVIEW, "trace_incomplete", message, (span_id,))]
+    t = with_approvals(t, pack.approvals or DEFAULT_APPROVALS)
+    out = []
+    for rule in pack.rules:
+        if rule.type not in GUARD_RULE_TYPES or is_session_rule(rule):
+            continue
+        try:
+            if not when_applies(t, rule):
+                continue
+        except Exception:
+            continue  # a `when` on the root span: the root has not ended yet, so not asked
+        found = rule_verdict(t, rule, span_id)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def decision_verdict(
+    decision: Decision, fired: list[str], tool: str, settings: list[GuardSettings]
+) -> Verdicts | None:
+    """What the target's current decision says about this call."""
+    writes = any(s.is_write(tool) for s in settings)
+    because = f" ({', '.join(fired)})" if fired else ""
+    if decision == Decision.DISABLE:
+        return Verdicts(Answer.DENY, "target_disabled", f"the target is DISABLEd{because}", ())
+    if decision == Decision.DOWNGRADE:
+        if not any(s.writes for s in settings):
+            message = "the target is DOWNGRADEd and no pack says which tools write (guard.writes)"
+            return Verdicts(Answer.REVIEW, "target_downgraded_writes_unknown", message, ())
+        if writes:
+            message = f"the target is DOWNGRADEd to read-only{because}; {tool} writes"
+            return Verdicts(Answer.DENY, "target_downgraded", message, ())
+        return None
+    if decision in (Decision.QUARANTINE, Decision.ROLLBACK):
+        policies = [s.quarantine for s in settings] or ["deny_writes"]
+        answers = [
+            Answer.DENY if p == "deny_writes" and writes else Answer(p)
+            for p in policies
+            if p != "deny_writes" or writes
+        ]
+        answer = strongest_answer(answers)
+        if answer == Answer.ALLOW:
+            return None
+        message = f"the target is {decision.value}d{because}"
+        return Verdicts(answer, f"target_{decision.value.lower()}", message, ())
+    return None
+
+
+def judge_call(
+    request: GuardRequest,
+    rows: list[dict[str, Any]],
+    packs: list[RulePack],
+    decision: tuple[Decision, list[str]],
+    span_id: str,
+    now_ns: int,
+    prices: PriceTable,
+) -> GuardAnswer:
+    """The answer to one guard call; `rows` are the run's stored spans of the request's
+    service (none: the run is unknown). The answer names the span the call runs under."""
+    answer = weigh_call(request, rows, packs, decision, span_id, now_ns, prices)
+    answer.parent_span_id = parent_of_call(request, rows)
+    return answer
+
+
+def weigh_call(
+    request: GuardRequest,
+    rows: list[dict[str, Any]],
+    packs: list[RulePack],
+    decision: tuple[Decision, list[str]],
+    span_id: str,
+    now_ns: int,
+    prices: PriceTable,
+) -> GuardAnswer:
+    service, agent, version = request.service, request.agent, request.version
+    tool = request.tool.name
+    if not rows:
+        chosen = [p for p in packs if p.selector.matches_target(service, agent, version)]
+        on_decision = decision_verdict(*decision, tool, [p.guard for p in chosen])
+        message = "no span of this run has arrived"
+        return unknown(chosen, UNKNOWN, message, span_id, decision[0], on_decision)
+    t = run_with_call(request, rows, span_id, now_ns, prices)
+    chosen = [p for p in packs if selected(p, t)[0]]
+    on_decision = decision_verdict(*decision, tool, [p.guard for p in chosen])
+    call = next(s for s in t.steps if s.span_id == span_id)
+    if request.tool.tool_call_id and call.requested_by is None:
+        message = (
+            f"no model call of the run so far asked for call {request.tool.tool_call_id};"
+            " flush the span processor before asking"
+        )
+        return unknown(chosen, PARTIAL, message, span_id, decision[0], on_decision)
+    found = [v for pack in chosen for v in pack_verdicts(t, pack, span_id)]
+    if on_decision is not None:
+        found.insert(0, on_decision)
+    if not chosen and not found:
+        message = "no pack in force selects this target"
+        return GuardAnswer(Answer.ALLOW, [NO_PACK], [], [message], span_id, decision[0].value)
+    return answer_of(found, span_id, decision[0])
+
+
+def unknown(
+    chosen: list[RulePack],
+    reason: str,
+    message: str,
+    span_id: str,
+    decision: Decision,
+    on_decision: Verdicts | None,
+) -> GuardAnswer:
+    """The packs' choice for a run the guard cannot see whole (review when none says), unless
+    the target's decision says more."""
+    answer = strongest_answer([p.guard.on_unknown for p in chosen]) if chosen else Answer.REVIEW
+    found = [Verdicts(answer, reason, message, ())]
+    if on_decision is not None:
+        found.insert(0, on_decision)
+    if answer == Answer.ALLOW and on_decision is None:
+        return GuardAnswer(Answer.ALLOW, [reason], [], [message], span_id, decision.value)
+    return answer_of(found, span_id, decision)
+
+
+def answer_of(found: list[Verdicts], span_id: str, decision: Decision) -> GuardAnswer:
+    answer = strongest_answer([v.answer for v in found])
+    if answer == Answer.ALLOW:
+        return GuardAnswer(Answer.ALLOW, [], [], [], span_id, decision.value)
+    counted = [v for v in found if v.answer == answer]
+    return GuardAnswer(
+        answer,
+        list(dict.fromkeys(v.reason for v in counted)),
+        list(dict.fromkeys(e for v in counted for e in v.evidence)),
+        [v.message for v in counted],
+        span_id,
+        decision.value,
+    )

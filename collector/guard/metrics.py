@@ -1,0 +1,51 @@
+"""The guard's self-metrics: calls, answers, calls it could not judge in time, latency."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+# Guard calls are answered in milliseconds: finer buckets than the receivers'.
+GUARD_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+
+
+class GuardMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.calls = Counter(
+            "sextant_guard_calls",
+            "Guard calls received, by protocol (http, grpc).",
+            ["protocol"],
+            registry=registry,
+        )
+        self.answers = Counter(
+            "sextant_guard_answers",
+            "Guard answers given, by answer (allow, review, deny) and how it was reached:"
+            " judged, unknown (the run unknown or partial), unavailable (guard.on_unavailable).",
+            ["answer", "basis"],
+            registry=registry,
+        )
+        self.timeouts = Counter(
+            "sextant_guard_timeouts",
+            "Guard calls answered with guard.on_unavailable, by reason: deadline (not judged"
+            " within guard.deadline_seconds), overloaded (guard.max_pending calls waiting),"
+            " error (the judgement raised).",
+            ["reason"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "sextant_guard_duration_seconds",
+            "Time from a guard call's arrival to its answer.",
+            buckets=GUARD_BUCKETS,
+            registry=registry,
+        )
+        self.dropped = Counter(
+            "sextant_guard_steps_dropped",
+            "Guard steps not stored, by reason: queue_full (guard.max_unrecorded waiting),"
+            " refused (ingest refused the batch).",
+            ["reason"],
+            registry=registry,
+        )
+        for answer in ("allow", "review", "deny"):
+            for basis in ("judged", "unknown", "unavailable"):
+                self.answers.labels(answer, basis)
+        for reason in ("deadline", "overloaded", "error"):
+            self.timeouts.labels(reason)

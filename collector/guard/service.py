@@ -1,0 +1,194 @@
+"""The guard as the receivers call it: the run so far from the assembler, the packs in force,
+the target's decision, a deadline, the answer recorded as a step of the run."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from collector.assembler.prices import PriceTable
+from collector.clock import Clock, SystemClock
+from collector.config.sections import GuardConfig
+from collector.evaluation.packs import PackSource, compiled
+from collector.guard.call import GuardAnswer, GuardRequest
+from collector.guard.check import PARTIAL, UNKNOWN, judge_call
+from collector.guard.metrics import GuardMetrics
+from collector.guard.record import RECORDED, GuardRecorder, guard_span
+from collector.targets import Target
+from collector.threads import named_executor
+from evaluators.base import Decision
+from evaluators.guard import Answer
+from evaluators.rulepack import RulePack
+
+log = logging.getLogger(__name__)
+
+
+class RunSource(Protocol):
+    """Where the guard reads a run so far (the assembler)."""
+
+    def held_run(self, trace_id: str) -> list[dict[str, Any]] | None: ...
+
+    def run_so_far(self, trace_id: str) -> list[dict[str, Any]]: ...
+
+
+class Journal(Protocol):
+    """How far acknowledged spans are loaded (the writer): a run's spans acknowledged to the
+    agent may still wait in the journal, and the guard must not judge the run without them."""
+
+    def journal_progress(self) -> tuple[int, int]: ...
+
+    def settled(self) -> concurrent.futures.Future[None]: ...
+
+
+DecisionOf = Callable[[Target], tuple[Decision, list[str]]]
+# Traces whose latest acknowledged spans are remembered with their journal frame: enough for
+# every run in progress; an older one forgotten is one whose spans were loaded long ago.
+REMEMBERED_TRACES = 100_000
+
+
+def own_rows(rows: list[dict[str, Any]], service: str) -> list[dict[str, Any]]:
+    """The run's spans the asking service sent: a guard for one service reads nothing of
+    another's, even in a trace they share."""
+    return [row for row in rows if row["service_name"] == service]
+
+
+class Guard:
+    """Answers guard calls within `deadline_seconds`, on a few threads beside the event loop."""
+
+    def __init__(
+        self,
+        config: GuardConfig,
+        runs: RunSource,
+        journal: Journal,
+        packs: PackSource,
+        decision_of: DecisionOf,
+        recorder: GuardRecorder,
+        metrics: GuardMetrics,
+        prices: PriceTable,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.runs = runs
+        self.journal = journal
+        self._acked: OrderedDict[str, int] = OrderedDict()  # trace id -> its last frame
+        self.packs = packs
+        self.decision_of = decision_of
+        self.recorder = recorder
+        self.metrics = metrics
+        self.prices = prices
+        self.clock = clock or SystemClock()
+        self._threads = named_executor("sextant-guard", config.threads)
+        self._pending = 0
+
+    def _packs(self) -> list[RulePack]:
+        return [compiled(text) for text in self.packs.snapshot()]
+
+    def acknowledged(self, spans: pa.Table, protocol: str) -> None:
+        """Ingest's hook, on the event loop: these spans are acknowledged, in the journal frames
+        up to the writer's latest. The guard's own steps are not waited for: a run is judged
+        on what the agent did, and waiting for each answer's step would serialize the calls."""
+        if protocol == RECORDED:
+            return
+        frame = self.journal.journal_progress()[0]
+        if not frame:
+            return  # no journal: acknowledged is loaded
+        for trace_id in pc.unique(spans["trace_id"]).to_pylist():
+            self._acked[trace_id] = frame
+            self._acked.move_to_end(trace_id)
+        while len(self._acked) > REMEMBERED_TRACES:
+            self._acked.popitem(last=False)
+
+    def _loaded(self, trace_id: str) -> bool:
+        """Whether the run's acknowledged spans are all loaded (and so held by the assembler)."""
+        frame = self._acked.get(trace_id, 0)
+        return not frame or self.journal.journal_progress()[1] >= frame
+
+    def _judge(
+        self,
+        request: GuardRequest,
+        span_id: str,
+        now_ns: int,
+        held: list[dict[str, Any]] | None = None,
+    ) -> GuardAnswer:
+        """Read the run (unless `held` is it), weigh it (the decision is read last, freshest).
+        In a guard thread, unless the run is held in memory: then on the event loop, where it
+        takes well under a millisecond and two hand-overs of the GIL cost more."""
+        if held is None:
+            if not self._loaded(request.trace_id):
+                self.journal.settled().result(self.config.deadline_seconds)
+            held = self.runs.run_so_far(request.trace_id)
+        rows = own_rows(held, request.service)
+        agent = request.agent or next((r["agent_name"] for r in rows if r["agent_name"]), "")
+        version = request.version or next(
+            (r["service_version"] for r in rows if r["service_version"]), ""
+        )
+        decision = self.decision_of(Target(request.service, agent or "", version or ""))
+        return judge_call(request, rows, self._packs(), decision, span_id, now_ns, self.prices)
+
+    def unavailable(self, request: GuardRequest, span_id: str, reason: str) -> GuardAnswer:
+        """The packs' `on_unavailable` (deny when one of them says deny; deny with none)."""
+        self.metrics.timeouts.labels(reason).inc()
+        service, agent, version = request.service, request.agent, request.version
+        chosen = [p for p in self._packs() if p.selector.matches_target(service, agent, version)]
+        answers = {p.guard.on_unavailable for p in chosen}
+        answer = Answer.ALLOW if chosen and answers == {Answer.ALLOW} else Answer.DENY
+        message = f"the guard could not judge the call ({reason}); guard.on_unavailable"
+        return GuardAnswer(answer, [f"guard_unavailable_{reason}"], [], [message], span_id)
+
+    async def check(self, request: GuardRequest, protocol: str) -> GuardAnswer:
+        """The answer, within the deadline whatever happens; recorded as a step of the run."""
+        started = time.perf_counter()
+        self.metrics.calls.labels(protocol).inc()
+        span_id = os.urandom(8).hex()
+        start_ns = int(self.clock.wall() * 1e9)
+        try:
+            answer, basis = await self._answer(request, span_id, start_ns)
+        except Exception as exc:
+            log.exception("guard call raised: %s", exc)
+            answer, basis = self.unavailable(request, span_id, "error"), "unavailable"
+        if basis == "judged" and {UNKNOWN, PARTIAL} & set(answer.reasons):
+            basis = "unknown"
+        self.metrics.answers.labels(answer.answer.value, basis).inc()
+        end_ns = int(self.clock.wall() * 1e9)
+        parent = answer.parent_span_id or request.parent_span_id
+        self.recorder.record(request, guard_span(request, answer, parent, start_ns, end_ns))
+        self.metrics.duration.observe(time.perf_counter() - started)
+        return answer
+
+    async def _answer(
+        self, request: GuardRequest, span_id: str, start_ns: int
+    ) -> tuple[GuardAnswer, str]:
+        """A run held in memory is judged at once on the event loop (well under a millisecond:
+        two hand-overs of the GIL to a thread would cost more); one read from the store, or
+        waiting for its acknowledged spans to load, in a guard thread within the deadline."""
+        held = self.runs.held_run(request.trace_id) if self._loaded(request.trace_id) else None
+        if held is not None:
+            return self._judge(request, span_id, start_ns, held), "judged"
+        if self._pending >= self.config.max_pending:
+            return self.unavailable(request, span_id, "overloaded"), "unavailable"
+        self._pending += 1
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(self._threads, self._judge, request, span_id, start_ns)
+        work.add_done_callback(self._done)
+        try:
+            answer = await asyncio.wait_for(asyncio.shield(work), self.config.deadline_seconds)
+        except TimeoutError:
+            return self.unavailable(request, span_id, "deadline"), "unavailable"
+        return answer, "judged"
+
+    def _done(self, _: object) -> None:
+        self._pending -= 1
+
+    async def shutdown(self) -> None:
+        """Store the steps still gathered; judgements in flight are let go."""
+        await self.recorder.flush()
+        self._threads.shutdown(wait=False, cancel_futures=True)

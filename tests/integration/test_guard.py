@@ -1,0 +1,356 @@
+"""The runtime guard through the running server: runs sent span by span by the real OTel SDK,
+the guard asked over plain HTTP and gRPC before the consequential call, and the verdict
+afterwards read from the admin API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import requests
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from collector.guard import wire
+from tests.support.admin import firing, scraped, trajectory
+from tests.support.agents import AgentScript, provider_for, trace_id_of
+from tests.support.guard import answer, ask, ask_grpc
+from tests.support.server import DECIDE_FAST, FAST, SHIPPED_PACKS, RunningServer, serve
+
+TOKEN = "guard-test-token-0123456789"
+RULE = "approval-before-account-change"
+APPROVED = json.dumps({"approved": True, "approver": "lead-7"})
+WRITE = {"customer_id": "C-2002", "email": "mira@example.org"}
+OPS_PACK = """
+name: ops
+version: "1"
+owner: ops-oncall
+selector: {service: ops-desk}
+rules:
+  - id: never-drop-tables
+    type: absence
+    step: {kind: tool, name: "drop_*"}
+    reason: destructive_tool
+    on_fail: DISABLE
+"""
+LENIENT_PACK = """
+name: lenient
+version: "1"
+owner: ops-oncall
+selector: {service: lenient-desk}
+guard: {on_unavailable: allow}
+rules:
+  - id: no-drops
+    type: absence
+    step: {kind: tool, name: "drop_*"}
+    reason: destructive_tool
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    packs: dict[str, str | Path] = {
+        "support-agent": SHIPPED_PACKS / "support-agent.yaml",
+        "ops": OPS_PACK,
+    }
+    running = serve(
+        tmp_path_factory.mktemp("guard"),
+        packs,
+        assembler=FAST,
+        decisions=DECIDE_FAST,
+        auth={"tokens": [TOKEN]},
+    )
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def exporter(server: RunningServer) -> OTLPSpanExporter:
+    return OTLPSpanExporter(
+        endpoint=server.grpc_endpoint,
+        insecure=True,
+        headers=(("authorization", f"Bearer {TOKEN}"),),
+    )
+
+
+def span_id(span: Any) -> str:
+    return format(span.get_span_context().span_id, "016x")
+
+
+def account_change(
+    server: RunningServer, version: str, approve: bool, obey: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """lookup → (request_approval →) the model asks for update_account → the guard is asked
+    → the write runs only when allowed (or, `obey` False, whatever the answer)."""
+    provider = provider_for(exporter(server), service="support-desk", version=version)
+    script = AgentScript(provider.get_tracer("support"))
+    with script.agent("support-agent", "Change the e-mail of C-2002", "Done.") as root:
+        script.chat([("lookup_customer", {"customer_id": "C-2002"})])
+        script.tool("lookup_customer", {"customer_id": "C-2002"}, '{"tier": "gold"}')
+        if approve:
+            asked = {"action": "update_email", "customer_id": "C-2002"}
+            script.chat([("request_approval", asked)])
+            script.tool("request_approval", asked, APPROVED)
+        script.chat([("update_account", WRITE)])
+        got = answer(
+            server,
+            trace_id_of(root),
+            "update_account",
+            arguments=WRITE,
+            tool_call_id=f"call_{script.turn - 1}_0",
+            parent=span_id(root),
+            version=version,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        if got["answer"] == "allow" or not obey:
+            script.tool("update_account", WRITE, "ok")
+        script.chat()
+    provider.shutdown()
+    return trace_id_of(root), got
+
+
+def steps(t: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(s["kind"], s["name"]) for s in t["steps_detail"]]
+
+
+def result(t: dict[str, Any], rule: str) -> dict[str, Any] | None:
+    return next((r for r in t["results"] if r["rule_id"] == rule), None)
+
+
+def test_an_unapproved_write_is_denied_before_it_runs_and_the_verdict_agrees(
+    server: RunningServer,
+) -> None:
+    trace_id, got = account_change(server, "5.0.0", approve=False)
+    assert (got["answer"], got["reasons"]) == ("deny", ["approval_boundary_violation"]), got
+    assert got["span_id"] in got["evidence"]
+
+    t = trajectory(server, trace_id)
+    # The check is a step of the run, and no state-changing call follows it.
+    assert ("policy", "guard update_account") in steps(t)
+    assert ("tool", "update_account") not in steps(t)
+    guard_step = next(s for s in t["steps_detail"] if s["kind"] == "policy")
+    assert guard_step["span_id"] == got["span_id"]
+    assert all(r["verdict"] != "fail" for r in t["results"]), t["results"]
+    # Closed, the run is read from the store: the same answer.
+    again = answer(
+        server,
+        trace_id,
+        "update_account",
+        arguments=WRITE,
+        version="5.0.0",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert (again["answer"], again["reasons"]) == ("deny", ["approval_boundary_violation"])
+
+    # An agent that runs the call anyway is failed afterwards for the reason it was told.
+    ignored, told = account_change(server, "5.0.1", approve=False, obey=False)
+    assert told["answer"] == "deny"
+    t = trajectory(server, ignored)
+    found = result(t, RULE)
+    assert found is not None
+    assert (found["verdict"], found["reason"]) == ("fail", told["reasons"][0])
+
+
+def test_an_approved_write_is_allowed_and_passes_afterwards(server: RunningServer) -> None:
+    trace_id, got = account_change(server, "5.1.0", approve=True)
+    assert got == {
+        "answer": "allow",
+        "reasons": [],
+        "evidence": [],
+        "messages": [],
+        "span_id": got["span_id"],
+        "decision": "PASS",
+    }
+    t = trajectory(server, trace_id)
+    assert ("tool", "update_account") in steps(t)
+    assert ("policy", "guard update_account") in steps(t)
+    found = result(t, RULE)
+    assert found is not None and found["verdict"] == "pass"
+
+
+def test_a_disabled_target_is_denied_every_call(server: RunningServer) -> None:
+    provider = provider_for(exporter(server), service="ops-desk", version="1.0.0")
+    script = AgentScript(provider.get_tracer("ops"))
+    with script.agent("ops-agent", "Clean up", "Done.") as root:
+        script.chat([("drop_table", {"table": "customers"})])
+        script.tool("drop_table", {"table": "customers"}, "dropped")
+        script.chat()
+    trajectory(server, trace_id_of(root))
+    firing(server, "DISABLE", service_name="ops-desk")
+
+    with script.agent("ops-agent", "Look something up", "Done.") as root:
+        script.chat([("lookup_customer", {"customer_id": "C-1"})])
+        got = answer(
+            server,
+            trace_id_of(root),
+            "lookup_customer",
+            agent="ops-agent",
+            service="ops-desk",
+            version="1.0.0",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        script.chat()
+    provider.shutdown()
+    assert (got["answer"], got["reasons"], got["decision"]) == (
+        "deny",
+        ["target_disabled"],
+        "DISABLE",
+    )
+    # A run the guard has never seen is denied as well: the decision is about the target.
+    unseen = answer(
+        server,
+        "ab" * 16,
+        "lookup_customer",
+        agent="ops-agent",
+        service="ops-desk",
+        version="1.0.0",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert (unseen["answer"], unseen["reasons"]) == ("deny", ["target_disabled"])
+    t = trajectory(server, trace_id_of(root))
+    assert ("tool", "lookup_customer") not in steps(t)
+    assert ("policy", "guard lookup_customer") in steps(t)
+
+
+def test_spans_not_exported_yet_are_never_judged_silently(server: RunningServer) -> None:
+    """With the SDK's batching processor, the guard sees the run only once it is flushed: an
+    unknown run, then a partial one (the model call that asked for the write is not there),
+    are the pack's `guard.on_unknown` (review); flushed, the write is judged."""
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "support-desk", "service.version": "5.2.0"})
+    )
+    provider.add_span_processor(BatchSpanProcessor(exporter(server), schedule_delay_millis=60_000))
+    script = AgentScript(provider.get_tracer("support"))
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with script.agent("support-agent", "Change the e-mail of C-2002", "Done.") as root:
+        trace_id = trace_id_of(root)
+        script.chat([("lookup_customer", {"customer_id": "C-2002"})])
+        lookup = {"arguments": {"customer_id": "C-2002"}, "headers": headers}
+        unknown = answer(server, trace_id, "lookup_customer", **lookup)
+        assert (unknown["answer"], unknown["reasons"]) == ("review", ["guard_run_unknown"])
+        script.tool("lookup_customer", {"customer_id": "C-2002"}, '{"tier": "gold"}')
+        assert provider.force_flush()
+
+        # the model call that asks for the write has ended, and is not exported yet
+        script.chat([("update_account", WRITE)])
+        call = {"arguments": WRITE, "tool_call_id": f"call_{script.turn - 1}_0", "headers": headers}
+        partial = answer(server, trace_id, "update_account", **call)
+        assert (partial["answer"], partial["reasons"]) == ("review", ["guard_run_partial"])
+
+        assert provider.force_flush()
+        judged = answer(server, trace_id, "update_account", **call)
+        assert (judged["answer"], judged["reasons"]) == ("deny", ["approval_boundary_violation"])
+        script.chat()
+    provider.shutdown()
+    assert scraped(server, "sextant_guard_answers_total", answer="review", basis="unknown") == 2
+
+
+def test_a_guard_reads_only_its_own_service_and_takes_the_otlp_token(
+    server: RunningServer,
+) -> None:
+    trace_id, _ = account_change(server, "5.3.0", approve=False)
+    unauthenticated = ask(server, trace_id, "update_account", headers={})
+    assert unauthenticated.status_code == 401
+    assert unauthenticated.headers["WWW-Authenticate"].startswith("Bearer")
+    wrong = ask(server, trace_id, "update_account", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+
+    # Another service naming this run learns nothing of it: its run is unknown.
+    other = answer(
+        server,
+        trace_id,
+        "update_account",
+        arguments=WRITE,
+        service="billing-desk",
+        agent="billing-agent",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert (other["answer"], other["reasons"], other["evidence"]) == (
+        "review",
+        ["guard_run_unknown"],
+        [],
+    )
+
+
+def test_bad_guard_calls_are_refused_with_what_to_fix(server: RunningServer) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    reply = ask(server, "not-a-trace-id", "update_account", headers=headers)
+    assert reply.status_code == 400
+    assert "trace_id" in reply.json()["error"]
+
+
+def test_the_guard_answers_over_grpc_with_the_otlp_token(server: RunningServer) -> None:
+    provider = provider_for(exporter(server), service="support-desk", version="5.4.0")
+    script = AgentScript(provider.get_tracer("support"))
+    with script.agent("support-agent", "Change the e-mail of C-2002", "Done.") as root:
+        script.chat([("update_account", WRITE)])
+        request = wire.CheckRequest(
+            trace_id=trace_id_of(root),
+            parent_span_id=span_id(root),
+            service="support-desk",
+            agent="support-agent",
+            version="5.4.0",
+            tool=wire.ProposedCall(
+                name="update_account",
+                arguments_json=json.dumps(WRITE),
+                tool_call_id=f"call_{script.turn - 1}_0",
+            ),
+        )
+        got = ask_grpc(server, request, TOKEN)
+        with pytest.raises(Exception, match="UNAUTHENTICATED"):
+            ask_grpc(server, request, None)
+        script.chat()
+    provider.shutdown()
+    assert (got.answer, list(got.reasons)) == ("deny", ["approval_boundary_violation"])
+    assert scraped(server, "sextant_guard_calls_total", protocol="grpc")
+
+
+def test_past_its_deadline_the_guard_answers_what_the_pack_says(tmp_path: Path) -> None:
+    packs: dict[str, str | Path] = {
+        "support-agent": SHIPPED_PACKS / "support-agent.yaml",
+        "lenient": LENIENT_PACK,
+    }
+    server = serve(tmp_path, packs, assembler=FAST, guard={"deadline_seconds": 1e-9})
+    try:
+        strict = answer(server, "cd" * 16, "update_account", arguments=WRITE)
+        lenient = answer(
+            server, "cd" * 16, "drop_table", service="lenient-desk", agent="lenient-agent"
+        )
+        assert (strict["answer"], strict["reasons"]) == ("deny", ["guard_unavailable_deadline"])
+        assert (lenient["answer"], lenient["reasons"]) == ("allow", ["guard_unavailable_deadline"])
+        assert scraped(server, "sextant_guard_timeouts_total", reason="deadline") == 2
+        assert scraped(server, "sextant_guard_answers_total", answer="deny", basis="unavailable")
+    finally:
+        server.stop()
+
+
+def test_a_malformed_grpc_guard_call_is_invalid_argument(server: RunningServer) -> None:
+    with grpc.insecure_channel(server.grpc_endpoint) as channel:
+        check = channel.unary_unary(f"/{wire.SERVICE}/Check")
+        metadata = [("authorization", f"Bearer {TOKEN}")]
+        for body in (b"\xff\xff\xff", wire.CheckRequest(trace_id="zz").SerializeToString()):
+            with pytest.raises(grpc.RpcError) as caught:
+                check(body, metadata=metadata, timeout=10)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "bad guard call" in (caught.value.details() or "")
+
+
+def test_the_guard_takes_post_only_and_can_be_switched_off(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    got = requests.get(f"{server.http_url}/v1/guard", timeout=10)
+    assert (got.status_code, got.headers["Allow"]) == (405, "POST")
+    off = serve(tmp_path, guard={"enabled": False})
+    try:
+        refused = ask(off, "ab" * 16, "lookup_customer")
+        assert refused.status_code == 404
+        assert "POST /v1/traces" in refused.text
+    finally:
+        off.stop()

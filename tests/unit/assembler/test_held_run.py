@@ -1,0 +1,37 @@
+"""A run's rows out of the held batches, as the runtime guard reads them: each span once, the
+same rows whether the batch is read whole (small) or by its index (large)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pyarrow as pa
+import pytest
+
+from collector.assembler.held import WHOLE_BATCH_ROWS, HeldSpans, rows_of_trace
+from collector.assembler.spans import SPAN_FIELDS
+
+AT = datetime(2026, 12, 2, 12, 0)
+
+
+def batch(spans: list[tuple[str, str]]) -> pa.Table:
+    """(trace id, span id) pairs as span columns (the others null)."""
+    columns = {name: [None] * len(spans) for name in SPAN_FIELDS}
+    columns["trace_id"] = [t for t, _ in spans]
+    columns["span_id"] = [s for _, s in spans]
+    types = {"trace_id": pa.string(), "span_id": pa.string()}
+    return pa.table({k: pa.array(v, types.get(k, pa.string())) for k, v in columns.items()})
+
+
+@pytest.mark.parametrize("size", [4, WHOLE_BATCH_ROWS * 3])
+def test_a_runs_rows_are_each_span_once_from_every_batch(size: int) -> None:
+    held = HeldSpans(1 << 30)
+    others = [(f"{i:032x}", f"{i:016x}") for i in range(size)]
+    first = held.add(batch([*others, ("a" * 32, "1" * 16)]), AT, ["a" * 32])
+    # a retried export: the same span again, and one more
+    second = held.add(batch([("a" * 32, "1" * 16), ("a" * 32, "2" * 16)]), AT, ["a" * 32])
+    parts = held.parts({"a" * 32: [first, second]})
+    for _ in range(2):  # the second read is from what the first kept
+        rows = rows_of_trace(parts, "a" * 32)
+        assert [r["span_id"] for r in rows] == ["1" * 16, "2" * 16]
+    assert rows_of_trace(parts, "b" * 32) == []
