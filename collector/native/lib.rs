@@ -1,6 +1,7 @@
 //! Sextant's native hot path, a Python extension module (`collector.normalize._native`): one
 //! OTLP export request's bytes to the Arrow columns of the store's `spans` or `logs` batch.
 
+mod arrow_py;
 mod assemble;
 mod attributes;
 mod columns;
@@ -21,16 +22,15 @@ mod spans;
 mod unicode;
 
 use std::borrow::Cow;
-use std::sync::Mutex;
 
-use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
-use arrow_array::{Array, StructArray};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyCapsule, PyDict};
+
+use crate::arrow_py::ArrowBatch;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::columns::TooLarge;
 use crate::decoded::{Counts, Decoded, Semconv};
@@ -131,75 +131,6 @@ pub fn decode_bytes(
     }
 }
 
-/// One request's accepted rows, exported through the Arrow PyCapsule interface as a struct
-/// array whose fields are the batch's columns (`pyarrow.record_batch(batch)` takes it without
-/// copying).
-#[pyclass(frozen, module = "collector.normalize._native")]
-struct ArrowBatch {
-    array: StructArray,
-    /// Exported while decoding, without the GIL; the first `__arrow_c_array__` hands it over.
-    exported: Mutex<Option<Exported>>,
-}
-
-/// The C data interface structs of a batch, made before anyone asks for them.
-struct Exported {
-    schema: FFI_ArrowSchema,
-    array: FFI_ArrowArray,
-}
-
-// SAFETY: both are owned C structs with their own release callbacks, moved whole from the
-// decoding thread to the one that hands them over, and never shared meanwhile.
-unsafe impl Send for Exported {}
-
-impl ArrowBatch {
-    /// Exports the batch at once (the caller has released the GIL): building the C structs of
-    /// 40 columns cost more than importing them, and would otherwise hold the GIL.
-    fn new(array: StructArray) -> Self {
-        let exported = FFI_ArrowSchema::try_from(array.data_type())
-            .ok()
-            .map(|schema| Exported {
-                schema,
-                array: FFI_ArrowArray::new(&array.to_data()),
-            });
-        Self {
-            array,
-            exported: Mutex::new(exported),
-        }
-    }
-}
-
-#[pymethods]
-impl ArrowBatch {
-    /// The ("arrow_schema", "arrow_array") capsules. A requested schema is not honoured: the
-    /// columns have one schema, the store's (the protocol lets the producer ignore it).
-    #[pyo3(signature = (requested_schema=None))]
-    fn __arrow_c_array__<'py>(
-        &self,
-        py: Python<'py>,
-        requested_schema: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
-        let _ = requested_schema;
-        let ready = self.exported.lock().ok().and_then(|mut e| e.take());
-        let (schema, array) = match ready {
-            Some(Exported { schema, array }) => (schema, array),
-            None => (
-                FFI_ArrowSchema::try_from(self.array.data_type())
-                    .map_err(|e| PyValueError::new_err(e.to_string()))?,
-                FFI_ArrowArray::new(&self.array.to_data()),
-            ),
-        };
-        // Each capsule owns its struct; a consumer that imports it moves the contents out and
-        // clears `release`, and dropping the capsule releases whatever was not taken.
-        let schema = PyCapsule::new(py, schema, Some(c"arrow_schema".to_owned()))?;
-        let array = PyCapsule::new(py, array, Some(c"arrow_array".to_owned()))?;
-        Ok((schema, array))
-    }
-
-    fn __len__(&self) -> usize {
-        self.array.len()
-    }
-}
-
 fn counts<'py>(py: Python<'py>, counts: Counts) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     for (name, count) in counts.0 {
@@ -265,7 +196,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rules::evaluate_packs, m)?)?;
     m.add_function(wrap_pyfunction!(rules::regex_set_matches, m)?)?;
     m.add_class::<rules::NativePack>()?;
-    m.add_class::<rules::RulesBatch>()?;
     assemble::register(m)?;
     Ok(())
 }

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::builder::{Float64Builder, Int32Builder, ListBuilder, StringBuilder};
-use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, StringArray,
     StructArray, UInt64Array,
@@ -14,38 +13,13 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Fields};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
 
+use crate::arrow_py::{import_struct, ArrowBatch};
 use crate::rules_eval::{evaluate_run, has_override, requested, Outcome, Run, StepRow};
 use crate::rules_pack::{compile, Pack};
 
 fn refused(message: String) -> PyErr {
     PyValueError::new_err(message)
-}
-
-/// A pyarrow RecordBatch (or anything exporting one struct array) read without copying.
-fn import(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<StructArray> {
-    let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = obj
-        .call_method0("__arrow_c_array__")
-        .map_err(|e| refused(format!("{what}: not an Arrow record batch ({e})")))?
-        .extract()?;
-    let schema = schema
-        .pointer_checked(Some(c"arrow_schema"))?
-        .cast::<FFI_ArrowSchema>();
-    let array = array
-        .pointer_checked(Some(c"arrow_array"))?
-        .cast::<FFI_ArrowArray>();
-    // SAFETY: the capsules hold the C structs their names say, alive while we hold the
-    // capsules; the array is moved out (its release left to us), the schema only read.
-    let data = unsafe {
-        let array = std::ptr::replace(array.as_ptr(), FFI_ArrowArray::empty());
-        from_ffi(array, &*schema.as_ptr())
-    }
-    .map_err(|e| refused(format!("{what}: {e}")))?;
-    if !matches!(data.data_type(), DataType::Struct(_)) {
-        return Err(refused(format!("{what}: not a record batch")));
-    }
-    Ok(StructArray::from(data))
 }
 
 fn column<'a, T: 'static>(batch: &'a StructArray, name: &str, what: &str) -> PyResult<&'a T> {
@@ -337,34 +311,6 @@ pub struct NativePack {
     pack: Pack,
 }
 
-/// Results as an Arrow struct array (`pyarrow.record_batch(results)` takes it).
-#[pyclass(frozen, module = "collector.normalize._native")]
-pub struct RulesBatch {
-    array: StructArray,
-}
-
-#[pymethods]
-impl RulesBatch {
-    #[pyo3(signature = (requested_schema=None))]
-    fn __arrow_c_array__<'py>(
-        &self,
-        py: Python<'py>,
-        requested_schema: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
-        let _ = requested_schema;
-        let schema = FFI_ArrowSchema::try_from(self.array.data_type())
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let array = FFI_ArrowArray::new(&self.array.to_data());
-        let schema = PyCapsule::new(py, schema, Some(c"arrow_schema".to_owned()))?;
-        let array = PyCapsule::new(py, array, Some(c"arrow_array".to_owned()))?;
-        Ok((schema, array))
-    }
-
-    fn __len__(&self) -> usize {
-        self.array.len()
-    }
-}
-
 #[pymethods]
 impl NativePack {
     #[getter]
@@ -397,16 +343,16 @@ impl NativePack {
         py: Python<'_>,
         trajectories: &Bound<'_, PyAny>,
         steps: &Bound<'_, PyAny>,
-    ) -> PyResult<RulesBatch> {
-        let trajectories = import(trajectories, "trajectories")?;
-        let steps = import(steps, "steps")?;
+    ) -> PyResult<ArrowBatch> {
+        let trajectories = import_struct(trajectories, "trajectories")?;
+        let steps = import_struct(steps, "steps")?;
         let pack = &self.pack;
         let array = py.detach(|| {
             let runs = runs(&trajectories)?;
             let rows = step_rows(&steps)?;
             Ok::<_, PyErr>(evaluate_batch(&[pack], &runs, &rows))
         })?;
-        Ok(RulesBatch { array })
+        Ok(ArrowBatch::new(array))
     }
 }
 
@@ -418,16 +364,16 @@ pub fn evaluate_packs(
     packs: Vec<PyRef<'_, NativePack>>,
     trajectories: &Bound<'_, PyAny>,
     steps: &Bound<'_, PyAny>,
-) -> PyResult<RulesBatch> {
-    let trajectories = import(trajectories, "trajectories")?;
-    let steps = import(steps, "steps")?;
+) -> PyResult<ArrowBatch> {
+    let trajectories = import_struct(trajectories, "trajectories")?;
+    let steps = import_struct(steps, "steps")?;
     let packs: Vec<&Pack> = packs.iter().map(|p| &p.pack).collect();
     let array = py.detach(|| {
         let runs = runs(&trajectories)?;
         let rows = step_rows(&steps)?;
         Ok::<_, PyErr>(evaluate_batch(&packs, &runs, &rows))
     })?;
-    Ok(RulesBatch { array })
+    Ok(ArrowBatch::new(array))
 }
 
 /// Compiles a pack's native form (JSON text, `collector/evaluation/native_rules.py`). Raises

@@ -3,7 +3,8 @@
 from typing import Any
 
 class ArrowBatch:
-    """The decoded columns as one Arrow struct array."""
+    """Rows as one Arrow struct array: a request's decoded columns, a built round's table, a
+    round's results (the `results` columns, and `deferred`)."""
 
     def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
         """The Arrow PyCapsule interface: ("arrow_schema", "arrow_array") capsules."""
@@ -17,12 +18,6 @@ def decode(
     columns: (the batch or None, rows, rejected by reason, truncated rows, rejected by
     service.name, ignored top-level JSON keys). Raises ValueError on bad bytes."""
 
-class RulesBatch:
-    """A pack's results as one Arrow struct array (the `results` columns, and `deferred`)."""
-
-    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]: ...
-    def __len__(self) -> int: ...
-
 class NativePack:
     """A rule pack compiled for the native rule interpreter."""
 
@@ -31,7 +26,7 @@ class NativePack:
     rule_ids: list[str]
     refused: list[tuple[str, str]]
 
-    def evaluate(self, trajectories: Any, steps: Any) -> RulesBatch:
+    def evaluate(self, trajectories: Any, steps: Any) -> ArrowBatch:
         """The pack's native rules over a round's `trajectories` and `steps` record batches
         (the steps with an `attributes` column: the span attributes' JSON text)."""
 
@@ -39,7 +34,7 @@ def compile_pack(text: str, partial: bool = False) -> NativePack:
     """A pack's native form (JSON) compiled; ValueError names the first rule not evaluated
     natively, unless `partial` leaves such rules out (listed in `refused`)."""
 
-def evaluate_packs(packs: list[NativePack], trajectories: Any, steps: Any) -> RulesBatch:
+def evaluate_packs(packs: list[NativePack], trajectories: Any, steps: Any) -> ArrowBatch:
     """Several packs' native rules over one round's batches, read once."""
 
 def regex_set_matches(patterns: list[str], text: str) -> list[int]:
@@ -48,20 +43,12 @@ def regex_set_matches(patterns: list[str], text: str) -> list[int]:
 class Unsupported(Exception):
     """A round holds something the native builder does not read as the Python builder does."""
 
-class BuiltTable:
-    """One built table (`trajectories` or `steps`) as one Arrow struct array."""
-
-    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
-        """The Arrow PyCapsule interface: ("arrow_schema", "arrow_array") capsules."""
-
-    def __len__(self) -> int: ...
-
 def build_round(
     spans: list[Any],
     closing: list[tuple[str, str, int, int | None]],
     prices: list[tuple[str, float, float]],
     closed_at: int,
-) -> tuple[BuiltTable, BuiltTable, list[str]]:
+) -> tuple[ArrowBatch, ArrowBatch, list[str]]:
     """A round's spans (RecordBatches of the columns the builder reads) to its
     `trajectories` and `steps` tables and build errors ("trace id: error"), as `build_batch`
     stores them without an evaluator. `closing`: (trace id, close reason, revision, covered

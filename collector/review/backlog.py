@@ -29,6 +29,18 @@ import duckdb
 from collector.decisions.state import MAX_EVIDENCE
 from collector.targets import Target
 
+# A result `r` still waiting for a person: no later revision of its run closed, and no label
+# answers it (collector/review/labels.py).
+WAITING = """NOT EXISTS (
+          SELECT 1 FROM trajectories t
+          WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
+      AND NOT EXISTS (
+          SELECT 1 FROM results h
+          WHERE h.source = 'human' AND h.origin = 'live' AND h.scope = 'trajectory'
+            AND h.verdict IN ('pass', 'fail', 'not_applicable') AND h.evaluated_at >= $since
+            AND h.trace_id = r.trace_id AND h.pack = r.pack AND h.rule_id = r.rule_id
+            AND h.revision >= r.revision)"""
+
 # Per pack and target: the items, the oldest, and those asked for at or before the pack's cutoff
 # (now - review.sla; no cutoff, no overdue item) with the oldest overdue runs first. The owner is
 # the one recorded with the pack version that asked (`rule_packs`), for packs no longer in force.
@@ -45,15 +57,7 @@ items AS (
     LEFT JOIN rule_packs p ON p.sha256 = r.pack_sha256
     WHERE r.origin = 'live' AND r.scope = 'trajectory' AND r.source IS NULL
       AND r.verdict = 'review' AND r.evaluated_at >= $since
-      AND NOT EXISTS (
-          SELECT 1 FROM trajectories t
-          WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
-      AND NOT EXISTS (
-          SELECT 1 FROM results h
-          WHERE h.source = 'human' AND h.origin = 'live' AND h.scope = 'trajectory'
-            AND h.verdict IN ('pass', 'fail', 'not_applicable') AND h.evaluated_at >= $since
-            AND h.trace_id = r.trace_id AND h.pack = r.pack AND h.rule_id = r.rule_id
-            AND h.revision >= r.revision)
+      AND {WAITING}
     GROUP BY ALL
 )
 SELECT i.pack, i.service, i.agent, i.version, max(i.owner) AS owner,
@@ -71,22 +75,14 @@ ORDER BY i.pack, i.service, i.agent, i.version
 
 
 # Per pack: the audit items no label answers yet, on runs no later revision replaced.
-AUDITS = """
+AUDITS = f"""
 WITH items AS (
     SELECT r.trace_id, r.pack, r.rule_id, min(r.evaluated_at) AS asked_at, max(p.owner) AS owner
     FROM results r
     LEFT JOIN rule_packs p ON p.sha256 = r.pack_sha256
     WHERE r.origin = 'live' AND r.scope = 'trajectory' AND r.source IS NULL AND r.audit
       AND r.verdict IN ('pass', 'fail') AND r.evaluated_at >= $since
-      AND NOT EXISTS (
-          SELECT 1 FROM trajectories t
-          WHERE t.closed_at >= $since AND t.trace_id = r.trace_id AND t.revision > r.revision)
-      AND NOT EXISTS (
-          SELECT 1 FROM results h
-          WHERE h.source = 'human' AND h.origin = 'live' AND h.scope = 'trajectory'
-            AND h.verdict IN ('pass', 'fail', 'not_applicable') AND h.evaluated_at >= $since
-            AND h.trace_id = r.trace_id AND h.pack = r.pack AND h.rule_id = r.rule_id
-            AND h.revision >= r.revision)
+      AND {WAITING}
     GROUP BY ALL
 )
 SELECT pack, max(owner) AS owner, count(*) AS items, min(asked_at) AS oldest

@@ -19,14 +19,13 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use arrow_array::cast::AsArray;
-use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::types::{Int64Type, TimestampMicrosecondType, UInt32Type, UInt64Type};
 use arrow_array::{Array, StructArray};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
 
+use crate::arrow_py::{import_struct, ArrowBatch};
 use span::Row;
 
 create_exception!(
@@ -279,54 +278,7 @@ pub fn build_round(
     })
 }
 
-/// One table of the round, exported through the Arrow PyCapsule interface as a struct array
-/// whose fields are the table's columns.
-#[pyclass(frozen, module = "collector.normalize._native")]
-struct BuiltTable {
-    array: StructArray,
-}
-
-#[pymethods]
-impl BuiltTable {
-    #[pyo3(signature = (requested_schema=None))]
-    fn __arrow_c_array__<'py>(
-        &self,
-        py: Python<'py>,
-        requested_schema: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
-        let _ = requested_schema;
-        let schema = FFI_ArrowSchema::try_from(self.array.data_type())
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let array = FFI_ArrowArray::new(&self.array.to_data());
-        let schema = PyCapsule::new(py, schema, Some(c"arrow_schema".to_owned()))?;
-        let array = PyCapsule::new(py, array, Some(c"arrow_array".to_owned()))?;
-        Ok((schema, array))
-    }
-
-    fn __len__(&self) -> usize {
-        self.array.len()
-    }
-}
-
-/// A pyarrow RecordBatch (anything with `__arrow_c_array__`) as a struct array.
-fn import_batch(batch: &Bound<'_, PyAny>) -> PyResult<StructArray> {
-    let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) =
-        batch.call_method0("__arrow_c_array__")?.extract()?;
-    let schema_ptr = schema.pointer_checked(Some(c"arrow_schema"))?;
-    let array_ptr = array.pointer_checked(Some(c"arrow_array"))?;
-    // SAFETY: the capsules hold the C data interface structs their names say; the array's
-    // contents are moved out (the capsule's own struct is left released), the schema is only
-    // read while the capsule is alive.
-    let data = unsafe {
-        let array = FFI_ArrowArray::from_raw(array_ptr.as_ptr().cast());
-        let schema = &*schema_ptr.as_ptr().cast::<FFI_ArrowSchema>();
-        from_ffi(array, schema)
-    }
-    .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(StructArray::from(data))
-}
-
-type BuildResult = (BuiltTable, BuiltTable, Vec<String>);
+type BuildResult = (ArrowBatch, ArrowBatch, Vec<String>);
 
 /// `build_round(spans, closing, prices, closed_at)`: the round's `trajectories` and `steps`
 /// tables (as `__arrow_c_array__` objects) and its build errors. `spans` is a list of
@@ -345,7 +297,7 @@ fn py_build_round(
 ) -> PyResult<BuildResult> {
     let batches = spans
         .iter()
-        .map(import_batch)
+        .map(|batch| import_struct(batch, "spans"))
         .collect::<PyResult<Vec<_>>>()?;
     let closing: Vec<Closing> = closing
         .into_iter()
@@ -362,10 +314,8 @@ fn py_build_round(
     });
     let round = round.map_err(Unsupported::new_err)?;
     Ok((
-        BuiltTable {
-            array: round.trajectories,
-        },
-        BuiltTable { array: round.steps },
+        ArrowBatch::new(round.trajectories),
+        ArrowBatch::new(round.steps),
         round.build_errors,
     ))
 }
@@ -373,7 +323,6 @@ fn py_build_round(
 /// Registers `build_round` and `Unsupported` in the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_build_round, m)?)?;
-    m.add_class::<BuiltTable>()?;
     m.add("Unsupported", m.py().get_type::<Unsupported>())?;
     Ok(())
 }
