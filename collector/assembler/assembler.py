@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.held import HeldSpans, rows_of, rows_of_trace
 from collector.assembler.metrics import AssemblerMetrics
+from collector.assembler.native_work import assemble_batch
 from collector.assembler.pace import Pace
 from collector.assembler.read_back import (
     previous_revisions,
@@ -29,7 +30,6 @@ from collector.assembler.work import (
     Built,
     Closing,
     Evaluates,
-    build_batch,
     build_isolated,
     merged_tables,
     spans_of,
@@ -378,9 +378,10 @@ class Assembler(TickingStage):
         **kw: Any,
     ) -> Built:
         args = (spans, closing, self.price_overrides, closed_at, evaluator, kw.get("failed"))
+        native = self.config.native
         if spans.num_rows <= INLINE_BUILD_SPANS:
-            return build_batch(*args)
-        return self.workers.run(build_batch, *args)
+            return assemble_batch(*args, native)
+        return self.workers.run(assemble_batch, *args, native)
 
     def _count(self, built: Built, last_seen: dict[str, float]) -> None:
         """A stored batch in the metrics, and its evaluator's tally handed on."""
@@ -391,6 +392,8 @@ class Assembler(TickingStage):
             if revision > 1:
                 self.metrics.reopened.inc()
                 self.metrics.late_spans.inc(late)
+        if built.fallback is not None:
+            self.metrics.native_fallbacks.labels(built.fallback).inc()
         for kind, count in built.step_kinds.items():
             self.metrics.steps.labels(kind).inc(count)
         if self.evaluation is not None and built.evaluator is not None:

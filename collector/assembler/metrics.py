@@ -51,6 +51,14 @@ class AssemblerMetrics:
             ["kind"],
             registry=registry,
         )
+        self.native_fallbacks = Counter(
+            "sextant_assembler_native_fallbacks",
+            "Batches assembler.native was on for that were built in Python, by reason:"
+            " unsupported (input the native path does not build as Python does), retry (a"
+            " batch that raised, rebuilt with its failing traces as build errors), error.",
+            ["reason"],
+            registry=registry,
+        )
         self.latency = Histogram(
             "sextant_assembler_assembly_latency_seconds",
             "From the last span of a trace being stored to its trajectory being stored.",
