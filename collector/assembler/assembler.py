@@ -392,6 +392,8 @@ class Assembler(TickingStage):
             if revision > 1:
                 self.metrics.reopened.inc()
                 self.metrics.late_spans.inc(late)
+        if built.native:
+            self.metrics.native_batches.inc()
         if built.fallback is not None:
             self.metrics.native_fallbacks.labels(built.fallback).inc()
         for kind, count in built.step_kinds.items():

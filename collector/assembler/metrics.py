@@ -51,6 +51,11 @@ class AssemblerMetrics:
             ["kind"],
             registry=registry,
         )
+        self.native_batches = Counter(
+            "sextant_assembler_native_batches",
+            "Batches of rounds built by the native builder (assembler.native).",
+            registry=registry,
+        )
         self.native_fallbacks = Counter(
             "sextant_assembler_native_fallbacks",
             "Batches assembler.native was on for that were built in Python, by reason:"

@@ -176,6 +176,7 @@ def native_batch(
     )
     built.step_kinds = Counter(steps["kind"].to_pylist())
     built.build_errors = list(errors)
+    built.native = True
     return built
 
 

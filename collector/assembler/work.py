@@ -54,6 +54,7 @@ class Built:
     # why a batch asked to be built natively was built in Python (None: it was not asked,
     # or it was built natively)
     fallback: str | None = None
+    native: bool = False  # built by the native builder
 
 
 def prices_for(overrides: dict[str, Any]) -> PriceTable:

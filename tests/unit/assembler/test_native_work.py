@@ -81,6 +81,7 @@ def differences(spans: pa.Table, closing: list[Closing], packs: tuple[PackText, 
     python = build_batch(spans, closing, {}, NOW, RoundEvaluator(packs))
     native = assemble_batch(spans, closing, {}, NOW, RoundEvaluator(packs), native=True)
     assert native.fallback is None, f"built in Python: {native.fallback}"
+    assert native.native and not python.native
     out = []
     for name in ("trajectories", "steps", "results"):
         out += table_differences(name, python.tables[name], native.tables[name])
