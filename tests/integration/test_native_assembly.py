@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from tests.support.agents import AgentScript, booking_run, provider_for, trace_id_of
 from tests.support.captures import CAPTURES, send
-from tests.support.server import FAST, SHIPPED_PACKS, RunningServer, serve, serve_shipped_packs
+from tests.support.server import FAST, SHIPPED_PACKS, RunningServer, serve
 from tests.support.wait import wait_for
 
 FILES = sorted([*CAPTURES.glob("*.otlp.json"), *CAPTURES.glob("*.body.json")], key=lambda p: p.name)
@@ -47,7 +47,12 @@ def rows(server: RunningServer, table: str, order: str) -> list[dict[str, Any]]:
 
 
 def test_native_assembly_stores_what_python_assembly_stores(tmp_path: Path) -> None:
-    python = serve_shipped_packs(tmp_path / "python")
+    python = serve(
+        tmp_path / "python",
+        SHIPPED_PACKS,
+        assembler={**FAST, "native": False},
+        rules={"reload_seconds": 0.1},
+    )
     native = serve(
         tmp_path / "native",
         SHIPPED_PACKS,
