@@ -22,6 +22,7 @@ from collector.evaluation.packs import PackText, load_text
 from collector.evaluation.round import RoundEvaluator
 from collector.normalize.wire import decode_request
 from tests.support.native_build import table_differences
+from tests.support.otlp import new_span_id, new_trace_id, trace_request
 from tests.support.paths import TESTDATA
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -144,3 +145,59 @@ def test_without_the_flag_the_batch_is_built_in_python() -> None:
     built = assemble_batch(spans, closing_all(spans, "complete", 1), {}, NOW, None)
     assert built.fallback is None
     assert built.tables["trajectories"].num_rows == len(closing_all(spans, "complete", 1))
+
+
+def guarded_run() -> pa.Table:
+    """A support run whose account write the runtime guard refused inside the tool's span (as
+    frameworks ask it): the tool did not run, and Python builds that step as a `guardrail`."""
+    trace_id, root, tool, check = new_trace_id(), new_span_id(), new_span_id(), new_span_id()
+    spans = [
+        {
+            "trace_id": trace_id,
+            "span_id": root,
+            "name": "invoke_agent support-agent",
+            "attributes": {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "support-agent",
+            },
+        },
+        {
+            "trace_id": trace_id,
+            "span_id": tool,
+            "parent_span_id": root,
+            "name": "execute_tool update_account",
+            "attributes": {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "update_account",
+            },
+        },
+        {
+            "trace_id": trace_id,
+            "span_id": check,
+            "parent_span_id": tool,
+            "name": "guard update_account",
+            "attributes": {
+                "sextant.policy.name": "sextant.guard",
+                "sextant.policy.decision": "deny",
+                "sextant.guard.tool": "update_account",
+            },
+        },
+    ]
+    request = trace_request(spans, {"service.name": "support-desk"})
+    table = decode_request("traces", "protobuf", request.SerializeToString(), 1 << 20).table
+    received = pa.array([NOW] * table.num_rows, pa.timestamp("us"))
+    return table.append_column("received_at", received).select([*SPAN_FIELDS, "received_at"])
+
+
+def test_a_run_the_guard_refused_a_tool_in_stores_the_same_rows() -> None:
+    """The refused tool is a `guardrail` step, so the support pack's approval rule does not
+    fail the run for a write that never happened."""
+    spans = guarded_run()
+    closing = closing_all(spans, "complete", 1)
+    python = build_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS))
+    native = assemble_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS), native=True)
+    assert "guardrail" in python.tables["steps"]["kind"].to_pylist()
+    assert native.fallback == "unsupported"  # the native builder has no guardrail steps
+    for name in ("trajectories", "steps", "results"):
+        found = table_differences(name, python.tables[name], native.tables[name])
+        assert not found, "\n".join(found)
