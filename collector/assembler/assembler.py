@@ -378,10 +378,9 @@ class Assembler(TickingStage):
         **kw: Any,
     ) -> Built:
         args = (spans, closing, self.price_overrides, closed_at, evaluator, kw.get("failed"))
-        native = self.config.native
         if spans.num_rows <= INLINE_BUILD_SPANS:
-            return assemble_batch(*args, native)
-        return self.workers.run(assemble_batch, *args, native)
+            return assemble_batch(*args, self.config.native)
+        return self.workers.run(assemble_batch, *args, self.config.native)
 
     def _count(self, built: Built, last_seen: dict[str, float]) -> None:
         """A stored batch in the metrics, and its evaluator's tally handed on."""
@@ -392,10 +391,7 @@ class Assembler(TickingStage):
             if revision > 1:
                 self.metrics.reopened.inc()
                 self.metrics.late_spans.inc(late)
-        if built.native:
-            self.metrics.native_batches.inc()
-        if built.fallback is not None:
-            self.metrics.native_fallbacks.labels(built.fallback).inc()
+        self.metrics.count_native(built.native, built.fallback)
         for kind, count in built.step_kinds.items():
             self.metrics.steps.labels(kind).inc(count)
         if self.evaluation is not None and built.evaluator is not None:

@@ -133,3 +133,10 @@ class AssemblerMetrics:
             "Assembly rounds that failed; their traces are retried on the next tick.",
             registry=registry,
         )
+
+    def count_native(self, native: bool, fallback: str | None) -> None:
+        """A batch built natively, or built in Python although asked to be native (why)."""
+        if native:
+            self.native_batches.inc()
+        if fallback is not None:
+            self.native_fallbacks.labels(fallback).inc()

@@ -108,43 +108,13 @@ def native_batch(
     columns = trajectories.select(list(RUN_COLUMNS)).to_pydict()
     if any(v is not None for v in columns["unrepresentable"]):
         raise Unsupported("a total past its column's range")
-    count = trajectories.num_rows
-    runs = [
-        Run(*values)
-        for values in zip(
-            columns["trace_id"],
-            columns["agent_run"],
-            columns["service_name"],
-            columns["agent_name"],
-            columns["service_version"],
-            strict=True,
-        )
-    ]
-    results: list[list[Result]] = [[] for _ in range(count)]
-    shas: dict[str, str] = {}
+    results: list[list[Result]] = [[] for _ in range(trajectories.num_rows)]
     if evaluator is not None:
         started = time.perf_counter()
-        shas = evaluator.shas
         if evaluator.packs:
-            items = {c.trace_id: c for c in closing}
-            prices = prices_for(price_overrides)
-
-            def trajectory(i: int) -> Trajectory:
-                item = items[columns["trace_id"][i]]
-                rows = spans.filter(pc.equal(spans["trace_id"], item.trace_id)).to_pylist()
-                late = columns["late_spans"][i]
-                if columns["build_error"][i] is not None:
-                    return unbuildable(item, rows, late)
-                return build_trajectory(
-                    item.trace_id, rows, prices, item.revision, item.reason, late
-                )
-
-            results = round_results(
-                evaluator.packs, runs, trajectories, with_attributes(spans, steps), trajectory
-            )
+            results = evaluated(evaluator, spans, closing, price_overrides, tables, columns)
         count_round(evaluator.tally, columns, steps, results)
         evaluator.tally.seconds += time.perf_counter() - started
-    trajectories = with_verdicts(trajectories, results)
     keys = [
         (RunKey(*values), r)
         for *values, r in zip(
@@ -158,28 +128,64 @@ def native_batch(
         )
         if r
     ]
+    shas = evaluator.shas if evaluator is not None else {}
     result_columns = trajectory_result_columns(keys, shas, closed_at)
-    built = Built(
+    return Built(
         {
-            "trajectories": trajectories,
+            "trajectories": with_verdicts(trajectories, results),
             "steps": steps,
             "results": columns_table("results", result_columns, len(result_columns["trace_id"])),
         },
-        evaluator=evaluator,
+        list(
+            zip(
+                columns["trace_id"],
+                columns["close_reason"],
+                columns["revision"],
+                columns["late_spans"],
+                strict=True,
+            )
+        ),
+        Counter(steps["kind"].to_pylist()),
+        list(errors),
+        evaluator,
+        native=True,
     )
-    built.closed = list(
-        zip(
+
+
+def evaluated(
+    evaluator: RoundEvaluator,
+    spans: pa.Table,
+    closing: list[Closing],
+    price_overrides: dict[str, Any],
+    tables: dict[str, pa.Table],
+    columns: dict[str, list[Any]],
+) -> list[list[Result]]:
+    """Each run's results under the evaluator's packs; a run a rule left to Python applies
+    to is built in Python from its spans, as `build_batch` builds it."""
+    items = {c.trace_id: c for c in closing}
+    prices = prices_for(price_overrides)
+
+    def trajectory(i: int) -> Trajectory:
+        item = items[columns["trace_id"][i]]
+        rows = spans.filter(pc.equal(spans["trace_id"], item.trace_id)).to_pylist()
+        late = columns["late_spans"][i]
+        if columns["build_error"][i] is not None:
+            return unbuildable(item, rows, late)
+        return build_trajectory(item.trace_id, rows, prices, item.revision, item.reason, late)
+
+    runs = [
+        Run(*values)
+        for values in zip(
             columns["trace_id"],
-            columns["close_reason"],
-            columns["revision"],
-            columns["late_spans"],
+            columns["agent_run"],
+            columns["service_name"],
+            columns["agent_name"],
+            columns["service_version"],
             strict=True,
         )
-    )
-    built.step_kinds = Counter(steps["kind"].to_pylist())
-    built.build_errors = list(errors)
-    built.native = True
-    return built
+    ]
+    steps = with_attributes(spans, tables["steps"])
+    return round_results(evaluator.packs, runs, tables["trajectories"], steps, trajectory)
 
 
 def guard_refusals(spans: pa.Table) -> bool:
