@@ -379,7 +379,7 @@ class AssemblerConfig(Strict):
     )
 
     native: bool = Field(
-        False,
+        True,
         description="Build each round with the native builder and evaluate the rules the native"
         " interpreter supports there; Python builds and evaluates only what it leaves (other"
         " rule types, deferred results). The rows are the Python path's; a batch the native"
