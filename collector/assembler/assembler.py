@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.held import HeldSpans, rows_of, rows_of_trace
 from collector.assembler.metrics import AssemblerMetrics
+from collector.assembler.native_work import assemble_batch
 from collector.assembler.pace import Pace
 from collector.assembler.read_back import (
     previous_revisions,
@@ -29,7 +30,6 @@ from collector.assembler.work import (
     Built,
     Closing,
     Evaluates,
-    build_batch,
     build_isolated,
     merged_tables,
     spans_of,
@@ -379,8 +379,8 @@ class Assembler(TickingStage):
     ) -> Built:
         args = (spans, closing, self.price_overrides, closed_at, evaluator, kw.get("failed"))
         if spans.num_rows <= INLINE_BUILD_SPANS:
-            return build_batch(*args)
-        return self.workers.run(build_batch, *args)
+            return assemble_batch(*args, self.config.native)
+        return self.workers.run(assemble_batch, *args, self.config.native)
 
     def _count(self, built: Built, last_seen: dict[str, float]) -> None:
         """A stored batch in the metrics, and its evaluator's tally handed on."""
@@ -391,6 +391,7 @@ class Assembler(TickingStage):
             if revision > 1:
                 self.metrics.reopened.inc()
                 self.metrics.late_spans.inc(late)
+        self.metrics.count_native(built.native, built.fallback)
         for kind, count in built.step_kinds.items():
             self.metrics.steps.labels(kind).inc(count)
         if self.evaluation is not None and built.evaluator is not None:

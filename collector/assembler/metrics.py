@@ -51,6 +51,19 @@ class AssemblerMetrics:
             ["kind"],
             registry=registry,
         )
+        self.native_batches = Counter(
+            "sextant_assembler_native_batches",
+            "Batches of rounds built by the native builder (assembler.native).",
+            registry=registry,
+        )
+        self.native_fallbacks = Counter(
+            "sextant_assembler_native_fallbacks",
+            "Batches assembler.native was on for that were built in Python, by reason:"
+            " unsupported (input the native path does not build as Python does), retry (a"
+            " batch that raised, rebuilt with its failing traces as build errors), error.",
+            ["reason"],
+            registry=registry,
+        )
         self.latency = Histogram(
             "sextant_assembler_assembly_latency_seconds",
             "From the last span of a trace being stored to its trajectory being stored.",
@@ -120,3 +133,10 @@ class AssemblerMetrics:
             "Assembly rounds that failed; their traces are retried on the next tick.",
             registry=registry,
         )
+
+    def count_native(self, native: bool, fallback: str | None) -> None:
+        """A batch built natively, or built in Python although asked to be native (why)."""
+        if native:
+            self.native_batches.inc()
+        if fallback is not None:
+            self.native_fallbacks.labels(fallback).inc()

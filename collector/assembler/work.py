@@ -51,6 +51,10 @@ class Built:
     build_errors: list[str] = field(default_factory=list)
     # the round's evaluator, back from the worker with what it tallied
     evaluator: Evaluates | None = None
+    # why a batch asked to be built natively was built in Python (None: it was not asked,
+    # or it was built natively)
+    fallback: str | None = None
+    native: bool = False  # built by the native builder
 
 
 def prices_for(overrides: dict[str, Any]) -> PriceTable:

@@ -378,6 +378,14 @@ class AssemblerConfig(Strict):
         " back from the store when they close (sextant_assembler_read_back_traces_total).",
     )
 
+    native: bool = Field(
+        True,
+        description="Build each round with the native builder and evaluate the rules the native"
+        " interpreter supports there; Python builds and evaluates only what it leaves (other"
+        " rule types, deferred results). The rows are the Python path's; a batch the native"
+        " path cannot build is built in Python (sextant_assembler_native_fallbacks_total).",
+    )
+
     @model_validator(mode="after")
     def _check_times(self) -> AssemblerConfig:
         if self.max_trace_age_seconds < self.quiet_period_seconds:

@@ -53,17 +53,25 @@ class Sightings:
     def count(self, t: Trajectory) -> None:
         service = t.service_name or ""
         for s in t.steps:
-            if s.mcp is None or not s.mcp.get("server"):
-                continue
-            key = (service, str(s.mcp["server"]))
-            if s.is_tool_call and s.tool_name:
-                self.tools.setdefault(key, set()).add(s.tool_name)
-            listed = s.mcp.get("tools")
-            if s.mcp.get("method") == "tools/list" and isinstance(listed, list):
-                names = {str(name) for name in listed}
-                self.tools.setdefault(key, set()).update(names)
-                if key not in self.listings or s.start_time_unix_nano >= self.listings[key][0]:
-                    self.listings[key] = (s.start_time_unix_nano, names)
+            if s.mcp is not None:
+                tool = s.tool_name if s.is_tool_call else None
+                self.count_step(service, s.mcp, tool, s.start_time_unix_nano)
+
+    def count_step(
+        self, service: str, mcp: dict[str, Any], tool: str | None, start_time_unix_nano: int
+    ) -> None:
+        """One step's MCP facts; `tool` is the tool it calls, if it is a tool call."""
+        if not mcp.get("server"):
+            return
+        key = (service, str(mcp["server"]))
+        if tool:
+            self.tools.setdefault(key, set()).add(tool)
+        listed = mcp.get("tools")
+        if mcp.get("method") == "tools/list" and isinstance(listed, list):
+            names = {str(name) for name in listed}
+            self.tools.setdefault(key, set()).update(names)
+            if key not in self.listings or start_time_unix_nano >= self.listings[key][0]:
+                self.listings[key] = (start_time_unix_nano, names)
 
 
 @dataclass

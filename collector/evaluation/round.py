@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from collector.evaluation.mcp import Sightings
 from collector.evaluation.packs import PackText, compiled
-from collector.evaluation.runs import Runs
+from collector.evaluation.runs import RunFacts, Runs
 from collector.targets import Target
 from evaluators.base import Result, overall_verdict
 from evaluators.evaluate import evaluate_pack
@@ -36,6 +36,10 @@ class Tally:
 
     def count(self, t: Trajectory, results: list[Result]) -> None:
         self.mcp.count(t)  # an MCP `tools/list` trace is no run, but lists a server's tools
+        self.count_run(RunFacts.of(t), results)
+
+    def count_run(self, t: RunFacts, results: list[Result]) -> None:
+        """A run's results (its MCP steps are counted apart, in `mcp`)."""
         if not t.agent_run:
             return  # not a run of its target: no verdict, no duration, no tokens
         for r in results:
@@ -52,7 +56,7 @@ class Tally:
         self.examples[(verdict,)] = t.trace_id
         if t.revision <= 1:
             target = Target(t.service_name or "", t.agent_name or "", t.service_version or "")
-            self.targets.setdefault(target, Runs()).count(t, verdict)
+            self.targets.setdefault(target, Runs()).count_facts(t, verdict)
 
 
 @dataclass
