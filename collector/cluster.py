@@ -13,7 +13,8 @@ import orjson
 from collector.outbound import opener
 
 if TYPE_CHECKING:  # the command line imports this module; the config (and gRPC) stays unloaded
-    from collector.config.sections import AuthConfig, ClusterConfig
+    from collector.config.auth import AuthConfig
+    from collector.config.sections import ClusterConfig
 
 
 def replica_name(url: str) -> str:

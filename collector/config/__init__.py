@@ -10,6 +10,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from collector.config.auth import AuthConfig
 from collector.config.decisions import AlertsConfig, DecisionsConfig
 from collector.config.environment import SextantEnvironment, environment_values
 from collector.config.evaluation import (
@@ -19,14 +20,13 @@ from collector.config.evaluation import (
     ReviewConfig,
     SessionsConfig,
 )
+from collector.config.guard import GuardConfig
 from collector.config.sections import (
     AdminConfig,
     AssemblerConfig,
-    AuthConfig,
     ClusterConfig,
     ExportConfig,
     GrpcConfig,
-    GuardConfig,
     HttpConfig,
     IngestConfig,
     LimitsConfig,

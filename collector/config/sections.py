@@ -5,21 +5,19 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    PlainValidator,
     SecretStr,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from collector.config.access import HeaderName, HostName, ReviewerName, Token, long_enough
+from collector.config.access import HeaderName, HostName
 from evaluators.durations import parse_duration
 
 # Every `*_seconds` key takes a number of seconds or the one duration grammar: 30s, 5m, 1h, 7d.
@@ -122,56 +120,6 @@ class AdminConfig(Listener):
     )
 
 
-class NamedToken(Strict):
-    token: Token = Field(description="The bearer token (16 characters or more).")
-    name: ReviewerName = Field(
-        description="Who holds it: the reviewer its console login and API calls label as."
-    )
-
-
-def token_entry(value: Any) -> SecretStr | NamedToken:
-    """An auth.tokens entry: a plain token, or {token, name}."""
-    if isinstance(value, SecretStr | NamedToken):
-        return value
-    if isinstance(value, dict):
-        try:
-            return NamedToken.model_validate(value)
-        except ValidationError as exc:
-            said = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-            raise ValueError("; ".join(said)) from None
-    if not isinstance(value, str):
-        raise ValueError("expected a token, or {token: ..., name: ...}")
-    return long_enough(SecretStr(value))
-
-
-class AuthConfig(Strict):
-    tokens: list[Annotated[SecretStr | NamedToken, PlainValidator(token_entry)]] = Field(
-        default_factory=list,
-        description="Bearer tokens (16 characters or more) accepted by the receivers and the"
-        " admin port, each a plain token or {token, name} for a person who labels review"
-        " items; empty means no authentication.",
-    )
-
-    @property
-    def secrets(self) -> list[SecretStr]:
-        """Every token, named or not."""
-        return [t.token if isinstance(t, NamedToken) else t for t in self.tokens]
-
-    @property
-    def names(self) -> dict[str, str]:
-        """Token -> its holder's name, for the named ones."""
-        return {
-            t.token.get_secret_value(): t.name for t in self.tokens if isinstance(t, NamedToken)
-        }
-
-    @field_validator("tokens", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [t.strip() for t in value.split(",") if t.strip()]
-        return value
-
-
 class LimitsConfig(Strict):
     max_request_bytes: int = Field(
         16 * 1024 * 1024,
@@ -217,38 +165,6 @@ class IngestConfig(Strict):
         " their pace will be, this far behind (sextant_assembler_lag_seconds,"
         " sextant_assembler_expected_lag_seconds), so every run accepted is evaluated within the"
         " quiet period and this; none: accept whatever the lag.",
-    )
-
-
-class GuardConfig(Strict):
-    """The runtime guard (`POST /v1/guard` and the gRPC GuardService beside OTLP)."""
-
-    enabled: bool = Field(True, description="Answer guard calls on the OTLP listeners.")
-    deadline_seconds: Seconds = Field(
-        0.25,
-        gt=0,
-        description="Longest a guard call is judged; past it the call gets the packs'"
-        " guard.on_unavailable answer.",
-    )
-    threads: int = Field(
-        2, ge=1, le=64, description="Threads that judge guard calls beside the event loop."
-    )
-    max_pending: int = Field(
-        512,
-        ge=1,
-        description="Guard calls waiting for a thread at most; more are answered at once with"
-        " guard.on_unavailable (counted as overloaded).",
-    )
-    record_linger_seconds: Seconds = Field(
-        0.05,
-        gt=0,
-        description="How long the guard's steps gather before they are stored as one batch of"
-        " spans through ingest.",
-    )
-    max_unrecorded: int = Field(
-        10_000,
-        ge=1,
-        description="Guard steps waiting to be stored at most; more are dropped and counted.",
     )
 
 

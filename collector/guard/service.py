@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from collector.assembler.prices import PriceTable
 from collector.clock import Clock, SystemClock
-from collector.config.sections import GuardConfig
+from collector.config.guard import GuardConfig
 from collector.evaluation.packs import PackSource, compiled
 from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.check import PARTIAL, UNKNOWN, judge_call
