@@ -11,60 +11,13 @@ use crate::python;
 use crate::semconv::json_or_text;
 use crate::unicode::DECIMAL_ZEROS;
 
+pub use crate::rules_value::py_eq;
+
 /// Python's `str()` of the value orjson made of JSON: a string as it is, anything else its repr.
 pub fn py_str(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         other => python::repr(other),
-    }
-}
-
-/// Python's `==` between two values orjson made (1 == 1.0 == True, dicts by their items).
-pub fn py_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Null, Value::Null) => true,
-        (Value::String(x), Value::String(y)) => x == y,
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| py_eq(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| py_eq(v, w)))
-        }
-        (Value::Bool(_) | Value::Number(_), Value::Bool(_) | Value::Number(_)) => num_eq(a, b),
-        _ => false,
-    }
-}
-
-enum Num {
-    Int(i128),
-    Float(f64),
-}
-
-fn num(v: &Value) -> Option<Num> {
-    match v {
-        Value::Bool(b) => Some(Num::Int(i128::from(*b))),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Some(Num::Int(i128::from(i)))
-            } else if let Some(u) = n.as_u64() {
-                Some(Num::Int(i128::from(u)))
-            } else {
-                n.as_f64().map(Num::Float)
-            }
-        }
-        _ => None,
-    }
-}
-
-fn num_eq(a: &Value, b: &Value) -> bool {
-    match (num(a), num(b)) {
-        (Some(Num::Int(x)), Some(Num::Int(y))) => x == y,
-        (Some(Num::Float(x)), Some(Num::Float(y))) => x == y,
-        (Some(Num::Int(i)), Some(Num::Float(f))) | (Some(Num::Float(f)), Some(Num::Int(i))) => {
-            // exact, as Python compares an int with a float
-            f.fract() == 0.0 && f.abs() < 1e38 && f as i128 == i
-        }
-        _ => false,
     }
 }
 
