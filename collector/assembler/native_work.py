@@ -21,7 +21,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.assembler.build import GUARD_POLICY, build_trajectory
+from collector.assembler.build import build_trajectory
 from collector.assembler.native_build import Unsupported, build_round
 from collector.assembler.records import RunKey, objecting_rules
 from collector.assembler.work import (
@@ -101,8 +101,6 @@ def native_batch(
     natively)."""
     if evaluator is not None and not isinstance(evaluator, RoundEvaluator):
         raise Unsupported("only a round's evaluator is evaluated natively")
-    if guard_refusals(spans):
-        raise Unsupported("a tool call the runtime guard refused (a `guardrail` step)")
     tables, errors = build_round(spans, closing, price_overrides, closed_at)
     trajectories, steps = tables["trajectories"], tables["steps"]
     columns = trajectories.select(list(RUN_COLUMNS)).to_pydict()
@@ -186,17 +184,6 @@ def evaluated(
     ]
     steps = with_attributes(spans, tables["steps"])
     return round_results(evaluator.packs, runs, tables["trajectories"], steps, trajectory)
-
-
-def guard_refusals(spans: pa.Table) -> bool:
-    """Whether a span records the runtime guard refusing a tool call: Python makes the refused
-    tool's step a `guardrail` (`refused_by_guard`), which the native builder does not."""
-    mentions = spans.filter(pc.match_substring(spans["attributes"], GUARD_POLICY))
-    for text in mentions["attributes"].to_pylist():
-        attributes = orjson.loads(text)
-        if isinstance(attributes, dict) and attributes.get("sextant.policy.decision") != "allow":
-            return True
-    return False
 
 
 def with_attributes(spans: pa.Table, steps: pa.Table) -> pa.Table:

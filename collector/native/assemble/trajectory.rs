@@ -474,6 +474,48 @@ fn texts<'s>(span: &'s SpanView) -> Result<Cow<'s, Map<String, Value>>, Fail> {
 }
 
 /// Give tool steps the id and arguments their span lacks, from the call the model requested.
+/// `sextant.policy.name` of the runtime guard's steps.
+const GUARD_POLICY: &str = "sextant.guard";
+
+/// A tool span holding the runtime guard's refusal of its own call did not run its tool
+/// (`refused_by_guard`, collector/assembler/build.py): it is a `guardrail` step.
+fn refused_by_guard(
+    steps: &mut [Step],
+    spans: &[SpanView],
+    by_id: &HashMap<&str, usize>,
+) -> Result<(), Fail> {
+    let by_span: HashMap<String, usize> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id.clone(), i))
+        .collect();
+    for i in 0..steps.len() {
+        let step = &steps[i];
+        if step.policy_name.as_deref() != Some(GUARD_POLICY)
+            || matches!(step.policy_decision.as_deref(), None | Some("allow"))
+        {
+            continue;
+        }
+        let parent = by_span
+            .get(step.parent_span_id.as_deref().unwrap_or(""))
+            .copied();
+        let tool = spans[by_id[step.span_id.as_str()]].get("sextant.guard.tool")?;
+        let Some(p) = parent else { continue };
+        let parent = &steps[p];
+        let name = parent
+            .tool_name
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .unwrap_or(&parent.name);
+        if parent.is_tool_call() && matches!(&tool, Some(Value::String(t)) if t == name) {
+            let parent = &mut steps[p];
+            parent.kind = Some("guardrail".to_owned());
+            parent.span_kind = Some("guardrail".to_owned());
+        }
+    }
+    Ok(())
+}
+
 fn join_tool_calls(
     steps: &mut [Step],
     spans: &[SpanView],
@@ -630,6 +672,7 @@ pub fn build_trajectory(
         steps.push(step);
     }
     merge_mcp_calls(&mut steps, &spans, &by_id)?;
+    refused_by_guard(&mut steps, &spans, &by_id)?;
     join_tool_calls(&mut steps, &spans, &by_id, &llm_order)?;
     link_requests(&mut steps, &spans, &by_id)?;
 

@@ -197,7 +197,7 @@ def test_a_run_the_guard_refused_a_tool_in_stores_the_same_rows() -> None:
     python = build_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS))
     native = assemble_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS), native=True)
     assert "guardrail" in python.tables["steps"]["kind"].to_pylist()
-    assert native.fallback == "unsupported"  # the native builder has no guardrail steps
+    assert native.fallback is None  # built natively, guardrail step included
     for name in ("trajectories", "steps", "results"):
         found = table_differences(name, python.tables[name], native.tables[name])
         assert not found, "\n".join(found)
