@@ -162,10 +162,14 @@ def evaluated(
     to is built in Python from its spans, as `build_batch` builds it."""
     items = {c.trace_id: c for c in closing}
     prices = prices_for(price_overrides)
+    positions: dict[str, list[int]] = {}  # each trace's span rows, found once for all
 
     def trajectory(i: int) -> Trajectory:
         item = items[columns["trace_id"][i]]
-        rows = spans.filter(pc.equal(spans["trace_id"], item.trace_id)).to_pylist()
+        if not positions:
+            for at, trace_id in enumerate(spans["trace_id"].to_pylist()):
+                positions.setdefault(trace_id, []).append(at)
+        rows = spans.take(positions[item.trace_id]).to_pylist()
         late = columns["late_spans"][i]
         if columns["build_error"][i] is not None:
             return unbuildable(item, rows, late)
