@@ -3,12 +3,12 @@ writer, as the judge stage and the review queue write them (results with `source
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from collector.store.tables import rows_table
+from tests.support.review_backlog import human_label
 from tests.support.server import RunningServer
 
 TARGET = ("support-desk", "support-agent", "2.0.0")
@@ -113,29 +113,10 @@ class ReviewedRuns:
         return result
 
     def label(self, answered: dict[str, Any], verdict: str, reviewer: str = "ana") -> None:
-        """A reviewer's label answering the result `answered` (the shape the review queue
-        writes: same run, revision, pack and rule; verdict pass, fail or not_applicable)."""
-        at = self.at()
-        label = {
-            **answered,
-            "verdict": verdict,
-            "reason": f"human_{verdict}",
-            "message": f"{reviewer} says {verdict}",
-            "requested_decision": None,
-            "evaluated_at": at,
-            "source": "human",
-            "reviewer": reviewer,
-            "details": json.dumps(
-                {
-                    "answers": {
-                        "verdict": answered["verdict"],
-                        "reason": answered["reason"],
-                        "evaluated_at": answered["evaluated_at"].isoformat() + "Z",
-                    }
-                }
-            ),
-        }
-        self.results.append(label)
+        """A reviewer's label answering the result `answered`, as the review queue writes it."""
+        self.results.append(
+            human_label(answered, verdict, reviewer, self.at(), f"{reviewer} says {verdict}")
+        )
 
     def reviewed(self, said: tuple[str, str], verdict: str, count: int, **kwargs: Any) -> None:
         """`count` runs the judge scored as `said` and a reviewer labelled `verdict`."""
