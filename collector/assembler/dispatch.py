@@ -15,6 +15,7 @@ waiting on it; a part too small to be worth the trip is built in the assembler's
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -34,6 +35,7 @@ from collector.config.sections import AssemblerConfig
 from collector.threads import named_executor
 from collector.workers import WorkerPool
 
+log = logging.getLogger(__name__)
 # Rounds this small are built in one piece: shipping them to a worker process and back costs
 # more than building them, and splitting a round has a cost per part.
 INLINE_BUILD_SPANS = 200
@@ -66,6 +68,7 @@ class Dispatch:
 
     def start(self) -> None:
         if self.in_threads:
+            log.info("rounds are built natively in %d threads", self.config.native_threads)
             self._parts = named_executor("sextant-native", self.config.native_threads)
         elif self.workers.workers > 1:  # a thread per worker process, waiting on its part
             self._parts = named_executor("sextant-assembler", self.workers.workers)

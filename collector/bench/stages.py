@@ -64,7 +64,7 @@ STAGES = {
     "checkpoint": "background checkpoints",
     "duckdb": "DuckDB's own threads: parallel scans, checkpoint work",
     "arrow": "Arrow's thread pool (the commit hook's group-by) and its allocator's thread",
-    "assemble": "the assembler: queries, small rounds built and evaluated in place",
+    "assemble": "the assembler: queries; with assembler.native off, small rounds built in place",
     "admin": "asyncio worker threads and the scrape thread: admin API, /metrics",
     "sessions": "the session stage: runs grouped into sessions, session rules",
     "judges": "the judge stage and its calls to the judge model",
