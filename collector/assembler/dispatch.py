@@ -93,9 +93,10 @@ class Dispatch:
             return build_isolated(build, spans, closing, evaluator)
         if len(parts) == 1:
             return pool.submit(build_isolated, build, spans, closing, evaluator).result()
+        rows = [spans_of(spans, part) for part in parts]
         futures = [
-            pool.submit(build_isolated, build, spans_of(spans, part), part, evaluator)
-            for part in parts
+            pool.submit(build_isolated, build, part_spans, part, evaluator)
+            for part_spans, part in zip(rows, parts, strict=True)
         ]
         return [built for future in futures for built in future.result()]
 
