@@ -94,7 +94,7 @@ class Pipeline:
         self.checkpointer = Checkpointer(
             self.database, storage.checkpoint_wal_mib * 1024 * 1024, store_metrics
         )
-        self.workers = WorkerPool(config.workers.processes)
+        self.workers = WorkerPool(0 if config.assembler.native else config.workers.processes)
         rules_metrics = RulesMetrics(self.registry)
         self.packs = PackRegistry(config.rules, self.database, self.writer, rules_metrics, clock)
         target_metrics = TargetMetrics(self.registry, self.target_cap)

@@ -7,10 +7,11 @@ library starts (DuckDB's, a process pool's) inherit the name of the thread that 
 the code that starts them holds a name for that moment (`os_thread_name`).
 
 The names group into stages (`collector.bench.stages`): `sextant-writer`, `sextant-checkpoint`,
-`sextant-assembler`, `sextant-pool` (the hand-over to the worker processes), `sextant-duckdb`,
-`sextant-grpc` (gRPC's threads that it does not name itself), `sextant-arrow` (Arrow's thread
-pool), `sextant-async_N` (asyncio's worker threads: admin requests), the tickers, and
-`sextant-decode*` for threads that decode requests. Elsewhere than on Linux these calls do nothing.
+`sextant-assembler`, `sextant-native` (rounds built and evaluated natively), `sextant-pool` (the
+hand-over to the worker processes), `sextant-duckdb`, `sextant-grpc` (gRPC's threads that it
+does not name itself), `sextant-arrow` (Arrow's thread pool), `sextant-async_N` (asyncio's
+worker threads: admin requests), the tickers, and `sextant-decode*` for threads that decode
+requests. Elsewhere than on Linux these calls do nothing.
 """
 
 from __future__ import annotations

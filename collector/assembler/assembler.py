@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import threading
 import time
 from datetime import datetime
-from functools import partial
 from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
+from collector.assembler.dispatch import Dispatch
 from collector.assembler.held import HeldSpans, rows_of, rows_of_trace
 from collector.assembler.metrics import AssemblerMetrics
-from collector.assembler.native_work import assemble_batch
 from collector.assembler.pace import Pace
 from collector.assembler.read_back import (
     previous_revisions,
@@ -26,29 +24,17 @@ from collector.assembler.read_back import (
     unclosed_traces,
 )
 from collector.assembler.spans import REMOTE_PARENT
-from collector.assembler.work import (
-    Built,
-    Closing,
-    Evaluates,
-    build_isolated,
-    merged_tables,
-    spans_of,
-    split_round,
-)
+from collector.assembler.work import Built, Closing, Evaluates, merged_tables
 from collector.clock import Clock, SystemClock
 from collector.config.sections import AssemblerConfig
 from collector.store.database import Database
 from collector.store.writer import Writer
-from collector.threads import named_executor
 from collector.ticker import Ticker, TickingStage
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
 MIN_PAUSE_SECONDS = 0.005
-# Rounds this small are built in the assembler's thread: shipping them to a worker process and
-# back costs more than building them.
-INLINE_BUILD_SPANS = 200
 
 
 class EvaluationStage(Protocol):
@@ -67,8 +53,8 @@ class Assembler(TickingStage):
     read back what was just written. The store is read only for what memory does not hold:
     traces open at a restart, late spans of a trace that had closed (its rebuild needs every
     span), traces whose batches were let go past `max_held_mib`, and traces closed at a bound.
-    Building runs in the worker processes, so a busy round does not hold the receiving
-    process's GIL.
+    Building runs where `Dispatch` puts it (collector/assembler/dispatch.py): natively in the
+    collector's threads without the GIL, or in the worker processes.
     """
 
     def __init__(
@@ -86,8 +72,7 @@ class Assembler(TickingStage):
         self.config = config
         self.database = database
         self.writer = writer
-        self.workers = workers
-        self.price_overrides = price_overrides
+        self.dispatch = Dispatch(config, workers, price_overrides)
         self.metrics = metrics
         self.clock = clock or SystemClock()
         self._buffers = TraceBuffers(config)
@@ -100,8 +85,7 @@ class Assembler(TickingStage):
         self._round_since: float | None = None  # monotonic start of the round in progress
         self._in_round = 0  # traces of the round in progress
         self._round_spans = 0  # and their spans
-        self._pace = Pace(workers.workers)
-        self._parts: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pace = Pace(self.dispatch.width)
         metrics.lag.set_function(self.lag)
         metrics.pending.set_function(self.pending)
         metrics.held_bytes.set_function(lambda: self._held.bytes)
@@ -225,14 +209,12 @@ class Assembler(TickingStage):
         recovered = self.recover()
         if recovered:
             log.info("recovered %d open traces from the store", recovered)
-        if self.workers.workers > 1:  # a thread per worker process, waiting on its part
-            self._parts = named_executor("sextant-assembler", self.workers.workers)
+        self.dispatch.start()
         super().start()  # on shutdown, open traces stay in the store, recovered on next start
 
     def shutdown(self, deadline: float) -> None:
         super().shutdown(deadline)
-        if self._parts is not None:
-            self._parts.shutdown(wait=True)
+        self.dispatch.shutdown()
 
     def _pause(self) -> float:
         """Until the next trace may close, at most tick_seconds (new traces may come sooner)."""
@@ -290,7 +272,7 @@ class Assembler(TickingStage):
             for trace, reason in due
         ]
         evaluator = self.evaluation.evaluator() if self.evaluation else None
-        builds = self._build_round(spans, closing, evaluator)
+        builds = self.dispatch.build_round(spans, closing, evaluator, self.clock.now())
         for built in builds:
             for error in built.build_errors:
                 self.metrics.build_errors.inc()
@@ -354,33 +336,6 @@ class Assembler(TickingStage):
         if why is not None:
             self.metrics.read_back.labels(why).inc()
         return why is None
-
-    def _build_round(
-        self, spans: pa.Table, closing: list[Closing], evaluator: Evaluates | None
-    ) -> list[Built]:
-        """The round's batches, built by the worker processes side by side, a part each."""
-        build = partial(self._build, self.clock.now())
-        parts = split_round(closing, spans.num_rows, self.workers.workers, INLINE_BUILD_SPANS)
-        if len(parts) == 1 or self._parts is None:
-            return build_isolated(build, spans, closing, evaluator)
-        futures = [
-            self._parts.submit(build_isolated, build, spans_of(spans, part), part, evaluator)
-            for part in parts
-        ]
-        return [built for future in futures for built in future.result()]
-
-    def _build(
-        self,
-        closed_at: datetime,
-        spans: pa.Table,
-        closing: list[Closing],
-        evaluator: Evaluates | None,
-        **kw: Any,
-    ) -> Built:
-        args = (spans, closing, self.price_overrides, closed_at, evaluator, kw.get("failed"))
-        if spans.num_rows <= INLINE_BUILD_SPANS:
-            return assemble_batch(*args, self.config.native)
-        return self.workers.run(assemble_batch, *args, self.config.native)
 
     def _count(self, built: Built, last_seen: dict[str, float]) -> None:
         """A stored batch in the metrics, and its evaluator's tally handed on."""

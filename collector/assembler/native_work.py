@@ -82,7 +82,9 @@ def assemble_batch(
             )
         except Unsupported:
             reason = "unsupported"
-        except Exception:
+        except BaseException as exc:  # a panic in the native code is no Exception (pyo3)
+            if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+                raise
             log.exception("native assembly failed; the batch is built in Python")
             reason = "error"
     built = build_batch(spans, closing, price_overrides, closed_at, evaluator, failed)

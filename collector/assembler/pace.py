@@ -17,7 +17,8 @@ LEAST_SPANS = 1_000
 # Before the first round is timed (a quiet period after the first spans), the pace assumed: about
 # half what one worker process builds and evaluates under the shipped packs on this project's
 # 2-core machine while ingest runs beside it, so a burst at start is not taken in faster than
-# it can be judged. Real rounds replace it.
+# it can be judged; a native assembly thread (assembler.native_threads) counts as one worker,
+# though it is faster. Real rounds replace it.
 PRIOR_SPANS_PER_SECOND_PER_WORKER = 5_000.0
 
 

@@ -1,5 +1,6 @@
-"""One assembly round's pure work, run in a worker process: stored spans to trajectories,
-handed to the round's evaluator, as rows for the store."""
+"""One assembly round's pure work, run in a worker process (or, natively, in a thread of the
+collector: native_work.py): stored spans to trajectories, handed to the round's evaluator, as
+rows for the store."""
 
 from __future__ import annotations
 

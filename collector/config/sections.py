@@ -138,7 +138,8 @@ class WorkersConfig(Strict):
         2,
         ge=0,
         le=64,
-        description="Worker processes that build and evaluate trajectories; 0 = inline.",
+        description="Worker processes that build and evaluate trajectories when"
+        " assembler.native is off (on, none is started); 0 = inline.",
     )
 
 
@@ -299,7 +300,17 @@ class AssemblerConfig(Strict):
         description="Build each round with the native builder and evaluate the rules the native"
         " interpreter supports there; Python builds and evaluates only what it leaves (other"
         " rule types, deferred results). The rows are the Python path's; a batch the native"
-        " path cannot build is built in Python (sextant_assembler_native_fallbacks_total).",
+        " path cannot build is built in Python (sextant_assembler_native_fallbacks_total)."
+        " Batches are built in the collector's threads (native_threads), not in worker"
+        " processes: none is started.",
+    )
+    native_threads: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Threads of the collector process that build and evaluate a round's"
+        " batches side by side when `native` is on (the native builder and interpreter run"
+        " without the GIL; a batch they refuse is built in Python in the same thread).",
     )
 
     @model_validator(mode="after")

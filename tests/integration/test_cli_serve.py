@@ -248,11 +248,13 @@ def test_sigkill_with_open_traces_loses_no_trajectory(tmp_path: Path) -> None:
 
 
 def test_worker_processes_die_with_a_killed_main_process(tmp_path: Path) -> None:
-    """SIGKILL leaves the main process no chance to stop its pool: the workers notice alone."""
+    """SIGKILL leaves the main process no chance to stop its pool: the workers notice alone
+    (the Python assembly path has them; the native one starts none)."""
     from tests.support.process import children, running
     from tests.support.wait import wait_for
 
-    serve = Serve([*EPHEMERAL, "--data-dir", str(tmp_path / "d")], tmp_path)
+    python = {"SEXTANT_ASSEMBLER__NATIVE": "false"}
+    serve = Serve([*EPHEMERAL, "--data-dir", str(tmp_path / "d")], tmp_path, python)
     assert set(serve.ports) == {"OTLP/gRPC", "OTLP/HTTP", "admin"}, serve.output
     workers = wait_for(lambda: len(children(serve.proc.pid)) >= 2 and children(serve.proc.pid))
     serve.proc.kill()

@@ -29,7 +29,8 @@ def pooled(tmp_path: Path):
         tmp_path / "data",
         workers={"processes": 1},
         ingest={"inline_decode_bytes": 0},
-        assembler={"quiet_period_seconds": 0.2, "tick_seconds": 0.05},
+        # The Python assembly path builds in the worker processes (the native one in threads).
+        assembler={"quiet_period_seconds": 0.2, "tick_seconds": 0.05, "native": False},
     )
     yield server
     server.stop()

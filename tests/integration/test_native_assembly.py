@@ -1,7 +1,8 @@
-"""A server with `assembler.native: true` stores the trajectories, steps and results a server
-with it off stores, for the same spans: the recorded captures sent over OTLP/HTTP, and agent
-runs sent by the real OTel SDK exporter to both servers at once, under the shipped packs
-(their precedes rules are evaluated in Python beside the native ones)."""
+"""A server with `assembler.native: true`, which builds in its own threads, stores the
+trajectories, steps and results a server with it off stores from its worker processes, for the
+same spans: the recorded captures sent over OTLP/HTTP, and agent runs sent by the real OTel SDK
+exporter to both servers at once, under the shipped packs (their precedes rules are evaluated
+in Python beside the native ones)."""
 
 from __future__ import annotations
 
@@ -52,12 +53,14 @@ def test_native_assembly_stores_what_python_assembly_stores(tmp_path: Path) -> N
         SHIPPED_PACKS,
         assembler={**FAST, "native": False},
         rules={"reload_seconds": 0.1},
+        workers={"processes": 2},
     )
     native = serve(
         tmp_path / "native",
         SHIPPED_PACKS,
         assembler={**FAST, "native": True},
         rules={"reload_seconds": 0.1},
+        workers={"processes": 2},
     )
     servers = (python, native)
     try:
@@ -101,6 +104,9 @@ def test_native_assembly_stores_what_python_assembly_stores(tmp_path: Path) -> N
         assert native.metric("sextant_assembler_native_fallbacks_total", {"reason": "error"}) == 0
         assert native.metric("sextant_assembler_native_batches_total") >= 1
         assert python.metric("sextant_assembler_native_batches_total") == 0
+        # The native server built every batch in its own threads: no worker process started.
+        assert len(python.pipeline.workers.pids()) == 2
+        assert native.pipeline.workers.pids() == []
     finally:
         for server in servers:
             server.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -248,33 +249,30 @@ def test_turned_off_it_only_stores_and_assembles_what_it_missed_once_on(rig) -> 
     assert current(database, trace_id) == [(1, 4, "ok", 0)]
 
 
-def test_a_round_too_big_for_one_worker_is_built_by_each_in_parts(tmp_path: Path) -> None:
-    """400 traces of 4 spans in one round: two worker processes build a part each, and every
-    trace is stored once, whole, as it would be built in one piece."""
+def built_in_parts(
+    tmp_path: Path, config: AssemblerConfig, workers: WorkerPool
+) -> tuple[list, set[str]]:
+    """400 traces of 4 spans closed in one round: the stored trajectories and steps (less when
+    their spans were stored and when they were closed), and the names of the threads alive
+    once the round is stored."""
     database = Database(tmp_path / "p.duckdb")
     database.open()
     registry = CollectorRegistry()
     writer = Writer(database, WriterConfig(), StoreMetrics(registry))
-    workers = WorkerPool(2)
     clock = FakeClock()
-    assembler = Assembler(
-        AssemblerConfig(quiet_period_seconds=5, max_trace_age_seconds=60),
-        database,
-        writer,
-        workers,
-        {},
-        AssemblerMetrics(registry),
-        clock,
-    )
+    assembler = Assembler(config, database, writer, workers, {}, AssemblerMetrics(registry), clock)
     writer.on_commit = assembler.consume
     writer.start()
     workers.start()
     assembler.start()
     try:
-        traces = [new_trace_id() for _ in range(400)]
         spans = []
-        for trace_id in traces:
-            root, children = run_spans(trace_id)
+        for i in range(400):
+            root, children = run_spans((i + 1).to_bytes(16, "big"))
+            for j, span in enumerate([root, *children]):  # the same ids in every store
+                span["span_id"] = (i * 8 + j + 1).to_bytes(8, "big")
+                if j:
+                    span["parent_span_id"] = root["span_id"]
             spans += [root, *children]
         store(writer, spans)
         clock.advance(6)
@@ -284,17 +282,50 @@ def test_a_round_too_big_for_one_worker_is_built_by_each_in_parts(tmp_path: Path
                 registry.get_sample_value("sextant_assembler_traces_closed_total", closed) == 400
             )
         )
-        rows = (
-            database.cursor()
-            .execute("SELECT count(DISTINCT trace_id), sum(steps), count(*) FROM trajectories")
-            .fetchone()
-        )
-        assert rows == (400, 1600, 400)
+        threads = {thread.name for thread in threading.enumerate()}
+        cursor = database.cursor()
+        rows = cursor.execute(
+            "SELECT * EXCLUDE (first_received_at, last_received_at, closed_at, store_seq)"
+            " FROM trajectories ORDER BY trace_id"
+        ).fetchall()
+        steps = cursor.execute("SELECT * FROM steps ORDER BY trace_id, seq").fetchall()
+        return [rows, steps], threads
     finally:
         assembler.shutdown(deadline_in(5))
         workers.shutdown(deadline_in(5))
         writer.shutdown(deadline_in(5))
         database.close()
+
+
+def test_a_round_too_big_for_one_worker_is_built_by_each_in_parts(tmp_path: Path) -> None:
+    """Without the native path, two worker processes build a part each, and every trace is
+    stored once, whole, as it would be built in one piece."""
+    config = AssemblerConfig(quiet_period_seconds=5, max_trace_age_seconds=60, native=False)
+    workers = WorkerPool(2)
+    rows, threads = built_in_parts(tmp_path / "workers", config, workers)
+    trajectories, steps = rows
+    assert len({r[0] for r in trajectories}) == len(trajectories) == 400
+    assert len(steps) == 1600
+    assert "sextant-assembler_0" in threads  # a thread waiting on each worker's part
+
+
+def test_native_rounds_are_built_in_the_collectors_threads_not_in_worker_processes(
+    tmp_path: Path,
+) -> None:
+    """With the native path, the parts of a round are built in two threads of the collector
+    (`sextant-native`), none in a worker process, and what is stored is what the worker
+    processes store."""
+    base = {"quiet_period_seconds": 5, "max_trace_age_seconds": 60}
+    in_workers, _ = built_in_parts(
+        tmp_path / "workers", AssemblerConfig(**base, native=False), WorkerPool(2)
+    )
+    workers = WorkerPool(2)  # what a pipeline with the native path never starts
+    in_threads, threads = built_in_parts(
+        tmp_path / "threads", AssemblerConfig(**base, native=True, native_threads=2), workers
+    )
+    assert in_threads == in_workers
+    assert "sextant-native_0" in threads  # the pool starts a second one unless the first is idle
+    assert not any(name.startswith("sextant-assembler_") for name in threads)
 
 
 def test_a_round_is_split_in_parts_of_at_least_the_inline_size() -> None:
@@ -419,7 +450,8 @@ def test_spans_held_and_on_their_way_count_as_lag_before_any_trace_is_late(rig) 
     root, children = run_spans(new_trace_id())
     store(writer, [root, *children])
     assert assembler.lag() == 0 and assembler.live_lag() == 0
-    prior = PRIOR_SPANS_PER_SECOND_PER_WORKER  # no worker process: built in place, one's pace
+    # built natively in the collector's threads: the assumed pace is one worker's per thread
+    prior = PRIOR_SPANS_PER_SECOND_PER_WORKER * assembler.config.native_threads
     # acknowledged spans not loaded yet, as many as take 7 s at the assumed pace: 2 s past
     # the 5 s quiet period they wait anyway
     coming = int(prior * 7) - 4

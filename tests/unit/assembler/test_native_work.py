@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from collector.assembler import native_work
 from collector.assembler.native_work import assemble_batch
 from collector.assembler.spans import SPAN_FIELDS
 from collector.assembler.work import Built, Closing, build_batch
@@ -145,6 +146,34 @@ def test_without_the_flag_the_batch_is_built_in_python() -> None:
     built = assemble_batch(spans, closing_all(spans, "complete", 1), {}, NOW, None)
     assert built.fallback is None
     assert built.tables["trajectories"].num_rows == len(closing_all(spans, "complete", 1))
+
+
+class PanicException(BaseException):
+    """What pyo3 raises for a panic of the native code: no `Exception`, like KeyboardInterrupt."""
+
+
+def test_a_panic_in_the_native_code_builds_the_batch_in_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The native path runs in the collector's threads: a panic there must not escape into the
+    assembler's round (and stop its thread), but be built in Python as any native error is."""
+
+    def panics(*args: Any) -> Any:
+        raise PanicException("index out of bounds")
+
+    def interrupted(*args: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(native_work, "build_round", panics)
+    spans = stored(CAPTURES[0])
+    closing = closing_all(spans, "complete", 1)
+    built = assemble_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS), native=True)
+    assert built.fallback == "error"
+    python = build_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS))
+    assert built.tables["trajectories"] == python.tables["trajectories"]
+    monkeypatch.setattr(native_work, "build_round", interrupted)
+    with pytest.raises(KeyboardInterrupt):  # what is no error of the native code goes on up
+        assemble_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS), native=True)
 
 
 def guarded_run() -> pa.Table:

@@ -34,6 +34,7 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /
         ("sextant-assembl", "assemble"),
         ("sextant-decode_3", "decode"),
         ("sextant-pool", "hand-over"),
+        ("sextant-native_1", "native"),
         ("sextant-duckdb", "duckdb"),
         ("sextant-arrow", "arrow"),
         ("sextant-async_0", "admin"),
