@@ -242,7 +242,7 @@ pub fn build_round(
         by_trace.entry(row.trace_id).or_default().push(row);
     }
     let mut out = output::Tables::new(closed_at);
-    let mut step_attributes = step_attributes::StepAttributes::new(attributes);
+    let mut step_attributes = step_attributes::StepAttributes::new(attributes, &rows);
     let mut build_errors = Vec::new();
     for item in closing {
         let Some(span_rows) = by_trace.get(item.trace_id.as_str()) else {

@@ -19,11 +19,14 @@ pub struct StepAttributes {
 }
 
 impl StepAttributes {
-    /// A column filled only when `wanted` (a round built for storage alone does without).
-    pub fn new(wanted: bool) -> Self {
-        Self {
-            column: wanted.then(StringBuilder::new),
-        }
+    /// A column filled only when `wanted` (a round built for storage alone does without),
+    /// room made at once for the round's `rows` (a step is a row at most, once).
+    pub fn new(wanted: bool, rows: &[Row]) -> Self {
+        let column = wanted.then(|| {
+            let bytes = rows.iter().map(|r| r.attributes.map_or(0, str::len)).sum();
+            StringBuilder::with_capacity(rows.len(), bytes)
+        });
+        Self { column }
     }
 
     /// A trajectory's steps, in the order `Tables::add` writes them; `rows` are the trace's
