@@ -313,3 +313,14 @@ def test_results_the_interpreter_defers_are_merged_in_the_pack_order() -> None:
     assert results["rule_id"].to_pylist() == [r.id for r in default.pack.rules] * 3
     verdicts = native.tables["trajectories"]["verdict"].to_pylist()
     assert verdicts[1] == "fail" and "fail" not in (verdicts[0], verdicts[2])
+
+
+def test_a_trace_closed_twice_in_one_batch_is_built_in_python() -> None:
+    """Results are matched to their run by trace id: a batch naming a trace twice is left to
+    the Python path rather than given the wrong run's results."""
+    spans = tool_run('{"city": "Paris"}')
+    closing = closing_all(spans, "complete", 1) * 2
+    built = assemble_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS), native=True)
+    python = build_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS))
+    assert built.fallback == "unsupported"
+    assert built.tables["results"].num_rows == python.tables["results"].num_rows > 0
