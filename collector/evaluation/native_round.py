@@ -113,12 +113,17 @@ def round_results(
     with_python = [p for p, n in enumerate(natives) if n.python_rules]
     built: dict[int, Trajectory] = {}
     subsets: dict[tuple[int, frozenset[str]], RulePack] = {}
+    applies: dict[tuple[int, bool, str | None, str | None, str | None], bool] = {}
     python: list[tuple[int, Result]] = []
     for i, run in enumerate(runs):
         extra = deferred.get(i, {})
         for p in sorted({*with_python, *extra}) if extra else with_python:
             native = natives[p]
-            if python_applies(native.pack, run):
+            # what `python_applies` reads of the run: the same for many runs
+            target = (p, run.agent_run, run.service_name, run.agent_name, run.service_version)
+            if target not in applies:
+                applies[target] = python_applies(native.pack, run)
+            if applies[target]:
                 if i not in built:
                     built[i] = trajectory(i)
                 left = native.python_rules | extra.get(p, set())
