@@ -105,7 +105,7 @@ def native_batch(
     tables, errors = build_round(spans, closing, price_overrides, closed_at, evaluating)
     trajectories, steps = tables["trajectories"], tables["steps"]
     columns = trajectories.select(list(RUN_COLUMNS)).to_pydict()
-    if any(v is not None for v in columns["unrepresentable"]):
+    if trajectories["unrepresentable"].null_count < trajectories.num_rows:
         raise Unsupported("a total past its column's range")
     if len(set(columns["trace_id"])) != trajectories.num_rows:
         raise Unsupported("a trace closed twice in one batch")

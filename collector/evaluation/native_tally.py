@@ -38,11 +38,11 @@ def count_round(
     overall verdict (None: no result)."""
     count_mcp(tally, columns, steps)
     count_applied(tally, results)
-    agent_runs = np.array(columns["agent_run"], dtype=bool)
     if results.num_rows:
+        agent_runs = np.array(columns["agent_run"], dtype=bool)
         taken = agent_runs[results["run"].to_numpy()]
         count_outcomes(tally, columns["trace_id"], results.filter(pa.array(taken)))
-    count_verdicts(tally, columns, verdicts, agent_runs, tool_errors(columns, steps))
+    count_verdicts(tally, columns, verdicts, tool_errors(columns, steps))
 
 
 def count_mcp(tally: Tally, columns: dict[str, list[Any]], steps: pa.Table) -> None:
@@ -112,29 +112,29 @@ def count_outcomes(tally: Tally, trace_ids: list[str], results: pa.Table) -> Non
 
 
 def count_verdicts(
-    tally: Tally,
-    columns: dict[str, list[Any]],
-    verdicts: list[str | None],
-    agent_runs: np.ndarray,
-    errors: list[int],
+    tally: Tally, columns: dict[str, list[Any]], verdicts: list[str | None], errors: list[int]
 ) -> None:
     """Each agent run's verdict ("none" without results), and the first revision of each
     agent run in its target's `Runs`."""
     trace_ids = columns["trace_id"]
-    counted = [(i, verdict or "none") for i, verdict in enumerate(verdicts) if agent_runs[i]]
+    counted = [
+        (i, verdict or "none")
+        for i, (verdict, agent_run) in enumerate(zip(verdicts, columns["agent_run"], strict=True))
+        if agent_run
+    ]
     tally.verdicts.update(v for _, v in counted)
     tally.examples.update(((v,), trace_ids[i]) for i, v in counted)
-    targets: dict[Target, list[tuple[int, str]]] = {}
+    revisions = columns["revision"]
+    services, agents, versions = (
+        columns[name] for name in ("service_name", "agent_name", "service_version")
+    )
+    targets: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
     for i, verdict in counted:
-        if columns["revision"][i] <= 1:
-            target = Target(
-                columns["service_name"][i] or "",
-                columns["agent_name"][i] or "",
-                columns["service_version"][i] or "",
-            )
-            targets.setdefault(target, []).append((i, verdict))
-    for target, counted_runs in targets.items():
-        runs = tally.targets.setdefault(target, Runs())
+        if revisions[i] <= 1:
+            key = (services[i] or "", agents[i] or "", versions[i] or "")
+            targets.setdefault(key, []).append((i, verdict))
+    for key, counted_runs in targets.items():
+        runs = tally.targets.setdefault(Target(*key), Runs())
         count_target(runs, columns, counted_runs, errors)
 
 
