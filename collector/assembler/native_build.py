@@ -37,10 +37,17 @@ def price_list(overrides: dict[str, Any]) -> list[tuple[str, float, float]]:
 
 
 def build_round(
-    spans: pa.Table, closing: list[Closing], price_overrides: dict[str, Any], closed_at: datetime
+    spans: pa.Table,
+    closing: list[Closing],
+    price_overrides: dict[str, Any],
+    closed_at: datetime,
+    attributes: bool = False,
 ) -> tuple[dict[str, pa.Table], list[str]]:
     """The round's `trajectories` and `steps` tables and its build errors ("trace id: error"),
-    as `build_batch(spans, closing, price_overrides, closed_at)` makes them."""
+    as `build_batch(spans, closing, price_overrides, closed_at)` makes them. With `attributes`,
+    also `attributes`: one column of the steps' span attributes (JSON text, the Python
+    builder's `Step.attributes_json`), row for row beside `steps`, which the rule interpreter
+    reads and the store does not keep."""
     spans = spans.select(INPUT_SCHEMA.names)
     if spans.schema != INPUT_SCHEMA:
         spans = spans.cast(INPUT_SCHEMA)
@@ -48,11 +55,13 @@ def build_round(
         (c.trace_id, c.reason, c.revision, None if c.covered is None else micros(c.covered))
         for c in closing
     ]
-    trajectories, steps, errors = native.build_round(
-        spans.to_batches(), items, price_list(price_overrides), micros(closed_at)
+    trajectories, steps, errors, step_attributes = native.build_round(
+        spans.to_batches(), items, price_list(price_overrides), micros(closed_at), attributes
     )
     tables = {
         "trajectories": pa.Table.from_batches([pa.record_batch(trajectories)]),
         "steps": pa.Table.from_batches([pa.record_batch(steps)]),
     }
+    if step_attributes is not None:
+        tables["attributes"] = pa.Table.from_batches([pa.record_batch(step_attributes)])
     return tables, errors

@@ -17,13 +17,10 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from collector.assembler.build import build_trajectory
 from collector.assembler.native_build import Unsupported, build_round
-from collector.assembler.records import RunKey, objecting_rules
 from collector.assembler.work import (
     Built,
     Closing,
@@ -32,12 +29,15 @@ from collector.assembler.work import (
     prices_for,
     unbuildable,
 )
+from collector.evaluation.native_results import (
+    empty_results,
+    results_table,
+    run_verdicts,
+    with_verdicts,
+)
 from collector.evaluation.native_round import Run, round_results
-from collector.evaluation.results import trajectory_result_columns
-from collector.evaluation.round import RoundEvaluator, Tally
-from collector.evaluation.runs import RunFacts
-from collector.store.tables import columns_table
-from evaluators.base import Result, overall_verdict
+from collector.evaluation.native_tally import count_round
+from collector.evaluation.round import RoundEvaluator
 from evaluators.model import Trajectory
 
 log = logging.getLogger(__name__)
@@ -103,38 +103,30 @@ def native_batch(
     natively)."""
     if evaluator is not None and not isinstance(evaluator, RoundEvaluator):
         raise Unsupported("only a round's evaluator is evaluated natively")
-    tables, errors = build_round(spans, closing, price_overrides, closed_at)
+    evaluating = evaluator is not None and bool(evaluator.packs)
+    tables, errors = build_round(spans, closing, price_overrides, closed_at, evaluating)
     trajectories, steps = tables["trajectories"], tables["steps"]
     columns = trajectories.select(list(RUN_COLUMNS)).to_pydict()
-    if any(v is not None for v in columns["unrepresentable"]):
+    if trajectories["unrepresentable"].null_count < trajectories.num_rows:
         raise Unsupported("a total past its column's range")
-    results: list[list[Result]] = [[] for _ in range(trajectories.num_rows)]
+    if len(set(columns["trace_id"])) != trajectories.num_rows:
+        raise Unsupported("a trace closed twice in one batch")
+    results = empty_results()
     if evaluator is not None:
         started = time.perf_counter()
-        if evaluator.packs:
-            results = evaluated(evaluator, spans, closing, price_overrides, tables, columns)
-        count_round(evaluator.tally, columns, steps, results)
+        if evaluating:
+            read = steps.append_column("attributes", tables["attributes"]["attributes"])
+            results = evaluated(evaluator, spans, closing, price_overrides, tables, columns, read)
+        verdicts = run_verdicts(results, trajectories.num_rows)
+        count_round(evaluator.tally, columns, steps, results, verdicts.tolist())
         evaluator.tally.seconds += time.perf_counter() - started
-    keys = [
-        (RunKey(*values), r)
-        for *values, r in zip(
-            columns["trace_id"],
-            columns["revision"],
-            columns["service_name"],
-            columns["agent_name"],
-            columns["service_version"],
-            results,
-            strict=True,
-        )
-        if r
-    ]
+        trajectories = with_verdicts(trajectories, results, verdicts)
     shas = evaluator.shas if evaluator is not None else {}
-    result_columns = trajectory_result_columns(keys, shas, closed_at)
     return Built(
         {
-            "trajectories": with_verdicts(trajectories, results),
+            "trajectories": trajectories,
             "steps": steps,
-            "results": columns_table("results", result_columns, len(result_columns["trace_id"])),
+            "results": results_table(results, trajectories, shas, closed_at),
         },
         list(
             zip(
@@ -159,9 +151,11 @@ def evaluated(
     price_overrides: dict[str, Any],
     tables: dict[str, pa.Table],
     columns: dict[str, list[Any]],
-) -> list[list[Result]]:
-    """Each run's results under the evaluator's packs; a run a rule left to Python applies
-    to is built in Python from its spans, as `build_batch` builds it."""
+    steps: pa.Table,
+) -> pa.Table:
+    """The round's results under the evaluator's packs (`native_results.RESULTS`); `steps`
+    with their span attributes. A run a rule left to Python applies to is built in Python
+    from its spans, as `build_batch` builds it."""
     items = {c.trace_id: c for c in closing}
     prices = prices_for(price_overrides)
     positions: dict[str, list[int]] = {}  # each trace's span rows, found once for all
@@ -188,70 +182,4 @@ def evaluated(
             strict=True,
         )
     ]
-    steps = with_attributes(spans, tables["steps"])
     return round_results(evaluator.packs, runs, tables["trajectories"], steps, trajectory)
-
-
-def with_attributes(spans: pa.Table, steps: pa.Table) -> pa.Table:
-    """The steps with their span's attributes (JSON text), which the interpreter reads."""
-    found: dict[tuple[str, str], str | None] = {}
-    keys = zip(spans["trace_id"].to_pylist(), spans["span_id"].to_pylist(), strict=True)
-    for key, attributes in zip(keys, spans["attributes"].to_pylist(), strict=True):
-        if found.setdefault(key, attributes) != attributes:
-            raise Unsupported("a span stored twice with different attributes")
-    column = [
-        found[key]
-        for key in zip(steps["trace_id"].to_pylist(), steps["span_id"].to_pylist(), strict=True)
-    ]
-    return steps.append_column("attributes", pa.array(column, pa.string()))
-
-
-def with_verdicts(trajectories: pa.Table, results: list[list[Result]]) -> pa.Table:
-    """The `trajectories` table with each run's verdict columns (as `RoundRows.add` sets them)."""
-    values = {
-        # No rule applied: no verdict (an unevaluated run is not a pass).
-        "verdict": [overall_verdict(r).value if r else None for r in results],
-        "verdict_reasons": [sorted({x.reason for x in r if x.reason}) or None for r in results],
-        "verdict_rules": [objecting_rules(r) for r in results],
-    }
-    for name, column in values.items():
-        index = trajectories.schema.get_field_index(name)
-        field = trajectories.schema.field(index)
-        trajectories = trajectories.set_column(index, field, pa.array(column, field.type))
-    return trajectories
-
-
-def count_round(
-    tally: Tally, columns: dict[str, list[Any]], steps: pa.Table, results: list[list[Result]]
-) -> None:
-    """The round in the evaluator's tally, as `RoundEvaluator.evaluate` counts each run."""
-    services = dict(zip(columns["trace_id"], columns["service_name"], strict=True))
-    tool_errors: Counter[str] = Counter()
-    facts = steps.select(
-        ["trace_id", "span_kind", "tool_name", "status", "mcp", "start_time_unix_nano"]
-    )
-    errored = pc.and_(pc.equal(facts["span_kind"], "tool"), pc.equal(facts["status"], "error"))
-    tool_errors.update(facts.filter(errored)["trace_id"].to_pylist())
-    for step in facts.filter(pc.is_valid(facts["mcp"])).to_pylist():
-        tool = step["tool_name"] if step["span_kind"] == "tool" else None
-        mcp = orjson.loads(step["mcp"])
-        service = services[step["trace_id"]] or ""
-        tally.mcp.count_step(service, mcp, tool, step["start_time_unix_nano"])
-    for i, run_results in enumerate(results):
-        trace_id = columns["trace_id"][i]
-        run = RunFacts(
-            trace_id,
-            columns["revision"][i],
-            columns["agent_run"][i],
-            columns["service_name"][i],
-            columns["agent_name"][i],
-            columns["service_version"][i],
-            (columns["end_time_unix_nano"][i] - columns["start_time_unix_nano"][i]) / 1e6,
-            columns["input_tokens"][i],
-            columns["output_tokens"][i],
-            columns["cost_usd"][i],
-            tool_errors[trace_id],
-        )
-        for pack in dict.fromkeys(r.pack for r in run_results):
-            tally.applied[pack] += 1
-        tally.count_run(run, run_results)

@@ -1,7 +1,8 @@
 """A round's results with the native rule interpreter: each pack's natively supported rules
 evaluated over the round's tables at once, the rest (rules it refuses, results it defers) by
 the Python evaluators on the few runs that need them, merged in the pack's rule order as
-`evaluate_pack` gives them. The Python evaluators stay the specification; the differential
+`evaluate_pack` gives them, as Arrow rows (collector/evaluation/native_results.py): no Python
+object per result. The Python evaluators stay the specification; the differential
 test (tests/unit/assembler/test_native_work.py) holds the two paths equal."""
 
 from __future__ import annotations
@@ -10,13 +11,21 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.evaluation import native_rules
+from collector.evaluation.native_results import (
+    OBJECTING,
+    RESULTS,
+    audited,
+    python_results,
+)
 from collector.evaluation.packs import PackText, compiled
-from evaluators.base import Decision, Result, Severity, Verdict
+from evaluators.base import Result
 from evaluators.evaluate import evaluate_pack
 from evaluators.model import Trajectory
 from evaluators.registry import RULE_TYPES
@@ -34,12 +43,7 @@ class NativePack:
 
     pack: RulePack
     native: Any
-    order: dict[str, int]  # rule id -> its place in the pack
     python_rules: frozenset[str]  # refused rules `evaluate_pack` evaluates on each run
-
-    def in_order(self, results: list[Result]) -> list[Result]:
-        """Results of the pack's rules in the pack's order (one result per rule at most)."""
-        return sorted(results, key=lambda r: self.order[r.rule_id])
 
     def subset(self, ids: frozenset[str]) -> RulePack:
         """The pack with only the rules named (selector, approvals and review kept)."""
@@ -65,7 +69,6 @@ def native_pack(text: PackText) -> NativePack:
     made = NativePack(
         pack,
         native,
-        {r.id: i for i, r in enumerate(pack.rules)},
         frozenset(r.id for r in pack.rules if r.id in refused and per_run(r)),
     )
     with _natives_lock:
@@ -75,31 +78,7 @@ def native_pack(text: PackText) -> NativePack:
     return made
 
 
-def result_of_row(pack: NativePack, row: dict[str, Any]) -> Result:
-    """A row of the interpreter as the `Result` `evaluate_pack` makes."""
-    verdict = Verdict(row["verdict"])
-    reason = row["reason"]
-    if reason is None:  # `result_of`: the rule's own reason when it decided, else ""
-        rule = pack.pack.rules[pack.order[row["rule_id"]]]
-        reason = rule.reason if verdict in (Verdict.FAIL, Verdict.REVIEW) else ""
-    requested = row["requested_decision"]
-    return Result(
-        pack=row["pack"],
-        pack_version=row["pack_version"],
-        rule_id=row["rule_id"],
-        rule_type=row["rule_type"],
-        verdict=verdict,
-        severity=Severity(row["severity"]),
-        reason=reason,
-        message=row["message"],
-        evidence=tuple(row["evidence_span_ids"] or ()),
-        score=row["score"],
-        requested_decision=None if requested is None else Decision(requested),
-    )
-
-
-@dataclass(frozen=True)
-class Run:
+class Run(NamedTuple):
     """What the merge reads of a run's row of the `trajectories` table."""
 
     trace_id: str
@@ -115,39 +94,95 @@ def round_results(
     trajectories: pa.Table,
     steps: pa.Table,
     trajectory: Callable[[int], Trajectory],
-) -> list[list[Result]]:
-    """Each run's results, packs in the order given, as `evaluate_pack` gives them pack by
-    pack. `steps` carries the span
-    attributes' JSON (`attributes`); `trajectory(i)` builds run i in Python, asked only for
-    the runs a rule left to Python applies to."""
+) -> pa.Table:
+    """The round's results (`native_results.RESULTS`), packs in the order given, each as
+    `evaluate_pack` gives them pack by pack. `steps` carries the span attributes' JSON
+    (`attributes`); `trajectory(i)` builds run i in Python, asked only for the runs a rule
+    left to Python applies to."""
     natives = [native_pack(text) for text in packs]
     rows = native_rules.evaluate_packs([n.native for n in natives], trajectories, steps)
     index = {run.trace_id: i for i, run in enumerate(runs)}
     names = {n.pack.name: p for p, n in enumerate(natives)}
-    # (run, pack) -> native results; (run, pack) -> rules deferred to Python
-    found: dict[tuple[int, int], list[Result]] = {}
-    deferred: dict[tuple[int, int], set[str]] = {}
-    for row in rows.to_pylist():
-        key = (index[row["trace_id"]], names[row["pack"]])
-        if row["deferred"] is not None:
-            deferred.setdefault(key, set()).add(row["rule_id"])
-        else:
-            found.setdefault(key, []).append(result_of_row(natives[key[1]], row))
+    held = rows["deferred"].is_valid()
+    # run -> pack -> rules deferred to Python
+    deferred: dict[int, dict[int, set[str]]] = {}
+    for row in rows.filter(held).select(["trace_id", "pack", "rule_id"]).to_pylist():
+        by_pack = deferred.setdefault(index[row["trace_id"]], {})
+        by_pack.setdefault(names[row["pack"]], set()).add(row["rule_id"])
+    found = native_results(natives, rows.filter(pc.invert(held)), trajectories)
+    with_python = [p for p, n in enumerate(natives) if n.python_rules]
     built: dict[int, Trajectory] = {}
-    out: list[list[Result]] = []
+    subsets: dict[tuple[int, frozenset[str]], RulePack] = {}
+    applies: dict[tuple[int, bool, str | None, str | None, str | None], bool] = {}
+    python: list[tuple[int, Result]] = []
     for i, run in enumerate(runs):
-        results: list[Result] = []
-        for p, native in enumerate(natives):
-            pack_results = found.get((i, p), [])
-            left = native.python_rules | deferred.get((i, p), set())
-            if left and python_applies(native.pack, run):
+        extra = deferred.get(i, {})
+        for p in sorted({*with_python, *extra}) if extra else with_python:
+            native = natives[p]
+            # what `python_applies` reads of the run: the same for many runs
+            target = (p, run.agent_run, run.service_name, run.agent_name, run.service_version)
+            if target not in applies:
+                applies[target] = python_applies(native.pack, run)
+            if applies[target]:
                 if i not in built:
                     built[i] = trajectory(i)
-                python = evaluate_pack(built[i], native.subset(frozenset(left)))
-                pack_results = native.in_order(pack_results + python)
-            results += native.pack.review.marked(run.trace_id, native.pack.name, pack_results)
-        out.append(results)
-    return out
+                left = native.python_rules | extra.get(p, set())
+                subset = subsets.get((p, left))
+                if subset is None:
+                    subset = subsets[(p, left)] = native.subset(left)
+                python += [(i, r) for r in evaluate_pack(built[i], subset)]
+    if python:
+        found = in_order(natives, pa.concat_tables([found, python_results(python)]))
+    for native in natives:
+        audit = native.pack.review.audit
+        if audit is not None:
+            found = audited(found, trajectories["trace_id"], native.pack.name, audit)
+    return found
+
+
+def native_results(natives: list[NativePack], rows: pa.Table, trajectories: pa.Table) -> pa.Table:
+    """The interpreter's result rows as a round's results: the run of each, and the reason
+    `result_of` gives (the rule's own when it decided and the finding gave none, else "")."""
+    run = pc.index_in(rows["trace_id"], value_set=trajectories["trace_id"].combine_chunks())
+    packs, positions = rule_positions(natives, rows)
+    reasons: list[str] = []  # each pack's rules' reasons, pack after pack
+    offsets = np.zeros(len(natives), dtype=np.int64)
+    for p, native in enumerate(natives):
+        offsets[p] = len(reasons)
+        reasons += [rule.reason for rule in native.pack.rules]
+    own = pa.array(reasons, pa.string()).take(pa.array(offsets[packs] + positions))
+    decided = pc.is_in(rows["verdict"], pa.array(OBJECTING, pa.string()))
+    reason = pc.coalesce(rows["reason"], pc.if_else(decided, own, ""))
+    columns = {name: rows[name] for name in RESULTS.names if name in rows.column_names}
+    columns.update({"run": run.cast(pa.int64()), "reason": reason})
+    columns["audit"] = pa.repeat(pa.scalar(False), rows.num_rows)
+    return pa.table([columns[name] for name in RESULTS.names], schema=RESULTS)
+
+
+def rule_positions(natives: list[NativePack], rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's pack (its place among `natives`) and rule (its place in its pack)."""
+    names = pa.array([n.pack.name for n in natives], pa.string())
+    packs = pc.index_in(rows["pack"], value_set=names).to_numpy(zero_copy_only=False)
+    positions = np.zeros(rows.num_rows, dtype=np.int64)
+    for p, native in enumerate(natives):
+        at = packs == p
+        if at.any():
+            ids = pa.array([rule.id for rule in native.pack.rules], pa.string())
+            found = pc.index_in(rows["rule_id"].filter(pa.array(at)), value_set=ids)
+            positions[at] = found.to_numpy(zero_copy_only=False)
+    return packs, positions
+
+
+def in_order(natives: list[NativePack], results: pa.Table) -> pa.Table:
+    """Results sorted by run, pack (in the order evaluated) and rule (in its pack's order): a
+    run's native and Python results of a pack merged in the pack's rule order (one result per
+    rule at most; the sort is stable)."""
+    packs, positions = rule_positions(natives, results)
+    keys = pa.table({"run": results["run"], "pack": packs, "rule": positions})
+    order = pc.sort_indices(
+        keys, [("run", "ascending"), ("pack", "ascending"), ("rule", "ascending")]
+    )
+    return results.take(order)
 
 
 def python_applies(pack: RulePack, run: Run) -> bool:

@@ -48,9 +48,12 @@ def build_round(
     closing: list[tuple[str, str, int, int | None]],
     prices: list[tuple[str, float, float]],
     closed_at: int,
-) -> tuple[ArrowBatch, ArrowBatch, list[str]]:
+    attributes: bool = False,
+) -> tuple[ArrowBatch, ArrowBatch, list[str], ArrowBatch | None]:
     """A round's spans (RecordBatches of the columns the builder reads) to its
     `trajectories` and `steps` tables and build errors ("trace id: error"), as `build_batch`
     stores them without an evaluator. `closing`: (trace id, close reason, revision, covered
     until in µs or None); `prices`: (model prefix, USD per million input, output tokens) in
-    lookup order; `closed_at` in µs. Raises Unsupported for what it does not build."""
+    lookup order; `closed_at` in µs. With `attributes`, the steps' span attributes (JSON
+    text, one `attributes` column row for row beside `steps`), else None. Raises Unsupported
+    for what it does not build."""

@@ -4,6 +4,7 @@ compared column by column."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +12,8 @@ import pyarrow as pa
 
 from collector.assembler.native_build import build_round
 from collector.assembler.work import Closing, build_batch
+from evaluators.base import Result
+from evaluators.model import Trajectory
 
 
 def same(a: Any, b: Any) -> bool:
@@ -43,16 +46,52 @@ def table_differences(name: str, python: pa.Table, native: pa.Table) -> list[str
     return out
 
 
+@dataclass
+class StepAttributes:
+    """An evaluator that evaluates nothing and keeps, for each run `build_batch` stores, its
+    steps' span attributes as the Python builder gives them (`Step.attributes_json`): what
+    the rule evaluators read, so what the native `attributes` column must hold."""
+
+    runs: dict[tuple[str, int], list[str | None]] = field(default_factory=dict)
+
+    @property
+    def shas(self) -> dict[str, str]:
+        return {}
+
+    def evaluate(self, t: Trajectory) -> list[Result]:
+        self.runs[(t.trace_id, t.revision)] = [s.attributes_json for s in t.steps]
+        return []
+
+    def column(self, trajectories: pa.Table) -> list[str | None]:
+        """The column, row for row beside the `steps` table of these trajectories."""
+        keys = zip(
+            trajectories["trace_id"].to_pylist(), trajectories["revision"].to_pylist(), strict=True
+        )
+        return [a for key in keys for a in self.runs[key]]
+
+
 def differences(
     spans: pa.Table, closing: list[Closing], overrides: dict[str, Any], closed_at: datetime
 ) -> list[str]:
     """What the native builder makes differently from `build_batch` of the same round (no
-    evaluator). Raises the native builder's `Unsupported` when it refuses the round."""
-    python = build_batch(spans, closing, overrides, closed_at)
-    native, errors = build_round(spans, closing, overrides, closed_at)
+    rules evaluated): the tables, the build errors and the steps' span attributes the rule
+    interpreter reads. Raises the native builder's `Unsupported` when it refuses the round."""
+    attributes = StepAttributes()
+    python = build_batch(spans, closing, overrides, closed_at, attributes)
+    native, errors = build_round(spans, closing, overrides, closed_at, attributes=True)
     out = []
     for name in ("trajectories", "steps"):
         out += table_differences(name, python.tables[name], native[name])
     if python.build_errors != errors:
         out.append(f"build errors: Python {python.build_errors!r}, native {errors!r}")
+    want = python.tables["steps"].append_column(
+        "attributes", pa.array(attributes.column(python.tables["trajectories"]), pa.string())
+    )
+    got = native["steps"].append_column("attributes", native["attributes"]["attributes"])
+    if not out:  # the same steps: their attributes compared row by row
+        out += table_differences(
+            "steps",
+            want.select(["trace_id", "span_id", "attributes"]),
+            got.select(["trace_id", "span_id", "attributes"]),
+        )
     return out

@@ -5,7 +5,7 @@ arguments, results, errors, Unicode, deep JSON, huge numbers,
 missing and remote parents, cycles and clock skew; encoded as OTLP protobuf and decoded by the
 collector's decoder, as the pipeline stores spans. A few rows are then changed as the store
 could hold them (spans stored by an earlier version): deep argument JSON, a span without a name,
-a span sent twice."""
+a span sent twice (with the same or other attributes)."""
 
 from __future__ import annotations
 
@@ -539,5 +539,8 @@ class Generator:
             if r.random() < 0.005:
                 row["name"] = None
         if r.random() < 0.05:
-            rows.append(dict(r.choice(rows)))  # the same span twice
+            twice = dict(r.choice(rows))  # the same span twice
+            if r.random() < 0.5:  # sent again with other attributes
+                twice["attributes"] = r.choice([None, "{}", json.dumps({"retry": self.text()})])
+            rows.insert(r.randrange(len(rows) + 1), twice)
         return pa.Table.from_pylist(rows, schema=spans.schema)

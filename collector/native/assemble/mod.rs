@@ -13,6 +13,7 @@ mod mcp;
 mod messages;
 mod output;
 mod span;
+mod step_attributes;
 mod trajectory;
 
 use std::cell::RefCell;
@@ -108,11 +109,13 @@ pub struct Closing {
     pub covered: Option<i64>,
 }
 
-/// The round's tables and the build errors (`trace id: error`), as `build_batch` has them.
+/// The round's tables and the build errors (`trace id: error`), as `build_batch` has them;
+/// with the steps' span attributes when asked (`step_attributes`).
 pub struct Round {
     pub trajectories: StructArray,
     pub steps: StructArray,
     pub build_errors: Vec<String>,
+    pub attributes: Option<StructArray>,
 }
 
 fn strs<'a>(batch: &'a StructArray, name: &str) -> Result<Vec<Option<&'a str>>, String> {
@@ -222,12 +225,13 @@ fn rows_of(batch: &StructArray) -> Result<Vec<Row<'_>>, String> {
 }
 
 /// The round built: Err names what this builder refused (the caller builds the round in
-/// Python instead).
+/// Python instead). With `attributes`, the steps' span attributes too.
 pub fn build_round(
     spans: &[StructArray],
     closing: &[Closing],
     prices: &Prices,
     closed_at: i64,
+    attributes: bool,
 ) -> Result<Round, String> {
     let mut rows = Vec::new();
     for batch in spans {
@@ -238,6 +242,7 @@ pub fn build_round(
         by_trace.entry(row.trace_id).or_default().push(row);
     }
     let mut out = output::Tables::new(closed_at);
+    let mut step_attributes = step_attributes::StepAttributes::new(attributes, &rows);
     let mut build_errors = Vec::new();
     for item in closing {
         let Some(span_rows) = by_trace.get(item.trace_id.as_str()) else {
@@ -262,7 +267,10 @@ pub fn build_round(
         )
         .and_then(|t| output::encoded(&t).map(|json| (t, json)));
         match built {
-            Ok((t, json)) => out.add(&t, received, json, None),
+            Ok((t, json)) => {
+                out.add(&t, received, json, None);
+                step_attributes.add(&t.steps, span_rows);
+            }
             Err(Fail::Build(error)) => {
                 build_errors.push(format!("{}: {error}", item.trace_id));
                 out.add_unbuildable(item, revision, span_rows, late, received, &error);
@@ -275,25 +283,29 @@ pub fn build_round(
         trajectories,
         steps,
         build_errors,
+        attributes: step_attributes.finish(),
     })
 }
 
-type BuildResult = (ArrowBatch, ArrowBatch, Vec<String>);
+type BuildResult = (ArrowBatch, ArrowBatch, Vec<String>, Option<ArrowBatch>);
 
-/// `build_round(spans, closing, prices, closed_at)`: the round's `trajectories` and `steps`
-/// tables (as `__arrow_c_array__` objects) and its build errors. `spans` is a list of
-/// RecordBatches of the `spans` columns the builder reads, `closing` a list of
-/// `(trace_id, reason, revision, covered_until_µs | None)`, `prices` the price table's
-/// `(prefix, input, output)` in lookup order, `closed_at` µs since the epoch. Raises
+/// `build_round(spans, closing, prices, closed_at, attributes=False)`: the round's
+/// `trajectories` and `steps` tables (as `__arrow_c_array__` objects), its build errors, and
+/// with `attributes` the steps' span attributes as JSON text (a one-column batch, row for row
+/// beside `steps`; else None). `spans` is a list of RecordBatches of the `spans` columns the
+/// builder reads, `closing` a list of `(trace_id, reason, revision, covered_until_µs | None)`,
+/// `prices` the price table's `(prefix, input, output)` in lookup order, `closed_at` µs since
+/// the epoch. Raises
 /// `Unsupported` for a round it does not build as the Python builder would.
 #[pyfunction]
-#[pyo3(name = "build_round")]
+#[pyo3(name = "build_round", signature = (spans, closing, prices, closed_at, attributes=false))]
 fn py_build_round(
     py: Python<'_>,
     spans: Vec<Bound<'_, PyAny>>,
     closing: Vec<(String, String, i64, Option<i64>)>,
     prices: Vec<(String, f64, f64)>,
     closed_at: i64,
+    attributes: bool,
 ) -> PyResult<BuildResult> {
     let batches = spans
         .iter()
@@ -310,13 +322,14 @@ fn py_build_round(
         .collect();
     let round = py.detach(move || {
         let prices = Prices::new(prices);
-        build_round(&batches, &closing, &prices, closed_at)
+        build_round(&batches, &closing, &prices, closed_at, attributes)
     });
     let round = round.map_err(Unsupported::new_err)?;
     Ok((
         ArrowBatch::new(round.trajectories),
         ArrowBatch::new(round.steps),
         round.build_errors,
+        round.attributes.map(ArrowBatch::new),
     ))
 }
 

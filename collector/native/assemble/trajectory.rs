@@ -19,6 +19,8 @@ use super::{Fail, Prices};
 
 /// One span of the run as a step (evaluators/model.py `Step`).
 pub struct Step {
+    /// The index of the step's span among the trace's rows given to `build_trajectory`.
+    pub source: usize,
     pub seq: i32,
     pub span_id: String,
     pub parent_span_id: Option<String>,
@@ -258,6 +260,7 @@ pub fn value_depth(v: &Value) -> usize {
 
 fn step_of<'a>(
     span: &SpanView<'a>,
+    source: usize,
     seq: usize,
     depth: i32,
     agent_spans: &HashSet<&str>,
@@ -285,6 +288,7 @@ fn step_of<'a>(
     };
     let llm = base == Some("llm");
     Ok(Step {
+        source,
         seq: i32::try_from(seq).map_err(|_| Fail::unsupported("too many spans"))?,
         span_id: sid.to_owned(),
         parent_span_id: owned(row.parent_span_id),
@@ -659,7 +663,7 @@ pub fn build_trajectory(
     let mut llm_order = Vec::new();
     for (seq, &(i, depth)) in ordered.iter().enumerate() {
         let span = &spans[i];
-        let mut step = step_of(span, seq, depth, &agent_spans, &mut agent_of)?;
+        let mut step = step_of(span, i, seq, depth, &agent_spans, &mut agent_of)?;
         if step.kind_is("llm") {
             llm_order.push(i);
             step.cost_usd = cost_of(span, &step, prices)?;

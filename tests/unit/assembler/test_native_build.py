@@ -262,6 +262,28 @@ def test_what_the_native_builder_does_not_read_is_refused(spans, why: str) -> No
         build_round(table, closing, {}, NOW)
 
 
+def test_a_span_stored_twice_with_other_attributes_gives_its_step_the_copy_python_takes() -> None:
+    """The steps' `attributes` column (what approval overrides and attribute conditions are read
+    from) is the attributes of the span copy the step was built from, as the Python builder
+    takes it, not of whichever copy a join would find first."""
+    table = one_tool(result="ok")
+    rows = table.to_pylist()
+    tool = next(r for r in rows if r["step_kind"] == "tool")
+    overridden = {**json.loads(tool["attributes"]), "sextant.approval.status": "denied"}
+    for copy in ({**tool, "attributes": json.dumps(overridden)}, {**tool, "attributes": None}):
+        for twice in ([*rows, copy], [copy, *rows]):
+            spans = pa.Table.from_pylist(twice, schema=table.schema)
+            assert_same(spans, closing_all(spans))
+    native, _ = build_round(spans, closing_all(spans), {}, NOW, attributes=True)
+    assert native["attributes"].num_rows == native["steps"].num_rows == 2
+
+
+def test_the_attributes_column_is_made_only_when_asked() -> None:
+    table = one_tool(result="ok")
+    tables, _ = build_round(table, closing_all(table), {}, NOW)
+    assert set(tables) == {"trajectories", "steps"}
+
+
 def test_approval_results_written_as_python_literals_read_as_python_reads_them() -> None:
     for result in (
         "{'approved': True}",

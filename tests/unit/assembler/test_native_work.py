@@ -13,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from collector.assembler import native_work
+from collector.assembler.native_build import build_round
 from collector.assembler.native_work import assemble_batch
 from collector.assembler.spans import SPAN_FIELDS
 from collector.assembler.work import Built, Closing, build_batch
+from collector.evaluation import native_rules
+from collector.evaluation.native_round import native_pack
 from collector.evaluation.packs import PackText, load_text
 from collector.evaluation.round import RoundEvaluator
 from collector.normalize.wire import decode_request
@@ -48,10 +52,29 @@ rules:
     reason: long_run
     on_fail: REVIEW
 """
+# A sample of the runs audited, on one rule's passes: the marks follow the hash of each run.
+SAMPLED = """
+name: sampled
+version: "2"
+owner: quality
+review:
+  audit: {sample: 0.5, verdicts: [pass], rules: [few-tools]}
+rules:
+  - id: few-steps
+    type: budget
+    max_steps: 6
+    reason: long_run
+    on_fail: REVIEW
+  - id: few-tools
+    type: budget
+    max_tool_calls: 1
+    reason: many_tools
+    on_fail: FAIL
+"""
 
 
 def pack_texts() -> tuple[PackText, ...]:
-    texts = [p.read_text() for p in sorted((ROOT / "rules").rglob("*.yaml"))] + [AUDITED]
+    texts = [p.read_text() for p in sorted((ROOT / "rules").rglob("*.yaml"))] + [AUDITED, SAMPLED]
     out = []
     for text in texts:
         name = load_text(text, "pack").pack.name
@@ -79,6 +102,19 @@ def tally_of(built: Built) -> dict[str, Any]:
     return tally
 
 
+def order_of(built: Built) -> dict[str, Any]:
+    """The order the tally's readers meet its keys in (metric series are made in that order,
+    and the target cap takes targets in the order they first appear)."""
+    assert isinstance(built.evaluator, RoundEvaluator)
+    tally = built.evaluator.tally
+    return {
+        "outcomes": list(tally.outcomes),
+        "verdicts": list(tally.verdicts),
+        "applied": list(tally.applied),
+        "targets": [(target, list(runs.verdicts)) for target, runs in tally.targets.items()],
+    }
+
+
 def differences(spans: pa.Table, closing: list[Closing], packs: tuple[PackText, ...]) -> list[str]:
     python = build_batch(spans, closing, {}, NOW, RoundEvaluator(packs))
     native = assemble_batch(spans, closing, {}, NOW, RoundEvaluator(packs), native=True)
@@ -93,6 +129,8 @@ def differences(spans: pa.Table, closing: list[Closing], packs: tuple[PackText, 
             out.append(f"{name}: Python {want!r}, native {got!r}")
     if tally_of(python) != tally_of(native):
         out.append(f"tally: Python {tally_of(python)!r}\nnative {tally_of(native)!r}")
+    elif order_of(python) != order_of(native):
+        out.append(f"tally order: Python {order_of(python)!r}\nnative {order_of(native)!r}")
     return out
 
 
@@ -113,8 +151,24 @@ def test_a_round_results_are_evaluated_at_all() -> None:
     results = native.tables["results"]
     assert native.fallback is None
     assert results.num_rows > 50
-    assert set(results["pack"].to_pylist()) >= {"default", "audited"}
-    assert any(results["audit"].to_pylist())
+    assert set(results["pack"].to_pylist()) >= {"default", "audited", "sampled"}
+    audited = {
+        (pack, rule, verdict)
+        for pack, rule, verdict, audit in zip(
+            *(results[c].to_pylist() for c in ("pack", "rule_id", "verdict", "audit")), strict=True
+        )
+        if audit
+    }
+    assert ("sampled", "few-tools", "pass") in audited
+    assert {(p, r) for p, r, _ in audited} <= {("audited", "few-steps"), ("sampled", "few-tools")}
+    sampled = [
+        audit
+        for pack, rule, verdict, audit in zip(
+            *(results[c].to_pylist() for c in ("pack", "rule_id", "verdict", "audit")), strict=True
+        )
+        if (pack, rule, verdict) == ("sampled", "few-tools", "pass")
+    ]
+    assert None in sampled  # a sample, not every run
     assert set(native.tables["trajectories"]["verdict"].to_pylist()) >= {"pass", "fail"}
 
 
@@ -230,3 +284,72 @@ def test_a_run_the_guard_refused_a_tool_in_stores_the_same_rows() -> None:
     for name in ("trajectories", "steps", "results"):
         found = table_differences(name, python.tables[name], native.tables[name])
         assert not found, "\n".join(found)
+
+
+def tool_run(arguments: str) -> pa.Table:
+    """An agent run with one tool call made with these arguments (JSON text)."""
+    trace_id, root, tool = new_trace_id(), new_span_id(), new_span_id()
+    spans = [
+        {
+            "trace_id": trace_id,
+            "span_id": root,
+            "name": "invoke_agent travel-agent",
+            "attributes": {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "travel-agent",
+            },
+        },
+        {
+            "trace_id": trace_id,
+            "span_id": tool,
+            "parent_span_id": root,
+            "name": "execute_tool search_flights",
+            "attributes": {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "search_flights",
+                "gen_ai.tool.call.arguments": arguments,
+            },
+        },
+    ]
+    request = trace_request(spans, {"service.name": "travel-desk"})
+    table = decode_request("traces", "protobuf", request.SerializeToString(), 1 << 20).table
+    received = pa.array([NOW] * table.num_rows, pa.timestamp("us"))
+    return table.append_column("received_at", received).select([*SPAN_FIELDS, "received_at"])
+
+
+def test_results_the_interpreter_defers_are_merged_in_the_pack_order() -> None:
+    """A possible secret, or text the detectors read with Unicode classes, is left by the
+    interpreter to the Python detectors for that run: their result takes the rule's place among
+    the pack's native results, and the run's verdict, the tally and the rows follow from it."""
+    spans = pa.concat_tables(
+        [
+            tool_run('{"city": "Zürich"}'),
+            tool_run('{"key": "sk-proj-' + "Ab3xK9mQ2vL7pR4tY8wZ1nC6" * 2 + '"}'),
+            tool_run('{"city": "Paris"}'),
+        ]
+    )
+    closing = closing_all(spans, "complete", 1)
+    tables, _ = build_round(spans, closing, {}, NOW, attributes=True)
+    steps = tables["steps"].append_column("attributes", tables["attributes"]["attributes"])
+    default = native_pack(next(p for p in PACKS if p.name == "default"))
+    rows = native_rules.evaluate_packs([default.native], tables["trajectories"], steps)
+    deferred = rows.filter(rows["deferred"].is_valid())
+    assert deferred["rule_id"].to_pylist() == ["no-secrets-in-tools"] * 2
+    found = differences(spans, closing, PACKS)
+    assert not found, "\n".join(found[:20])
+    native = assemble_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS), native=True)
+    results = native.tables["results"].filter(pc.equal(native.tables["results"]["pack"], "default"))
+    assert results["rule_id"].to_pylist() == [r.id for r in default.pack.rules] * 3
+    verdicts = native.tables["trajectories"]["verdict"].to_pylist()
+    assert verdicts[1] == "fail" and "fail" not in (verdicts[0], verdicts[2])
+
+
+def test_a_trace_closed_twice_in_one_batch_is_built_in_python() -> None:
+    """Results are matched to their run by trace id: a batch naming a trace twice is left to
+    the Python path rather than given the wrong run's results."""
+    spans = tool_run('{"city": "Paris"}')
+    closing = closing_all(spans, "complete", 1) * 2
+    built = assemble_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS), native=True)
+    python = build_batch(spans, closing, {}, NOW, RoundEvaluator(PACKS))
+    assert built.fallback == "unsupported"
+    assert built.tables["results"].num_rows == python.tables["results"].num_rows > 0
