@@ -136,7 +136,7 @@ def native_form(pack: RulePack) -> str:
         "selector": pack.selector.model_dump(exclude_defaults=True),
         "rules": [rule_form(r) for r in pack.rules],
     }
-    from collector.evaluation.native_precedes import precedes_form  # it reads this module's
+    from collector.evaluation.native_precedes import precedes_form  # (it imports this module)
 
     for rule, data in zip(pack.rules, form["rules"], strict=True):
         if isinstance(rule, PrecedesRule):

@@ -766,8 +766,8 @@ pub fn compile(text: &str, partial: bool) -> Result<Pack, Refused> {
         }
     }
     if let Some(Value::Object(mut approvals)) = f.remove("approvals") {
-        // Only which tools are approvals matters to the rules read natively (a step's kind);
-        // the result shapes give a status, which none of them reads.
+        // Here only which tools are approvals matters (a step's kind); the statuses the result
+        // shapes give are read by precedes rules, whose form carries the whole recogniser.
         approvals.remove("results");
         approvals.remove("defaults");
         if let Some(tools) = approvals.remove("tools") {
