@@ -22,7 +22,9 @@ import pyarrow as pa
 
 from collector.normalize.native import native
 from evaluators import known_secrets
+from evaluators.approvals import DEFAULT_APPROVALS
 from evaluators.matchers import MISSING, PATH_PART, Condition, StepMatcher
+from evaluators.precedes import PrecedesRule
 from evaluators.rulepack import RulePack
 from evaluators.secrets import API_KEY, DETECTORS, SecretsRule, ascii_form
 
@@ -134,6 +136,11 @@ def native_form(pack: RulePack) -> str:
         "selector": pack.selector.model_dump(exclude_defaults=True),
         "rules": [rule_form(r) for r in pack.rules],
     }
+    from collector.evaluation.native_precedes import precedes_form  # (it imports this module)
+
+    for rule, data in zip(pack.rules, form["rules"], strict=True):
+        if isinstance(rule, PrecedesRule):
+            precedes_form(rule, pack.approvals or DEFAULT_APPROVALS, data)
     if pack.approvals is not None:
         form["approvals"] = pack.approvals.model_dump(exclude_defaults=True)
     return json.dumps(form, default=lambda v: {PYTHON_ONLY: type(v).__name__}, allow_nan=True)

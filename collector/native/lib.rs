@@ -15,6 +15,7 @@ mod rules;
 mod rules_eval;
 mod rules_keywords;
 mod rules_pack;
+mod rules_precedes;
 mod rules_regex;
 mod rules_value;
 mod semconv;

@@ -113,6 +113,12 @@ fn step_rows(batch: &StructArray) -> PyResult<StepRows<'_>> {
     let result = column::<StringArray>(batch, "result", w)?;
     let mcp = column::<StringArray>(batch, "mcp", w)?;
     let attributes = column::<StringArray>(batch, "attributes", w)?;
+    let starts = column::<UInt64Array>(batch, "start_time_unix_nano", w)?;
+    let ends = column::<UInt64Array>(batch, "end_time_unix_nano", w)?;
+    let tool_call_id = column::<StringArray>(batch, "tool_call_id", w)?;
+    let requested_by = column::<StringArray>(batch, "requested_by", w)?;
+    let approval_status = column::<StringArray>(batch, "approval_status", w)?;
+    let time = |a: &UInt64Array, i: usize| if a.is_valid(i) { a.value(i) } else { 0 };
     let keys = (0..batch.len())
         .map(|i| (text(trace_id, i).unwrap_or(""), revision.value(i)))
         .collect();
@@ -135,6 +141,11 @@ fn step_rows(batch: &StructArray) -> PyResult<StepRows<'_>> {
                 attributes: text(attributes, i),
                 mcp: text(mcp, i),
                 approval_override: Ok(false),
+                start_time_unix_nano: time(starts, i),
+                end_time_unix_nano: time(ends, i),
+                tool_call_id: text(tool_call_id, i),
+                requested_by: text(requested_by, i),
+                approval_status: text(approval_status, i),
             };
             let row = if row.span_kind == Some("tool") || row.kind == Some("approval") {
                 StepRow {

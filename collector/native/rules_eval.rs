@@ -55,6 +55,13 @@ pub struct StepRow<'a> {
     /// Whether the span's attributes carry an approval override (`has_override`), read once
     /// for every pack; Err when they cannot be read as Python reads them.
     pub approval_override: Result<bool, Defer>,
+    pub start_time_unix_nano: u64,
+    pub end_time_unix_nano: u64,
+    pub tool_call_id: Option<&'a str>,
+    /// The span id of the model call that asked for this tool call.
+    pub requested_by: Option<&'a str>,
+    /// The builder's approval status (its default recogniser, or the override).
+    pub approval_status: Option<&'a str>,
 }
 
 /// A step as a pack's rules see it: its kind after the pack's approval recogniser, its
@@ -67,7 +74,7 @@ pub struct Step<'a> {
 }
 
 impl<'a> Step<'a> {
-    fn is_tool_call(&self) -> bool {
+    pub(crate) fn is_tool_call(&self) -> bool {
         self.row.span_kind == Some("tool")
     }
 
@@ -75,7 +82,7 @@ impl<'a> Step<'a> {
         self.kind == Some(kind)
     }
 
-    fn arguments(&self) -> Result<&Value, Defer> {
+    pub(crate) fn arguments(&self) -> Result<&Value, Defer> {
         let parsed = self.args.get_or_init(|| match self.row.arguments {
             None => Some(Value::Null),
             Some(text) => serde_json::from_str(text).ok(),
@@ -84,7 +91,7 @@ impl<'a> Step<'a> {
     }
 
     /// `Step.attributes`: the span's attributes, `{}` when it has none.
-    fn attributes(&self) -> Result<&Map<String, Value>, Defer> {
+    pub(crate) fn attributes(&self) -> Result<&Map<String, Value>, Defer> {
         let parsed = self.attributes.get_or_init(|| match self.row.attributes {
             None | Some("") => Some(Map::new()),
             Some(text) => match serde_json::from_str(text) {
@@ -97,13 +104,13 @@ impl<'a> Step<'a> {
             .ok_or(Defer("span attributes that are not a JSON object"))
     }
 
-    fn name(&self) -> &'a str {
+    pub(crate) fn name(&self) -> &'a str {
         py(self.row.name)
     }
 }
 
 /// A Python f-string's rendering of an optional text.
-fn py(text: Option<&str>) -> &str {
+pub(crate) fn py(text: Option<&str>) -> &str {
     text.unwrap_or("None")
 }
 
@@ -118,7 +125,11 @@ pub struct Finding<'a> {
 }
 
 impl<'a> Finding<'a> {
-    fn new(verdict: &'static str, message: String, evidence: Vec<Option<&'a str>>) -> Self {
+    pub(crate) fn new(
+        verdict: &'static str,
+        message: String,
+        evidence: Vec<Option<&'a str>>,
+    ) -> Self {
         Finding {
             verdict,
             message,
@@ -130,7 +141,7 @@ impl<'a> Finding<'a> {
 }
 
 /// `tuple(dict.fromkeys(evidence))`: each span once, first place kept.
-fn unique(evidence: Vec<Option<&str>>) -> Vec<Option<&str>> {
+pub(crate) fn unique(evidence: Vec<Option<&str>>) -> Vec<Option<&str>> {
     let mut seen = std::collections::HashSet::new();
     evidence.into_iter().filter(|e| seen.insert(*e)).collect()
 }
@@ -140,7 +151,7 @@ fn text_matches(patterns: &[Pattern], value: Option<&str>) -> bool {
 }
 
 impl Matcher {
-    fn matches(&self, step: &Step) -> Result<bool, Defer> {
+    pub(crate) fn matches(&self, step: &Step) -> Result<bool, Defer> {
         if let Some(kinds) = &self.kinds {
             let hit = |k: Option<&str>| k.is_some_and(|k| kinds.iter().any(|x| x == k));
             if !hit(step.kind) && !hit(step.row.span_kind) {
@@ -1003,6 +1014,7 @@ fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding
             set,
             keywords,
         } => secrets(steps, *arguments, *results, names, set, keywords.as_ref()),
+        Check::Precedes(rule) => crate::rules_precedes::precedes(steps, rule),
     }
 }
 

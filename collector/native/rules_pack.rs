@@ -135,7 +135,7 @@ pub struct ArgCheck {
     pub condition: Condition,
 }
 
-fn path_part(value: &Value) -> Option<PathPart> {
+pub(crate) fn path_part(value: &Value) -> Option<PathPart> {
     match value {
         Value::String(key) => Some(PathPart::Key(key.clone())),
         Value::Number(n) => n.as_u64().map(PathPart::Index),
@@ -223,7 +223,7 @@ pub struct Matcher {
     pub describe: String,
 }
 
-fn matcher(value: Value, what: &str) -> Result<Matcher, Refused> {
+pub(crate) fn matcher(value: Value, what: &str) -> Result<Matcher, Refused> {
     let Value::Object(mut fields) = value else {
         return Err(Refused(format!("{what}: not a step matcher")));
     };
@@ -351,6 +351,7 @@ pub enum Check {
         /// The keyword net's judgement, when the set holds it (the built-in `api_key`).
         keywords: Option<Keywords>,
     },
+    Precedes(Box<crate::rules_precedes::Precedes>),
 }
 
 /// One rule, compiled.
@@ -385,7 +386,7 @@ pub struct Pack {
     pub refused: Vec<(String, String)>,
 }
 
-fn take_str(
+pub(crate) fn take_str(
     fields: &mut serde_json::Map<String, Value>,
     key: &str,
     default: &str,
@@ -397,7 +398,7 @@ fn take_str(
     }
 }
 
-fn take_bool(
+pub(crate) fn take_bool(
     fields: &mut serde_json::Map<String, Value>,
     key: &str,
     default: bool,
@@ -707,6 +708,10 @@ fn compile_fields(id: &str, mut f: serde_json::Map<String, Value>) -> Result<Rul
                 },
             )
         }
+        "precedes" => (
+            true,
+            Check::Precedes(Box::new(crate::rules_precedes::compile(&mut f)?)),
+        ),
         other => return Err(Refused(format!("{other} rules are not evaluated natively"))),
     };
     if let Some(option) = f.keys().next() {
@@ -761,8 +766,8 @@ pub fn compile(text: &str, partial: bool) -> Result<Pack, Refused> {
         }
     }
     if let Some(Value::Object(mut approvals)) = f.remove("approvals") {
-        // Only which tools are approvals matters to the rules read natively (a step's kind);
-        // the result shapes give a status, which none of them reads.
+        // Here only which tools are approvals matters (a step's kind); the statuses the result
+        // shapes give are read by precedes rules, whose form carries the whole recogniser.
         approvals.remove("results");
         approvals.remove("defaults");
         if let Some(tools) = approvals.remove("tools") {

@@ -1,8 +1,8 @@
 """A server with `assembler.native: true`, which builds in its own threads, stores the
 trajectories, steps and results a server with it off stores from its worker processes, for the
 same spans: the recorded captures sent over OTLP/HTTP, and agent runs sent by the real OTel SDK
-exporter to both servers at once, under the shipped packs (their precedes rules are evaluated
-in Python beside the native ones)."""
+exporter to both servers at once, under the shipped packs (the support pack's approval
+boundaries, `precedes` rules, among them)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ OWN_TIMES = ("first_received_at", "last_received_at", "closed_at", "evaluated_at
 
 def account_change(provider: Any, approve: bool) -> str:
     """A support-desk run that changes an account, approved first or not (the shipped support
-    pack's precedes rules, which only Python evaluates, decide it)."""
+    pack's precedes rules decide it)."""
     script = AgentScript(provider.get_tracer("support"))
     with script.agent("support-agent", "Change my e-mail", "Done.") as root:
         script.chat([("lookup_customer", {"customer_id": "C-1"})])

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 from pydantic import ValidationError
 
@@ -234,11 +235,49 @@ def gen_json(rng: random.Random, depth: int = 0) -> Any:
     return [gen_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
 
 
+# Approvals: overrides on the span, results of approval tools in every shape and envelope
+# (Python literals too), subjects named in arguments and results.
+OVERRIDES = ["approved", "Denied", "PENDING", "maybe", True, None, ["approved"], 1]
+APPROVAL_RESULTS = [
+    '{"approved": true}',
+    '{"approved": false, "customer_id": "C-1"}',
+    '{"status": " Denied "}',
+    '{"status": "granted", "customer_id": "C-2"}',
+    '{"decision": "approve", "customer_id": "C-1"}',
+    "{'approved': True, 'customer_id': 'C-1'}",
+    "{'grant': 1, 'customer_id': 1.0}",
+    "{'approved': (1, 2)}",
+    "pending",
+    "Rejected",
+    '{"grant": "YES ", "customer_id": "C-1"}',
+    '{"grant": "later"}',
+    '{"decision": "nope"}',
+    '{"output": "{\\"approved\\": true, \\"customer_id\\": \\"C-2\\"}"}',
+    '{"customer_id": {"id": [1, "C-\u00e9"]}}',
+]
+SUBJECTS = [
+    {"customer_id": "C-1"},
+    {"customer_id": "C-2"},
+    {"customer_id": 1},
+    {"customer_id": True},
+    {"customer_id": 'it\'s "x"\n\u00e9'},
+    {"customer_id": "C-\u2713"},
+    {"customer_id": [1.5e-7, None, {"k": 10**17}]},
+    {"nested": {"q": "C-1"}, "q": "C-1"},
+]
+
+
+def gen_attributes(rng: random.Random) -> str | None:
+    if rng.random() < 0.25:
+        return orjson.dumps({"sextant.approval.status": rng.choice(OVERRIDES)}).decode()
+    return rng.choice([None, "", "{}", '{"sextant.approval.status": "approved"}', '{"a": 1}'])
+
+
 def gen_step(rng: random.Random, seq: int, ids: list[str]) -> Step:
-    kind = rng.choice([*STEP_KINDS, "tool", "tool", "llm"])
+    kind = rng.choice([*STEP_KINDS, "tool", "tool", "llm", "approval"])
     span_kind = "tool" if rng.random() < 0.5 else kind
     name = rng.choice(NAMES)
-    attributes = rng.choice([None, "", "{}", '{"sextant.approval.status": "approved"}', '{"a": 1}'])
+    attributes = gen_attributes(rng)
     span_id = f"{seq:016x}"
     ids.append(span_id)
     start = rng.randint(0, 10**12)
@@ -255,10 +294,25 @@ def gen_step(rng: random.Random, seq: int, ids: list[str]) -> Step:
         end_time_unix_nano=start + rng.randint(0, 10**9),
         agent_name=rng.choice(AGENTS),
         tool_name=rng.choice([None, "", name, name, rng.choice(NAMES)]),
-        arguments=rng.choice([None, gen_json(rng), gen_json(rng), {"q": "same"}]),
-        result=rng.choice(
-            [None, "", "done", rng.choice(SECRETS), '{"ok": true}', gen_keyword_text(rng)]
+        tool_call_id=rng.choice([None, f"call_{seq}"]),
+        arguments=rng.choice(
+            [None, gen_json(rng), gen_json(rng), {"q": "same"}, rng.choice(SUBJECTS)]
         ),
+        result=rng.choice(
+            [
+                None,
+                "",
+                "done",
+                rng.choice(SECRETS),
+                '{"ok": true}',
+                gen_keyword_text(rng),
+                rng.choice(APPROVAL_RESULTS),
+                rng.choice(APPROVAL_RESULTS),
+            ]
+        ),
+        approval_status=rng.choice([None, None, "approved", "denied", "pending"]),
+        # the model call that asked for it: an earlier step, itself, or one not in the run
+        requested_by=rng.choice([None, rng.choice(ids), rng.choice(ids), "ffffffffffffffff"]),
         model=rng.choice([None, "gpt"]),
         input_tokens=rng.choice([None, 0, rng.randint(0, 5000), (1 << 62)]),
         output_tokens=rng.choice([None, rng.randint(0, 5000)]),
@@ -285,6 +339,12 @@ def gen_run(rng: random.Random, n: int) -> Trajectory:
     steps = [gen_step(rng, i, ids) for i in range(rng.randint(0, n))]
     if steps and rng.random() < 0.3:  # a loop
         steps += [replace(steps[-1], seq=len(steps) + i, span_id=f"loop{i}") for i in range(6)]
+    if rng.random() < 0.5:  # one after the other, within the clocks' slack of each other
+        clock = rng.randint(0, 10**12)
+        for i, step in enumerate(steps):
+            start = max(0, clock + rng.choice([-2, -1, 0, 0, 1, 2]) * 500_000)
+            clock = start + rng.choice([0, 1_000_000, 10**8])
+            steps[i] = replace(step, start_time_unix_nano=start, end_time_unix_nano=clock)
     status = rng.choice(["ok", "error", "incomplete"])
     start = rng.randint(0, 10**15)
     return Trajectory(
@@ -353,11 +413,13 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
     kind = rng.choice(
         [
             *("budget", "recovery", "presence", "absence", "trajectory", "tool_args"),
-            *("secrets", "pii", "consistency", "mcp"),
+            *("secrets", "pii", "consistency", "mcp", "precedes", "precedes"),
         ]
     )
     base["type"] = kind
-    if kind == "budget":
+    if kind == "precedes":
+        gen_precedes(rng, base)
+    elif kind == "budget":
         for key in rng.sample(
             [
                 "max_steps",
@@ -416,6 +478,48 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
     return base
 
 
+BINDINGS = [
+    {"approval_argument": "$.customer_id", "action_argument": "$.customer_id"},
+    {"approval_result": "$.customer_id", "action_argument": "customer_id"},
+    {"approval_result": "$", "action_argument": "$.q"},
+    {"approval_argument": "$.nested.q", "action_argument": "$.q"},
+    {"approval_argument": "$", "action_argument": "$"},
+]
+
+
+def gen_precedes(rng: random.Random, base: dict[str, Any]) -> None:
+    """A precedes rule with any of its options, mostly about approvals and writes."""
+    base["before"] = rng.choice(
+        [{"kind": "approval"}, {"kind": "approval", "name": "request_approval"}, gen_matcher(rng)]
+    )
+    base["then"] = rng.choice(
+        [{"kind": "tool", "name": "update_*"}, {"kind": "state_change"}, gen_matcher(rng)]
+    )
+    for option in ("require_ok", "same_agent", "require_approved", "causal"):
+        if rng.random() < 0.5:
+            base[option] = rng.random() < 0.8
+    if rng.random() < 0.6:
+        base["same_subject"] = rng.sample(BINDINGS, rng.randint(1, 2))
+    if rng.random() < 0.3:
+        base["subject_reason"] = "other_subject"
+    if rng.random() < 0.3:
+        base["causal_reason"] = "decided_too_early"
+
+
+def gen_approvals(rng: random.Random) -> dict[str, Any]:
+    """A pack's approval recogniser: its tools, its own result shapes, the defaults or not."""
+    shapes = [
+        {"path": "$.grant", "approved": ["yes", 1], "denied": [False, "no"], "pending": ["later"]},
+        {"path": "$.decision", "approved": ["OK"], "denied": ["nope"]},
+        {"path": "$", "denied": ["done"]},
+    ]
+    return {
+        "tools": rng.choice([["request_*", "Ü*"], ["*approv*", "fetch"], ["request_approval"]]),
+        "results": rng.sample(shapes, rng.randint(0, 2)),
+        "defaults": rng.random() < 0.7,
+    }
+
+
 def gen_pack(rng: random.Random, n: int) -> RulePack | None:
     data: dict[str, Any] = {
         "name": "generated",
@@ -425,8 +529,8 @@ def gen_pack(rng: random.Random, n: int) -> RulePack | None:
     }
     if rng.random() < 0.2:
         data["selector"] = {"agent": rng.choice(["support-*", "paper-agent"])}
-    if rng.random() < 0.2:
-        data["approvals"] = {"tools": ["request_*", "Ü*"]}
+    if rng.random() < 0.3:
+        data["approvals"] = gen_approvals(rng)
     try:
         return RulePack.model_validate(data)
     except ValidationError:

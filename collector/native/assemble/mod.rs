@@ -8,9 +8,9 @@
 //! rare Python literal forms in an approval's result, ...) is refused with `Unsupported`
 //! naming the trace, never built differently.
 
-mod approvals;
+pub(crate) mod approvals;
 mod mcp;
-mod messages;
+pub(crate) mod messages;
 mod output;
 mod span;
 mod step_attributes;

@@ -8,6 +8,7 @@ import random
 import time
 from dataclasses import replace
 from datetime import date
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,6 +17,7 @@ import pytest
 from collector.assembler.prices import PriceTable
 from collector.config.sections import BUILTIN_RULES
 from collector.evaluation import native_rules
+from collector.evaluation.native_round import per_run
 from collector.normalize import _native
 from evaluators.model import Trajectory
 from evaluators.rulepack import RulePack, RulePackError, load_pack
@@ -87,6 +89,48 @@ def test_captures_cover_the_default_packs_native_rules(
     assert ("budget-sanity", "review", "build_error") in verdicts
     assert ("no-secrets-in-tools", "pass", None) in verdicts
     assert len(rows) == 4 * sum(1 for t in captured[0] if t.agent_run)
+
+
+# Run rule types the interpreter leaves to Python: a model's judgement, and the flow and
+# retrieval rules.
+PYTHON_RULE_TYPES = {"judge", "similarity", "evaluation", "flow", "retrieval"}
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in PACK_FILES if p.parent != TESTDATA / "rules"], ids=lambda p: p.name
+)
+def test_the_shipped_packs_run_rules_are_all_evaluated_natively(path: Path) -> None:
+    """Every rule of a shipped or example pack that a round evaluates run by run compiles
+    without one refused (but the rule types left to Python), so a round under the shipped
+    packs builds no trajectory in Python for them."""
+    pack = load_pack(path).pack
+    rules = [r for r in pack.rules if per_run(r) and r.type not in PYTHON_RULE_TYPES]
+    native = native_rules.compile_pack(pack.model_copy(update={"rules": rules}), partial=False)
+    assert native.rule_ids == [r.id for r in rules]
+
+
+def test_captures_cover_the_support_packs_approval_boundaries(
+    captured: tuple[list[Trajectory], tuple[pa.Table, pa.Table]],
+) -> None:
+    """The support-agent pack's precedes rules compared above reach every verdict on the
+    captures that record approvals: an approved write, a write decided in the approval's own
+    model turn, an approval for another customer, a write without an approval."""
+    pack = load_pack(BUILTIN_RULES / "support-agent.yaml").pack
+    native = native_rules.compile_pack(pack, partial=False)
+    rows = native_rules.evaluate(native, *captured[1]).to_pylist()
+    verdicts = {
+        (r["verdict"], r["reason"])
+        for r in rows
+        if r["rule_id"] == "approval-before-account-change"
+    }
+    assert {
+        ("pass", None),
+        ("fail", "decided_before_approval"),
+        ("fail", "wrong_authorization_context"),
+        ("fail", "approval_boundary_violation"),
+        ("review", "trace_incomplete"),
+    } <= verdicts
+    assert all(r["deferred"] is None for r in rows)
 
 
 def test_generated_runs_and_rules_get_the_python_results() -> None:
@@ -217,14 +261,12 @@ def test_a_difference_names_trace_pack_rule_field_and_both_values(
 
 
 def test_rules_not_read_natively_are_refused_with_the_reason() -> None:
-    support = load_pack(BUILTIN_RULES / "support-agent.yaml").pack
-    with pytest.raises(ValueError, match=r"approval-before-account-change.*precedes rules"):
-        native_rules.compile_pack(support, partial=False)
-    partial = native_rules.compile_pack(support)
-    assert partial.rule_ids == ["acts-as-the-requesting-user", "support-tools-only"]
-    assert dict(partial.refused)["no-state-change-before-approval"] == (
-        "precedes rules are not evaluated natively"
-    )
+    judges = load_pack(BUILTIN_RULES / "examples" / "support-judges.yaml").pack
+    with pytest.raises(ValueError, match=r"helpful-answer.*judge rules"):
+        native_rules.compile_pack(judges, partial=False)
+    partial = native_rules.compile_pack(judges)
+    assert partial.rule_ids == []
+    assert dict(partial.refused)["helpful-answer"] == "judge rules are not evaluated natively"
     rag = load_pack(BUILTIN_RULES / "examples" / "rag.yaml").pack
     assert dict(native_rules.compile_pack(rag).refused)["policy-answers-are-grounded"] == (
         "when.input: regex: regexes are not matched natively"
@@ -251,6 +293,32 @@ def test_values_python_alone_compares_are_refused() -> None:
         native = native_rules.compile_pack(pack_of(rule))
         assert native.rule_ids == []
         assert "python_only_value" in native.refused[0][1]
+
+
+def test_approval_shapes_python_alone_compares_leave_precedes_rules_to_python() -> None:
+    """An approval result shape whose values JSON does not carry (a date) refuses the rules
+    that read approval statuses; the pack's other rules stay native."""
+    precedes = {
+        "id": "approved-first",
+        "type": "precedes",
+        "reason": "x",
+        "before": {"kind": "approval"},
+        "then": {"name": "update_*"},
+    }
+    absence = {"id": "no-delete", "type": "absence", "reason": "y", "step": {"name": "delete"}}
+    pack = RulePack.model_validate(
+        {
+            "name": "p",
+            "version": "1",
+            "owner": "o",
+            "rules": [precedes, absence],
+            "approvals": {"results": [{"path": "$.until", "approved": [date(2024, 1, 1)]}]},
+        }
+    )
+    native = native_rules.compile_pack(pack)
+    assert native.rule_ids == ["no-delete"]
+    assert native.refused[0][0] == "approved-first"
+    assert "python_only_value" in native.refused[0][1]
 
 
 def test_number_text_in_another_script_is_left_to_python(
