@@ -136,19 +136,33 @@ def caused_by_call(t: Trajectory, rule: Rule, span_id: str, finding: Finding) ->
     return evaluate(without(t, span_id), rule).verdict != finding.verdict
 
 
-def pack_verdicts(t: Trajectory, pack: RulePack, span_id: str) -> list[Verdicts]:
-    """Every rule of the pack that can decide now, about the proposed call."""
-    selects, error = selected(pack, t)
-    if not selects:
-        return []
+def guard_rules(pack: RulePack) -> list[Rule]:
+    """The pack's rules the guard asks (run rules that can decide before the run ends), once
+    per compiled pack version."""
+    found = _guard_rules.get(id(pack))
+    if found is None or found[0] is not pack:
+        rules = [r for r in pack.rules if r.type in GUARD_RULE_TYPES and not is_session_rule(r)]
+        if len(_guard_rules) >= GUARD_RULE_PACKS:
+            _guard_rules.clear()
+        found = _guard_rules[id(pack)] = (pack, rules)
+    return found[1]
+
+
+GUARD_RULE_PACKS = 256  # pack versions whose guard rules are kept (the pack kept with them)
+_guard_rules: dict[int, tuple[RulePack, list[Rule]]] = {}
+
+
+def pack_verdicts(
+    t: Trajectory, pack: RulePack, span_id: str, error: Exception | None = None
+) -> list[Verdicts]:
+    """Every rule of the pack that can decide now, about the proposed call; the pack selects
+    the run (`error`: it could not tell)."""
     if error is not None:
         message = f"{pack.name}: cannot tell whether the pack selects the run: {error}"
         return [Verdicts(Answer.REVIEW, "trace_incomplete", message, (span_id,))]
     t = with_approvals(t, pack.approvals or DEFAULT_APPROVALS)
     out = []
-    for rule in pack.rules:
-        if rule.type not in GUARD_RULE_TYPES or is_session_rule(rule):
-            continue
+    for rule in guard_rules(pack):
         try:
             if not when_applies(t, rule):
                 continue
@@ -224,7 +238,8 @@ def weigh_call(
         message = "no span of this run has arrived"
         return unknown(chosen, UNKNOWN, message, span_id, decision[0], on_decision)
     t = run_with_call(request, rows, span_id, now_ns, prices)
-    chosen = [p for p in packs if selected(p, t)[0]]
+    selections = [(p, selected(p, t)) for p in packs]
+    chosen = [p for p, (selects, _) in selections if selects]
     on_decision = decision_verdict(*decision, tool, [p.guard for p in chosen])
     call = next(s for s in t.steps if s.span_id == span_id)
     if request.tool.tool_call_id and call.requested_by is None:
@@ -233,7 +248,12 @@ def weigh_call(
             " flush the span processor before asking"
         )
         return unknown(chosen, PARTIAL, message, span_id, decision[0], on_decision)
-    found = [v for pack in chosen for v in pack_verdicts(t, pack, span_id)]
+    found = [
+        v
+        for pack, (selects, error) in selections
+        if selects
+        for v in pack_verdicts(t, pack, span_id, error)
+    ]
     if on_decision is not None:
         found.insert(0, on_decision)
     if not chosen and not found:

@@ -35,3 +35,18 @@ def test_a_runs_rows_are_each_span_once_from_every_batch(size: int) -> None:
         rows = rows_of_trace(parts, "a" * 32)
         assert [r["span_id"] for r in rows] == ["1" * 16, "2" * 16]
     assert rows_of_trace(parts, "b" * 32) == []
+
+
+def test_a_large_batch_asked_about_many_runs_gives_each_its_own_rows_throughout() -> None:
+    """Runs asked one by one, then (once that costs as much) the batch read whole: the rows
+    each run gets are the same either way, in the batch's order."""
+    traces = [f"{i:032x}" for i in range(WHOLE_BATCH_ROWS * 2)]
+    spans = [(t, f"{i:08x}{n:08x}") for n in range(2) for i, t in enumerate(traces)]
+    held = HeldSpans(1 << 30)
+    batch_id = held.add(batch(spans), AT, traces)
+    for i, trace in enumerate(traces):
+        parts = held.parts({trace: [batch_id]})
+        rows = rows_of_trace(parts, trace)
+        assert [r["span_id"] for r in rows] == [f"{i:08x}{n:08x}" for n in range(2)]
+        assert all(r["trace_id"] == trace for r in rows)
+    assert rows_of_trace(held.parts({"b" * 32: [batch_id]}), "b" * 32) == []

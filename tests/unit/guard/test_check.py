@@ -15,7 +15,7 @@ from collector.assembler.prices import PriceTable
 from collector.assembler.spans import SPAN_FIELDS
 from collector.guard import wire
 from collector.guard.call import GuardRequest
-from collector.guard.check import decision_verdict, judge_call
+from collector.guard.check import decision_verdict, guard_rules, judge_call
 from evaluators.base import Decision
 from evaluators.guard import Answer, GuardSettings
 from evaluators.rulepack import load_text
@@ -199,3 +199,24 @@ def test_an_mcp_call_is_judged_by_the_allow_list(server: str, expected: str) -> 
     got = judge_call(call, rows, packs, (Decision.PASS, []), "f" * 16, 1000, PRICES)
     assert got.answer.value == expected
     assert got.reasons == ([] if expected == "allow" else ["mcp_server_not_allowed"])
+
+
+def test_a_pack_that_cannot_tell_whether_it_selects_the_run_reviews_the_call() -> None:
+    """Its selector reads the root span, which an open run has not exported yet."""
+    on_root = BUDGET_PACK.replace(
+        "selector: {service: shop}", "selector: {service: shop, attributes: {tier: gold}}"
+    )
+    rows = [row(f"{i:016x}", "search", 100 * i) for i in range(1, 3)]
+    assert judged(rows, on_root) == ("review", ["trace_incomplete"])
+
+
+def test_session_rules_are_not_asked_and_a_new_pack_version_has_its_own_rules() -> None:
+    """A session's budget needs the session's other runs: the guard leaves it to the verdict;
+    the pack's run rules are listed once per compiled version, and a new version is read anew."""
+    session = BUDGET_PACK.replace("max_tool_calls: 3", "max_tool_calls: 1\n    scope: session")
+    rows = [row(f"{i:016x}", "search", 100 * i) for i in range(1, 3)]
+    assert judged(rows, session) == ("allow", [])
+    first = load_text(BUDGET_PACK, "pack").pack
+    assert guard_rules(first) == guard_rules(first) == list(first.rules)
+    lower = load_text(BUDGET_PACK.replace("max_tool_calls: 3", "max_tool_calls: 2"), "pack").pack
+    assert [r.max_tool_calls for r in guard_rules(lower)] == [2]
