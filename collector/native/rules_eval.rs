@@ -28,6 +28,7 @@ pub struct Run<'a> {
     pub root_span_id: Option<&'a str>,
     pub input: Option<&'a str>,
     pub final_output: Option<&'a str>,
+    pub user_id: Option<&'a str>,
     pub start_time_unix_nano: u64,
     pub end_time_unix_nano: u64,
 }
@@ -52,6 +53,8 @@ pub struct StepRow<'a> {
     pub attributes: Option<&'a str>,
     /// The step's MCP facts (JSON text), NULL for a step that is not MCP.
     pub mcp: Option<&'a str>,
+    pub start_time_unix_nano: u64,
+    pub end_time_unix_nano: u64,
     /// Whether the span's attributes carry an approval override (`has_override`), read once
     /// for every pack; Err when they cannot be read as Python reads them.
     pub approval_override: Result<bool, Defer>,
@@ -75,7 +78,7 @@ impl<'a> Step<'a> {
         self.kind == Some(kind)
     }
 
-    fn arguments(&self) -> Result<&Value, Defer> {
+    pub(crate) fn arguments(&self) -> Result<&Value, Defer> {
         let parsed = self.args.get_or_init(|| match self.row.arguments {
             None => Some(Value::Null),
             Some(text) => serde_json::from_str(text).ok(),
@@ -84,7 +87,7 @@ impl<'a> Step<'a> {
     }
 
     /// `Step.attributes`: the span's attributes, `{}` when it has none.
-    fn attributes(&self) -> Result<&Map<String, Value>, Defer> {
+    pub(crate) fn attributes(&self) -> Result<&Map<String, Value>, Defer> {
         let parsed = self.attributes.get_or_init(|| match self.row.attributes {
             None | Some("") => Some(Map::new()),
             Some(text) => match serde_json::from_str(text) {
@@ -97,7 +100,7 @@ impl<'a> Step<'a> {
             .ok_or(Defer("span attributes that are not a JSON object"))
     }
 
-    fn name(&self) -> &'a str {
+    pub(crate) fn name(&self) -> &'a str {
         py(self.row.name)
     }
 }
@@ -118,7 +121,11 @@ pub struct Finding<'a> {
 }
 
 impl<'a> Finding<'a> {
-    fn new(verdict: &'static str, message: String, evidence: Vec<Option<&'a str>>) -> Self {
+    pub(crate) fn new(
+        verdict: &'static str,
+        message: String,
+        evidence: Vec<Option<&'a str>>,
+    ) -> Self {
         Finding {
             verdict,
             message,
@@ -140,7 +147,7 @@ fn text_matches(patterns: &[Pattern], value: Option<&str>) -> bool {
 }
 
 impl Matcher {
-    fn matches(&self, step: &Step) -> Result<bool, Defer> {
+    pub(crate) fn matches(&self, step: &Step) -> Result<bool, Defer> {
         if let Some(kinds) = &self.kinds {
             let hit = |k: Option<&str>| k.is_some_and(|k| kinds.iter().any(|x| x == k));
             if !hit(step.kind) && !hit(step.row.span_kind) {
@@ -1003,6 +1010,8 @@ fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding
             set,
             keywords,
         } => secrets(steps, *arguments, *results, names, set, keywords.as_ref()),
+        Check::Flow(flow) => crate::rules_flow::evaluate(run, steps, flow),
+        Check::Retrieval(r) => crate::rules_retrieval::evaluate(run, steps, r),
     }
 }
 

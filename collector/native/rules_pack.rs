@@ -135,7 +135,7 @@ pub struct ArgCheck {
     pub condition: Condition,
 }
 
-fn path_part(value: &Value) -> Option<PathPart> {
+pub(crate) fn path_part(value: &Value) -> Option<PathPart> {
     match value {
         Value::String(key) => Some(PathPart::Key(key.clone())),
         Value::Number(n) => n.as_u64().map(PathPart::Index),
@@ -223,7 +223,7 @@ pub struct Matcher {
     pub describe: String,
 }
 
-fn matcher(value: Value, what: &str) -> Result<Matcher, Refused> {
+pub(crate) fn matcher(value: Value, what: &str) -> Result<Matcher, Refused> {
     let Value::Object(mut fields) = value else {
         return Err(Refused(format!("{what}: not a step matcher")));
     };
@@ -351,6 +351,8 @@ pub enum Check {
         /// The keyword net's judgement, when the set holds it (the built-in `api_key`).
         keywords: Option<Keywords>,
     },
+    Flow(crate::rules_flow::Flow),
+    Retrieval(crate::rules_retrieval::Retrieval),
 }
 
 /// One rule, compiled.
@@ -385,7 +387,7 @@ pub struct Pack {
     pub refused: Vec<(String, String)>,
 }
 
-fn take_str(
+pub(crate) fn take_str(
     fields: &mut serde_json::Map<String, Value>,
     key: &str,
     default: &str,
@@ -397,7 +399,7 @@ fn take_str(
     }
 }
 
-fn take_bool(
+pub(crate) fn take_bool(
     fields: &mut serde_json::Map<String, Value>,
     key: &str,
     default: bool,
@@ -409,7 +411,7 @@ fn take_bool(
     }
 }
 
-fn take_count(
+pub(crate) fn take_count(
     fields: &mut serde_json::Map<String, Value>,
     key: &str,
 ) -> Result<Option<u64>, Refused> {
@@ -423,7 +425,7 @@ fn take_count(
     }
 }
 
-fn take_number(
+pub(crate) fn take_number(
     fields: &mut serde_json::Map<String, Value>,
     key: &str,
 ) -> Result<Option<f64>, Refused> {
@@ -707,6 +709,11 @@ fn compile_fields(id: &str, mut f: serde_json::Map<String, Value>) -> Result<Rul
                 },
             )
         }
+        "flow" => (false, Check::Flow(crate::rules_flow::compile(&mut f)?)),
+        "retrieval" => (
+            true,
+            Check::Retrieval(crate::rules_retrieval::compile(&mut f)?),
+        ),
         other => return Err(Refused(format!("{other} rules are not evaluated natively"))),
     };
     if let Some(option) = f.keys().next() {
@@ -822,10 +829,13 @@ mod tests {
     #[test]
     fn unsupported_rules_are_named() {
         let text = r#"{"name": "p", "version": "1", "rules": [
-            {"id": "s", "type": "flow", "reason": "x"},
+            {"id": "s", "type": "similarity", "reason": "x"},
             {"id": "r", "type": "recovery", "reason": "y"}]}"#;
         let err = compile(text, false).unwrap_err();
-        assert_eq!(err.0, "rule \"s\": flow rules are not evaluated natively");
+        assert_eq!(
+            err.0,
+            "rule \"s\": similarity rules are not evaluated natively"
+        );
         let pack = compile(text, true).unwrap();
         assert_eq!(pack.rules.len(), 1);
         assert_eq!(pack.refused[0].0, "s");

@@ -8,7 +8,7 @@
 //! rare Python literal forms in an approval's result, ...) is refused with `Unsupported`
 //! naming the trace, never built differently.
 
-mod approvals;
+pub(crate) mod approvals;
 mod mcp;
 mod messages;
 mod output;
