@@ -12,6 +12,7 @@ mod logs;
 mod otlp_json;
 mod python;
 mod rules;
+mod rules_casefold;
 mod rules_eval;
 mod rules_flow;
 mod rules_keywords;

@@ -2,9 +2,8 @@
 //! input) reappearing in a later step's arguments, with the evaluator's verdicts, messages and
 //! evidence.
 //!
-//! Values and arguments are compared case-folded with whitespace collapsed. Python folds with
-//! `str.casefold()` over all of Unicode; here only ASCII text is folded, and a run whose compared
-//! text is not ASCII is left to Python rather than folded another way.
+//! Values and arguments are compared as Python compares them: whitespace (`str.isspace()`)
+//! collapsed, `str.casefold()`ed (rules_casefold.rs, Python's own table), lengths in characters.
 
 use std::collections::HashSet;
 
@@ -12,11 +11,10 @@ use serde_json::{Map, Value};
 
 use crate::assemble::approvals::parse_result;
 use crate::python::{write_float, FloatStyle};
+use crate::rules_casefold::folded;
 use crate::rules_eval::{Finding, Run, Step};
 use crate::rules_pack::{matcher, path_part, take_count, take_str, Matcher, PathPart, Refused};
 use crate::rules_value::{at_path, Defer};
-
-const NOT_ASCII: Defer = Defer("text that is not ASCII in a flow (Python case-folds it)");
 
 /// A flow rule, compiled.
 #[derive(Debug)]
@@ -75,35 +73,40 @@ pub fn compile(fields: &mut Map<String, Value>) -> Result<Flow, Refused> {
     })
 }
 
-/// Python's `str.isspace()` on ASCII (the separators 0x1c-0x1f are space to it).
-fn space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | 0x1c..=0x1f)
+/// Python's `str.isspace()` (and `re`'s `\s`): Unicode's White_Space and the separators
+/// 0x1c-0x1f.
+fn space(c: char) -> bool {
+    c.is_whitespace() || ('\x1c'..='\x1f').contains(&c)
 }
 
 /// Not part of a word: `WORD`'s excluded characters.
-fn breaks_word(b: u8) -> bool {
-    space(b) || b"\"'`,;()<>[]{}=&|".contains(&b)
+fn breaks_word(c: char) -> bool {
+    space(c) || "\"'`,;()<>[]{}=&|".contains(c)
 }
 
-/// `normal`: whitespace runs made one space, stripped, case-folded (ASCII text only).
-fn normal(text: &str) -> Result<String, Defer> {
-    if !text.is_ascii() {
-        return Err(NOT_ASCII);
-    }
+/// `normal`: whitespace runs made one space, stripped, case-folded.
+fn normal(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut gap = false;
-    for b in text.bytes() {
-        if space(b) {
+    for c in text.chars() {
+        if space(c) {
             gap = true;
+            continue;
+        }
+        if gap && !out.is_empty() {
+            out.push(' ');
+        }
+        gap = false;
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
         } else {
-            if gap && !out.is_empty() {
-                out.push(' ');
+            match folded(c) {
+                Some(f) => out.push_str(f),
+                None => out.push(c),
             }
-            gap = false;
-            out.push(b.to_ascii_lowercase() as char);
         }
     }
-    Ok(out)
+    out
 }
 
 /// `leaves`: the text of every leaf of a value (numbers as Python's `str()` writes them).
@@ -129,44 +132,49 @@ fn leaves(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// `values_of`: each leaf, and each word of a leaf, long enough to count, longest first.
-fn values_of(value: &Value, min_length: usize) -> Result<Vec<String>, Defer> {
+/// `values_of`: each leaf, and each word of a leaf, long enough to count, longest first (the
+/// length in characters beside each).
+fn values_of(value: &Value, min_length: usize) -> Vec<(String, usize)> {
     let mut texts = Vec::new();
     leaves(value, &mut texts);
     let mut found: HashSet<String> = HashSet::new();
     for leaf in &texts {
-        if !leaf.is_ascii() {
-            return Err(NOT_ASCII);
-        }
-        let bytes = leaf.as_bytes();
         let mut candidates = vec![leaf.as_str()];
-        let mut i = 0;
-        while i < bytes.len() {
-            if breaks_word(bytes[i]) {
-                i += 1;
-                continue;
+        let mut start = None;
+        for (i, c) in leaf.char_indices() {
+            match (breaks_word(c), start) {
+                (true, Some(s)) => {
+                    candidates.push(&leaf[s..i]);
+                    start = None;
+                }
+                (false, None) => start = Some(i),
+                _ => {}
             }
-            let start = i;
-            while i < bytes.len() && !breaks_word(bytes[i]) {
-                i += 1;
-            }
-            candidates.push(&leaf[start..i]);
+        }
+        if let Some(s) = start {
+            candidates.push(&leaf[s..]);
         }
         for text in candidates {
-            let text = normal(text)?;
+            let text = normal(text);
             let text = text.trim_matches(|c| ".:!?".contains(c));
-            if text.len() >= min_length {
+            if text.chars().count() >= min_length {
                 found.insert(text.to_owned());
             }
         }
     }
-    let mut values: Vec<String> = found.into_iter().collect();
-    values.sort_unstable_by_key(|v| std::cmp::Reverse(v.len()));
-    Ok(values)
+    let mut values: Vec<(String, usize)> = found
+        .into_iter()
+        .map(|v| {
+            let n = v.chars().count();
+            (v, n)
+        })
+        .collect();
+    values.sort_unstable_by_key(|(_, n)| std::cmp::Reverse(*n));
+    values
 }
 
 /// A source: its step (None for the input) and its values, longest first.
-type Given<'s, 'a> = (Option<&'s Step<'a>>, Vec<String>);
+type Given<'s, 'a> = (Option<&'s Step<'a>>, Vec<(String, usize)>);
 
 /// `sources`: (the source step, or None for the input; its values), in run order.
 fn sources<'s, 'a>(
@@ -178,7 +186,7 @@ fn sources<'s, 'a>(
         return Ok(match run.input.filter(|i| !i.is_empty()) {
             Some(input) => vec![(
                 None,
-                values_of(&Value::String(input.to_owned()), flow.min_length)?,
+                values_of(&Value::String(input.to_owned()), flow.min_length),
             )],
             None => Vec::new(),
         });
@@ -194,18 +202,18 @@ fn sources<'s, 'a>(
             None => Some(&parsed),
             Some(parts) => at_path(&parsed, parts),
         };
-        let values = values_of(narrowed.unwrap_or(&Value::Null), flow.min_length)?;
+        let values = values_of(narrowed.unwrap_or(&Value::Null), flow.min_length);
         out.push((Some(s), values));
     }
     Ok(out)
 }
 
 /// The length of the longest source value found inside one of the sink's argument texts.
-fn flows(values: &[String], texts: &[String]) -> Option<usize> {
+fn flows(values: &[(String, usize)], texts: &[String]) -> Option<usize> {
     values
         .iter()
-        .find(|v| texts.iter().any(|t| t.contains(v.as_str())))
-        .map(String::len)
+        .find(|(v, _)| texts.iter().any(|t| t.contains(v.as_str())))
+        .map(|(_, n)| *n)
 }
 
 fn evidence<'a>(src: Option<&Step<'a>>, sink: &Step<'a>) -> Vec<Option<&'a str>> {
@@ -236,12 +244,7 @@ pub fn evaluate<'a>(run: &Run<'a>, steps: &[Step<'a>], flow: &Flow) -> Result<Fi
             if texts.is_none() {
                 let mut leaves_of = Vec::new();
                 leaves(sink.arguments()?, &mut leaves_of);
-                texts = Some(
-                    leaves_of
-                        .iter()
-                        .map(|l| normal(l))
-                        .collect::<Result<_, _>>()?,
-                );
+                texts = Some(leaves_of.iter().map(|l| normal(l)).collect());
             }
             if let Some(length) = flows(values, texts.as_deref().unwrap_or_default()) {
                 hit = Some((*src, *sink, length));
@@ -308,21 +311,18 @@ mod tests {
 
     #[test]
     fn values_are_leaves_and_their_words() {
-        let values = values_of(
-            &json!({"a": "KEY=Sekrit123 end.", "b": [12345678, 1e16]}),
-            5,
-        );
-        let mut values = values.unwrap();
+        let value = json!({"a": "KEY=Sekrit123 end.", "b": [12345678, 1e16]});
+        let mut values: Vec<String> = values_of(&value, 5).into_iter().map(|v| v.0).collect();
         values.sort();
         assert_eq!(
             values,
             ["12345678", "1e+16", "key=sekrit123 end", "sekrit123"]
         );
-        assert_eq!(values_of(&json!("é"), 2), Err(NOT_ASCII));
+        assert_eq!(values_of(&json!("Straße"), 7), [("strasse".to_owned(), 7)]);
     }
 
     #[test]
     fn whitespace_is_collapsed_and_stripped() {
-        assert_eq!(normal("  A\x1c\tB  ").unwrap(), "a b");
+        assert_eq!(normal("\u{3000} A\x1c\tB\u{85} "), "a b");
     }
 }

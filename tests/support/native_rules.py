@@ -239,6 +239,7 @@ def gen_json(rng: random.Random, depth: int = 0) -> Any:
 # numbers, case and whitespace changes, text Python case-folds beyond ASCII.
 FLOW_VALUES: list[Any] = ["Zx9vQ2mLp7Hk", "FL-1234", "KEY=Sekrit123", "Paris CDG", "tok", "Ünï-Tok"]
 FLOW_VALUES += [12345678, 1e16, 2.5, "12345678", "sk-abcdefghijklmnopqrstuvwx", "x\x1cy zzzzzz."]
+FLOW_VALUES += ["Straße-Tok", "ΣΊΣΥΦΟΣ ς", "İstanbul", "ﬁle-token", "\u3000spaced\u3000out\u2028"]
 
 
 def flow_value(rng: random.Random) -> Any:

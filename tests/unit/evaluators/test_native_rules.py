@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from datetime import date
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -352,24 +355,45 @@ def test_flow_rules_are_evaluated_natively_as_python_evaluates_them() -> None:
         ("leaked", "booked-flight-was-offered", "fail", "unoffered_flight_held",
          "hold_seat (seq 3) got no value from the source", None),
     ]  # fmt: skip
-    found, deferred = differences([leaked], pack, "flow", round_tables([leaked]))
+    booked = run_of(
+        "booked",
+        [
+            step(0, "search_flights", result='{"flights": [{"id": "FL-1234"}]}'),
+            step(1, "hold_seat", arguments={"flight": "fl-1234"}),
+        ],
+    )
+    assert native_rows(pack, [booked])[2] == (
+        "booked", "booked-flight-was-offered", "pass", None,
+        "every sink got a value from the source (1)", None,
+    )  # fmt: skip
+    found, deferred = differences([leaked, booked], pack, "flow", round_tables([leaked, booked]))
     assert (found, deferred) == ([], 0)
 
 
-def test_flow_text_python_case_folds_beyond_ascii_is_left_to_python() -> None:
+def test_flow_text_is_case_folded_as_python_folds_it() -> None:
+    """`ß` folds to `ss` and `\u3000` is a space to Python: the interpreter compares the text
+    as the evaluator does, beyond ASCII too."""
     pack = load_pack(BUILTIN_RULES / "examples" / "data-flow.yaml").pack
     run = run_of(
         "folded",
         [
             step(0, "get_secret", result="Straße-Zx9vQ2mLp7"),
-            step(1, "send_email", arguments={"body": "STRASSE-zx9vq2mlp7"}),
+            step(1, "send_email", arguments={"body": "\u3000STRASSE-zx9vq2mlp7"}),
         ],
     )
-    rows = native_rows(pack, [run])
-    assert ("folded", "credentials-stay-in", None, None, None,
-            "text that is not ASCII in a flow (Python case-folds it)") in rows  # fmt: skip
+    assert ("folded", "credentials-stay-in", "fail", "secret_exfiltration",
+            "a value of 18 characters from get_secret (seq 0) reached send_email (seq 1)",
+            None) in native_rows(pack, [run])  # fmt: skip
     found, deferred = differences([run], pack, "folded", round_tables([run]))
-    assert (found, deferred) == ([], 1)
+    assert (found, deferred) == ([], 0)
+
+
+def test_the_case_folding_table_is_this_pythons() -> None:
+    """The interpreter's `str.casefold()` table is the one the Python running the evaluators
+    makes (scripts/generate-casefold-table writes it)."""
+    script = Path(__file__).resolve().parents[3] / "scripts" / "generate-casefold-table"
+    done = subprocess.run([sys.executable, str(script), "--check"], check=False)
+    assert done.returncode == 0, "run scripts/generate-casefold-table"
 
 
 def retrieval(seq: int, documents: list[dict]) -> Step:
