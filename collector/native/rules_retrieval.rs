@@ -4,7 +4,8 @@
 //! OpenLLMetry's retriever output), with the evaluator's verdicts, messages and evidence.
 //!
 //! What is not read here exactly as Python reads it is left to Python for that run: document
-//! dates beyond the common ISO 8601 forms, keys with non-ASCII digits, values nested past the
+//! dates beyond the common ISO 8601 forms (`YYYY-MM-DD`, then a time `T` or ` ` `HH:MM[:SS[.f]]`
+//! and `Z` or `±HH:MM`), keys with non-ASCII digits, values nested past the
 //! JSON reader's depth.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -349,12 +350,14 @@ fn iso_date(text: &str) -> Result<Option<i64>, Defer> {
         if sep(i, b':') {
             second = digits(17, 2).ok_or(UNKNOWN)?;
             i = 19;
-            if sep(i, b'.') {
+            if sep(i, b'.') || sep(i, b',') {
+                // digits past the sixth are dropped, not rounded
                 let n = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
-                if !(1..=6).contains(&n) {
+                if n == 0 {
                     return Err(UNKNOWN);
                 }
-                micro = digits(i + 1, n).ok_or(UNKNOWN)? * 10i64.pow(6 - n as u32);
+                let kept = n.min(6);
+                micro = digits(i + 1, kept).ok_or(UNKNOWN)? * 10i64.pow(6 - kept as u32);
                 i += 1 + n;
             }
         }
@@ -719,6 +722,10 @@ mod tests {
             Ok(Some(day + 1_500_000))
         );
         assert_eq!(iso_date("1970-01-02 01:00+01:00"), Ok(Some(day)));
+        assert_eq!(
+            iso_date("1970-01-02T00:00:00,1234569Z"),
+            Ok(Some(day + 123_456))
+        );
         assert_eq!(iso_date("2024-02-30"), Ok(None));
         assert_eq!(iso_date("0000-01-01"), Ok(None));
         assert_eq!(iso_date("yesterday"), Ok(None));
