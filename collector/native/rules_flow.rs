@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use crate::assemble::approvals::parse_result;
+use crate::assemble::approvals::parse_result_exact;
 use crate::python::{write_float, FloatStyle};
 use crate::rules_casefold::folded;
 use crate::rules_eval::{Finding, Run, Step};
@@ -197,7 +197,8 @@ fn sources<'s, 'a>(
         if !source.step.matches(s)? {
             continue;
         }
-        let parsed = parse_result(result).map_err(|_| Defer("a tool result Python reads"))?;
+        let parsed = parse_result_exact(result)
+            .map_err(|_| Defer("a tool result only Python reads (a literal, deep JSON)"))?;
         let narrowed = match &source.path {
             None => Some(&parsed),
             Some(parts) => at_path(&parsed, parts),

@@ -14,9 +14,20 @@ const MAX_DEPTH: usize = 4;
 
 /// The tool's return value: envelopes removed, JSON (or Python literal) text decoded.
 pub fn parse_result(text: &str) -> Result<Value, Fail> {
+    parse(text, false)
+}
+
+/// `parse_result` with a Python literal's numbers kept as Python holds them (flow rules compare
+/// them as text); a number JSON cannot hold (an int past 64 bits, an infinite float) is left
+/// to Python.
+pub fn parse_result_exact(text: &str) -> Result<Value, Fail> {
+    parse(text, true)
+}
+
+fn parse(text: &str, exact: bool) -> Result<Value, Fail> {
     let mut value = Value::String(text.to_owned());
     for _ in 0..MAX_DEPTH {
-        match unwrap_once(&value)? {
+        match unwrap_once(&value, exact)? {
             Some(inner) => value = inner,
             None => break,
         }
@@ -25,9 +36,9 @@ pub fn parse_result(text: &str) -> Result<Value, Fail> {
 }
 
 /// One envelope (or one level of text) removed; None when there is none.
-fn unwrap_once(value: &Value) -> Result<Option<Value>, Fail> {
+fn unwrap_once(value: &Value, exact: bool) -> Result<Option<Value>, Fail> {
     match value {
-        Value::String(text) => decoded(text),
+        Value::String(text) => decoded(text, exact),
         Value::Object(map) => Ok(unwrap_object(map)),
         Value::Array(items) if !items.is_empty() && items.iter().all(is_text_part) => {
             let texts: Vec<&str> = items
@@ -77,7 +88,7 @@ fn is_text_part(part: &Value) -> bool {
 }
 
 /// JSON text decoded (or a Python literal such as `str()` of a dict); None for other text.
-fn decoded(text: &str) -> Result<Option<Value>, Fail> {
+fn decoded(text: &str, exact: bool) -> Result<Option<Value>, Fail> {
     let stripped = text.trim_matches(py_space);
     let first = stripped.chars().next();
     if !matches!(first, Some('{' | '[' | '"')) || stripped.chars().count() > PARSE_LIMIT {
@@ -89,7 +100,7 @@ fn decoded(text: &str) -> Result<Option<Value>, Fail> {
         Read::Invalid => {}
     }
     if first != Some('"') && stripped.chars().count() <= LITERAL_LIMIT {
-        return match Literal::new(stripped).whole() {
+        return match Literal::new(stripped, exact).whole() {
             Ok(v) => Ok(Some(v)),
             Err(Lit::Invalid) => Ok(None),
             Err(Lit::Unknown) => Err(Fail::unsupported(
@@ -115,15 +126,18 @@ struct Literal<'s> {
     text: &'s str,
     i: usize,
     depth: usize,
+    /// Numbers read as their values (else as 0: an approval never reads them).
+    exact: bool,
 }
 
 impl<'s> Literal<'s> {
-    fn new(text: &'s str) -> Self {
+    fn new(text: &'s str, exact: bool) -> Self {
         Self {
             s: text.as_bytes(),
             text,
             i: 0,
             depth: 0,
+            exact,
         }
     }
 
@@ -299,6 +313,7 @@ impl<'s> Literal<'s> {
     /// A decimal number; its value never matters to an approval (no shape compares numbers),
     /// only that it is one.
     fn number(&mut self) -> Result<Value, Lit> {
+        let signed = self.i;
         if matches!(self.s[self.i], b'-' | b'+') {
             self.i += 1;
         }
@@ -340,7 +355,23 @@ impl<'s> Literal<'s> {
         {
             return Err(Lit::Unknown);
         }
-        Ok(Value::from(0))
+        if !self.exact {
+            return Ok(Value::from(0));
+        }
+        let text = self.text[signed..self.i].trim_start_matches('+');
+        if self.text[start..self.i].bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(i) = text.parse::<i64>() {
+                return Ok(Value::from(i));
+            }
+            return text
+                .parse::<u64>()
+                .map(Value::from)
+                .map_err(|_| Lit::Unknown);
+        }
+        match text.parse::<f64>() {
+            Ok(x) if x.is_finite() => Ok(Value::from(x)),
+            _ => Err(Lit::Unknown),
+        }
     }
 
     fn string(&mut self) -> Result<String, Lit> {

@@ -433,3 +433,27 @@ def test_retrieval_rules_are_evaluated_natively_as_python_evaluates_them() -> No
     ]  # fmt: skip
     found, deferred = differences(runs, pack, "rag", round_tables(runs))
     assert (found, deferred) == ([], 0)
+
+
+def test_numbers_of_a_python_literal_result_flow_as_python_reads_them() -> None:
+    """A tool that returned `str()` of a dict: its numbers are values too, spelled as Python
+    spells them; one JSON cannot hold (an int past 64 bits) leaves the run to Python."""
+    rule = {
+        "id": "numbers",
+        "type": "flow",
+        "reason": "x",
+        "source": {"kind": "tool"},
+        "sink": {"name": "sink"},
+        "min_length": 3,
+    }
+    pack = pack_of(rule)
+    sent = step(2, "sink", arguments={"x": "12.5 and 100000.0"})
+    runs = [
+        run_of("literal", [step(1, "src", result="{'a': 2.5, 'b': 1e5}"), sent]),
+        run_of("big", [step(1, "src", result="{'a': 123456789012345678901234567}"), sent]),
+    ]
+    assert [row[2:] for row in native_rows(pack, runs)] == [
+        ("fail", "x", "a value of 8 characters from src (seq 1) reached sink (seq 2)", None),
+        (None, None, None, "a tool result only Python reads (a literal, deep JSON)"),
+    ]
+    assert differences(runs, pack, "literal", round_tables(runs)) == ([], 1)
