@@ -23,8 +23,11 @@ import pyarrow as pa
 from collector.normalize.native import native
 from evaluators import known_secrets
 from evaluators.approvals import DEFAULT_APPROVALS
+from evaluators.durations import duration_text
+from evaluators.flow import FlowRule
 from evaluators.matchers import MISSING, PATH_PART, Condition, StepMatcher
 from evaluators.precedes import PrecedesRule
+from evaluators.retrieval import RetrievalRule
 from evaluators.rulepack import RulePack
 from evaluators.secrets import API_KEY, DETECTORS, SecretsRule, ascii_form
 
@@ -111,6 +114,28 @@ def secrets_form(rule: SecretsRule, data: dict[str, Any]) -> None:
     data["set"] = patterns
 
 
+def flow_form(rule: FlowRule, data: dict[str, Any]) -> None:
+    """A flow rule's source path split as `at_path` splits it."""
+    if not isinstance(rule.source, str) and rule.source.result_path is not None:
+        data["source"]["result_parts"] = path_parts(rule.source.result_path)
+
+
+def retrieval_form(rule: RetrievalRule, data: dict[str, Any]) -> None:
+    """A retrieval rule's paths split, and the texts its messages quote made as Python makes
+    them (the age limit as `duration_text` writes it)."""
+    for key in ("min_score", "max_age"):
+        value = getattr(rule, key)
+        if value is not None and not math.isfinite(value):
+            data[key] = {PYTHON_ONLY: "a limit that is not a finite number"}
+    data["age_field"] = rule.age_field
+    data["age_parts"] = path_parts(rule.age_field)
+    if rule.max_age is not None:
+        data["max_age_text"] = duration_text(rule.max_age)
+    if rule.access is not None:
+        data["access"]["label"] = rule.access.label
+        data["access"]["label_parts"] = path_parts(rule.access.label)
+
+
 def rule_form(rule: Any) -> dict[str, Any]:
     data = rule.model_dump(exclude_defaults=True, by_alias=True)
     if isinstance(rule, SecretsRule):
@@ -122,6 +147,10 @@ def rule_form(rule: Any) -> dict[str, Any]:
             data[name] = [matcher_form(m) for m in value]
     if rule.type == "tool_args":
         data["args"] = args_form(rule.args)
+    if isinstance(rule, FlowRule):
+        flow_form(rule, data)
+    if isinstance(rule, RetrievalRule):
+        retrieval_form(rule, data)
     if rule.when is not None and rule.when.input is not None:
         data["when"]["input"] = condition_form(rule.when.input)
     data["type"] = rule.type

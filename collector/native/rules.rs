@@ -56,6 +56,7 @@ fn runs(batch: &StructArray) -> PyResult<Vec<Run<'_>>> {
     let root = column::<StringArray>(batch, "root_span_id", w)?;
     let input = column::<StringArray>(batch, "input", w)?;
     let output = column::<StringArray>(batch, "final_output", w)?;
+    let user = column::<StringArray>(batch, "user_id", w)?;
     let start = column::<UInt64Array>(batch, "start_time_unix_nano", w)?;
     let end = column::<UInt64Array>(batch, "end_time_unix_nano", w)?;
     let reason_values = reasons
@@ -85,6 +86,7 @@ fn runs(batch: &StructArray) -> PyResult<Vec<Run<'_>>> {
                 root_span_id: text(root, i),
                 input: text(input, i),
                 final_output: text(output, i),
+                user_id: text(user, i),
                 start_time_unix_nano: if start.is_valid(i) { start.value(i) } else { 0 },
                 end_time_unix_nano: if end.is_valid(i) { end.value(i) } else { 0 },
             })

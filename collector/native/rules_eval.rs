@@ -28,6 +28,7 @@ pub struct Run<'a> {
     pub root_span_id: Option<&'a str>,
     pub input: Option<&'a str>,
     pub final_output: Option<&'a str>,
+    pub user_id: Option<&'a str>,
     pub start_time_unix_nano: u64,
     pub end_time_unix_nano: u64,
 }
@@ -1015,6 +1016,8 @@ fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding
             keywords,
         } => secrets(steps, *arguments, *results, names, set, keywords.as_ref()),
         Check::Precedes(rule) => crate::rules_precedes::precedes(steps, rule),
+        Check::Flow(flow) => crate::rules_flow::evaluate(run, steps, flow),
+        Check::Retrieval(r) => crate::rules_retrieval::evaluate(run, steps, r),
     }
 }
 

@@ -352,6 +352,8 @@ pub enum Check {
         keywords: Option<Keywords>,
     },
     Precedes(Box<crate::rules_precedes::Precedes>),
+    Flow(crate::rules_flow::Flow),
+    Retrieval(crate::rules_retrieval::Retrieval),
 }
 
 /// One rule, compiled.
@@ -410,7 +412,7 @@ pub(crate) fn take_bool(
     }
 }
 
-fn take_count(
+pub(crate) fn take_count(
     fields: &mut serde_json::Map<String, Value>,
     key: &str,
 ) -> Result<Option<u64>, Refused> {
@@ -424,7 +426,7 @@ fn take_count(
     }
 }
 
-fn take_number(
+pub(crate) fn take_number(
     fields: &mut serde_json::Map<String, Value>,
     key: &str,
 ) -> Result<Option<f64>, Refused> {
@@ -712,6 +714,11 @@ fn compile_fields(id: &str, mut f: serde_json::Map<String, Value>) -> Result<Rul
             true,
             Check::Precedes(Box::new(crate::rules_precedes::compile(&mut f)?)),
         ),
+        "flow" => (false, Check::Flow(crate::rules_flow::compile(&mut f)?)),
+        "retrieval" => (
+            true,
+            Check::Retrieval(crate::rules_retrieval::compile(&mut f)?),
+        ),
         other => return Err(Refused(format!("{other} rules are not evaluated natively"))),
     };
     if let Some(option) = f.keys().next() {
@@ -827,10 +834,13 @@ mod tests {
     #[test]
     fn unsupported_rules_are_named() {
         let text = r#"{"name": "p", "version": "1", "rules": [
-            {"id": "s", "type": "flow", "reason": "x"},
+            {"id": "s", "type": "similarity", "reason": "x"},
             {"id": "r", "type": "recovery", "reason": "y"}]}"#;
         let err = compile(text, false).unwrap_err();
-        assert_eq!(err.0, "rule \"s\": flow rules are not evaluated natively");
+        assert_eq!(
+            err.0,
+            "rule \"s\": similarity rules are not evaluated natively"
+        );
         let pack = compile(text, true).unwrap();
         assert_eq!(pack.rules.len(), 1);
         assert_eq!(pack.refused[0].0, "s");

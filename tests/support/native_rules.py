@@ -273,14 +273,122 @@ def gen_attributes(rng: random.Random) -> str | None:
     return rng.choice([None, "", "{}", '{"sextant.approval.status": "approved"}', '{"a": 1}'])
 
 
-def gen_step(rng: random.Random, seq: int, ids: list[str]) -> Step:
+# Values one step returns and a later one passes on (flow rules): tokens, words of longer text,
+# numbers, case and whitespace changes, text Python case-folds beyond ASCII.
+FLOW_VALUES: list[Any] = ["Zx9vQ2mLp7Hk", "FL-1234", "KEY=Sekrit123", "Paris CDG", "tok", "Ünï-Tok"]
+FLOW_VALUES += [12345678, 1e16, 2.5, "12345678", "sk-abcdefghijklmnopqrstuvwx", "x\x1cy zzzzzz."]
+FLOW_VALUES += ["Straße-Tok", "ΣΊΣΥΦΟΣ ς", "İstanbul", "ﬁle-token", "\u3000spaced\u3000out\u2028"]
+
+
+def flow_value(rng: random.Random) -> Any:
+    """A flow value, the first few most often (so that a later step passes one on)."""
+    return rng.choice(FLOW_VALUES[:3] if rng.random() < 0.6 else FLOW_VALUES)
+
+
+def gen_flow_result(rng: random.Random) -> str:
+    """A tool result carrying flow values, in the envelopes tools put around them."""
+    value = flow_value(rng)
+    inner: Any = rng.choice(
+        [
+            {"token": value, "items": [rng.choice(FLOW_VALUES)], "ok": True},
+            f"your code is {value}. Use it!",
+            [value, {"nested": {"q": rng.choice(FLOW_VALUES)}}],
+            value,
+        ]
+    )
+    text = inner if isinstance(inner, str) else orjson.dumps(inner).decode()
+    return rng.choice(
+        [
+            text,
+            orjson.dumps({"content": [{"type": "text", "text": text}], "isError": False}).decode(),
+            orjson.dumps({"output": inner}).decode(),
+            f"{{'token': {value!r}}}",
+            "{'token': (1, 2)}",
+            f"  {text}  ",
+        ]
+    )
+
+
+def gen_flow_args(rng: random.Random) -> Any:
+    """Tool arguments that may carry a flow value on (changed in case and spacing)."""
+    value = str(flow_value(rng))
+    value = rng.choice([value, value.upper(), value.lower(), value.replace(" ", "  \t")])
+    return rng.choice(
+        [
+            {"to": "bob@example.com", "body": f"here: {value}"},
+            {"code": value},
+            [value[1:]],
+            {"n": rng.choice(FLOW_VALUES)},
+            value,
+        ]
+    )
+
+
+DATES = [None, "2025-12-01", "2020-01-01T10:00:00Z", "2025-12-31T23:59:59.5+02:00", "yesterday"]
+DATES += ["2025-06-01 08:00", "20240101", "2024-02-30", "0001-01-01", 5, "2025-12-31T22:00:00.123"]
+DATES += ["2025-07-01T00:00:00,123456789-05:30", "2025-07-01T00:00:00.Z", "2025-07-01T25:00"]
+
+
+def gen_document(rng: random.Random) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    for key, values in (
+        ("updated", DATES),
+        ("access", [None, "public", "internal", "confidential", 3, True, ["x"]]),
+        ("score", [0.9, "0.7", "x", True]),
+        ("relevance_score", [0.4, None]),
+        ("id", ["m1", 2]),
+    ):
+        if rng.random() < 0.5:
+            metadata[key] = rng.choice(values)
+    doc: dict[str, Any] = {}
+    if rng.random() < 0.7:
+        doc["id"] = rng.choice([None, "d1", "", 7, "doc-ü", 1.5])
+    if rng.random() < 0.6:
+        doc["score"] = rng.choice([None, 0.9, 0.5, 0.6, "0.7", "x", True, 1, " 1_0 "])
+    if rng.random() < 0.8:
+        doc["metadata"] = rng.choice([metadata, orjson.dumps(metadata).decode(), "{bad"])
+    if rng.random() < 0.3:
+        doc[rng.choice(["content", "page_content", "text"])] = "policy text"
+    return doc
+
+
+def gen_retrieval_attributes(rng: random.Random) -> str:
+    """A retrieval span's attributes in the shapes the instrumentations write."""
+    docs = [gen_document(rng) for _ in range(rng.randint(0, 3))]
+    attributes: dict[str, Any] = {}
+    shape = rng.choice(["openinference", "genai", "genai_text", "openllmetry", "empty", "none"])
+    if shape == "openinference":
+        for i, doc in enumerate(docs):
+            place = rng.choice([str(i), str(i), f"0{i}", f"{i + 10}"])
+            for field, value in doc.items():
+                key = f"retrieval.documents.{place}.document.{field}"
+                attributes[key + rng.choice(["", "", "\n", "x"])] = value
+        if rng.random() < 0.4:
+            ids = [{"id": f"out{i}"} for i in range(rng.randint(0, 3))]
+            attributes["output.value"] = orjson.dumps({"documents": ids}).decode()
+    elif shape == "genai":
+        attributes["gen_ai.retrieval.documents"] = [*docs, "not a document"]
+    elif shape == "genai_text":
+        attributes["gen_ai.retrieval.documents"] = orjson.dumps(docs).decode()
+    elif shape == "openllmetry":
+        key = rng.choice(["traceloop.entity.output", "gen_ai.task.output", "output.value"])
+        out = {"documents": docs} if docs or rng.random() < 0.5 else []
+        attributes[key] = orjson.dumps(out).decode()
+    elif shape == "empty":
+        attributes["retrieval.documents"] = []
+    return orjson.dumps(attributes).decode()
+
+
+def gen_step(rng: random.Random, seq: int, ids: list[str], base: int = 0) -> Step:
     kind = rng.choice([*STEP_KINDS, "tool", "tool", "llm", "approval"])
     span_kind = "tool" if rng.random() < 0.5 else kind
     name = rng.choice(NAMES)
     attributes = gen_attributes(rng)
+    if kind == "retrieval" or rng.random() < 0.1:
+        attributes = gen_retrieval_attributes(rng)
     span_id = f"{seq:016x}"
     ids.append(span_id)
-    start = rng.randint(0, 10**12)
+    start = base + rng.randint(0, 10**12)
     return Step(
         seq=seq,
         span_id=span_id,
@@ -296,18 +404,16 @@ def gen_step(rng: random.Random, seq: int, ids: list[str]) -> Step:
         tool_name=rng.choice([None, "", name, name, rng.choice(NAMES)]),
         tool_call_id=rng.choice([None, f"call_{seq}"]),
         arguments=rng.choice(
-            [None, gen_json(rng), gen_json(rng), {"q": "same"}, rng.choice(SUBJECTS)]
+            [
+                *(None, gen_json(rng), {"q": "same"}, rng.choice(SUBJECTS)),
+                *(gen_flow_args(rng), gen_flow_args(rng)),
+            ]
         ),
         result=rng.choice(
             [
-                None,
-                "",
-                "done",
-                rng.choice(SECRETS),
-                '{"ok": true}',
-                gen_keyword_text(rng),
-                rng.choice(APPROVAL_RESULTS),
-                rng.choice(APPROVAL_RESULTS),
+                *(None, "", "done", rng.choice(SECRETS), '{"ok": true}'),
+                *(gen_keyword_text(rng), gen_flow_result(rng), gen_flow_result(rng)),
+                *(rng.choice(APPROVAL_RESULTS), rng.choice(APPROVAL_RESULTS)),
             ]
         ),
         approval_status=rng.choice([None, None, "approved", "denied", "pending"]),
@@ -336,11 +442,12 @@ def gen_step(rng: random.Random, seq: int, ids: list[str]) -> Step:
 
 def gen_run(rng: random.Random, n: int) -> Trajectory:
     ids: list[str] = []
-    steps = [gen_step(rng, i, ids) for i in range(rng.randint(0, n))]
+    base = rng.choice([0, 1_767_225_600 * 10**9])  # 1970, or 2026 (documents' dates)
+    steps = [gen_step(rng, i, ids, base) for i in range(rng.randint(0, n))]
     if steps and rng.random() < 0.3:  # a loop
         steps += [replace(steps[-1], seq=len(steps) + i, span_id=f"loop{i}") for i in range(6)]
     if rng.random() < 0.5:  # one after the other, within the clocks' slack of each other
-        clock = rng.randint(0, 10**12)
+        clock = base + rng.randint(0, 10**12)
         for i, step in enumerate(steps):
             start = max(0, clock + rng.choice([-2, -1, 0, 0, 1, 2]) * 500_000)
             clock = start + rng.choice([0, 1_000_000, 10**8])
@@ -358,7 +465,8 @@ def gen_run(rng: random.Random, n: int) -> Trajectory:
         service_version=rng.choice([None, "1.0", "2.0"]),
         steps=steps,
         root_span_id=rng.choice([None, "", *[ids[0] if ids else None] * 3]),
-        input=rng.choice([None, *TEXTS]),
+        input=rng.choice([None, *TEXTS, str(flow_value(rng))]),
+        user_id=rng.choice([None, "", "staff-1", "lead-2", "bob"]),
         final_output=rng.choice([None, "", "answer"]),
         incomplete_reasons=rng.choice(
             [[], ["incomplete_timeout"], ["build_error"]] if status == "incomplete" else [[]]
@@ -414,6 +522,7 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
         [
             *("budget", "recovery", "presence", "absence", "trajectory", "tool_args"),
             *("secrets", "pii", "consistency", "mcp", "precedes", "precedes"),
+            *("flow", "retrieval"),
         ]
     )
     base["type"] = kind
@@ -455,6 +564,10 @@ def gen_rule(rng: random.Random, i: int) -> dict[str, Any]:
         if rng.random() < 0.3:
             base["root_attribute"] = rng.choice(["enduser.id", "a"])
         base["missing"] = rng.choice(["pass", "fail"])
+    elif kind == "flow":
+        gen_flow_rule(rng, base)
+    elif kind == "retrieval":
+        gen_retrieval_rule(rng, base)
     elif kind == "recovery":
         base["require_retry"] = rng.random() < 0.7
     elif kind == "presence":
@@ -518,6 +631,50 @@ def gen_approvals(rng: random.Random) -> dict[str, Any]:
         "results": rng.sample(shapes, rng.randint(0, 2)),
         "defaults": rng.random() < 0.7,
     }
+
+
+def gen_flow_rule(rng: random.Random, rule: dict[str, Any]) -> None:
+    # plain matchers half the time, so that sources and sinks are found and values flow
+    plain = [{"kind": "tool"}, {"name": rng.choice(NAMES)}, {"kind": "tool", "status": "ok"}]
+    roll = rng.random()
+    if roll < 0.2:
+        rule["source"] = "input"
+    else:
+        rule["source"] = rng.choice([gen_matcher(rng), rng.choice(plain)])
+        if roll < 0.6:
+            path = rng.choice(["$.token", "$.items[0]", "$", "$.nested.q", "$[1].nested"])
+            rule["source"]["result_path"] = path
+    rule["sink"] = rng.choice([gen_matcher(rng), rng.choice(plain)])
+    if rng.random() < 0.7:
+        rule["min_length"] = rng.choice([2, 3, 6, 8, 12])
+    if rng.random() < 0.5:
+        rule["expect"] = rng.choice(["absent", "present"])
+
+
+def gen_retrieval_rule(rng: random.Random, rule: dict[str, Any]) -> None:
+    if rng.random() < 0.3:
+        rule["steps"] = gen_matcher(rng)
+    options: dict[str, list[Any]] = {
+        "before_answer": [True, False],
+        "min_documents": [1, 2, 3],
+        "min_score": [0.5, 0.6, 0.85, 1, -1.5],
+        "max_age": ["180d", "1h", 90, "2w", 0.5, "3650d"],
+        "age_field": ["$.updated", "$.meta.date", "$", "$.updated[0]"],
+    }
+    for key, values in options.items():
+        if rng.random() < 0.5:
+            rule[key] = rng.choice(values)
+    if rng.random() < 0.5:
+        access: dict[str, Any] = {}
+        if rng.random() < 0.5:
+            access["label"] = rng.choice(["$.access", "$.score", "$"])
+        if rng.random() < 0.7:
+            access["allowed"] = rng.sample(["public", "internal", "3", "True"], rng.randint(0, 2))
+        if rng.random() < 0.6:
+            access["users"] = {"staff-*": ["internal"], "lead-?": ["internal", "confidential"]}
+        if rng.random() < 0.7:
+            access["unlabeled"] = rng.choice(["allow", "review", "deny"])
+        rule["access"] = access
 
 
 def gen_pack(rng: random.Random, n: int) -> RulePack | None:

@@ -4,7 +4,10 @@ shipped and example pack, and on generated runs under generated packs."""
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from datetime import date
@@ -19,7 +22,7 @@ from collector.config.sections import BUILTIN_RULES
 from collector.evaluation import native_rules
 from collector.evaluation.native_round import per_run
 from collector.normalize import _native
-from evaluators.model import Trajectory
+from evaluators.model import Step, Trajectory
 from evaluators.rulepack import RulePack, RulePackError, load_pack
 from tests.support.native_rules import (
     PATTERNS,
@@ -348,3 +351,176 @@ def test_steps_without_attributes_are_refused_with_the_column_named(
     native = native_rules.compile_pack(load_pack(BUILTIN_RULES / "default.yaml").pack)
     with pytest.raises(ValueError, match='steps has no column "attributes"'):
         native_rules.evaluate(native, trajectories, steps.drop_columns(["attributes"]))
+
+
+def step(seq: int, name: str, kind: str = "tool", **fields: object) -> Step:
+    start = 1_767_225_600 * 10**9 + seq * 10**9  # 2026-01-01, a second apart
+    values: dict = {
+        "seq": seq,
+        "span_id": f"{seq:016x}",
+        "parent_span_id": None,
+        "depth": 0,
+        "kind": kind,
+        "span_kind": kind,
+        "name": name,
+        "status": "ok",
+        "start_time_unix_nano": start,
+        "end_time_unix_nano": start + 10**8,
+        "tool_name": name if kind == "tool" else None,
+        **fields,
+    }
+    return Step(**values)
+
+
+def run_of(trace_id: str, steps: list[Step], **fields: object) -> Trajectory:
+    values: dict = {
+        "trace_id": trace_id,
+        "revision": 1,
+        "status": "ok",
+        "close_reason": "complete",
+        "agent_run": True,
+        "service_name": "support-desk",
+        "agent_name": "support-agent",
+        "service_version": "1.0",
+        "steps": steps,
+        **fields,
+    }
+    return Trajectory(**values)
+
+
+def native_rows(pack: RulePack, runs: list[Trajectory]) -> list[tuple]:
+    native = native_rules.compile_pack(pack)
+    rows = native_rules.evaluate(native, *round_tables(runs)).to_pylist()
+    return [
+        (r["trace_id"], r["rule_id"], r["verdict"], r["reason"], r["message"], r["deferred"])
+        for r in rows
+    ]
+
+
+def test_flow_rules_are_evaluated_natively_as_python_evaluates_them() -> None:
+    """A credential a vault tool returned, sent on by an egress tool in other case and
+    spacing, fails the data-flow pack's rule natively, with the evaluator's message and
+    evidence; a booking of a flight the search did not return fails `expect: present`."""
+    pack = load_pack(BUILTIN_RULES / "examples" / "data-flow.yaml").pack
+    assert native_rules.compile_pack(pack).refused == []
+    leaked = run_of(
+        "leaked",
+        [
+            step(
+                0, "get_secret", result='{"content": [{"type": "text", "text": "DB=Zx9vQ2mLp7Hk"}]}'
+            ),
+            step(1, "send_email", arguments={"to": "x@example.com", "body": "key zx9vq2mlp7hk"}),
+            step(2, "search_flights", result='{"flights": [{"id": "FL-1234"}]}'),
+            step(3, "hold_seat", arguments={"flight": "FL-9999"}),
+        ],
+    )
+    assert native_rows(pack, [leaked]) == [
+        ("leaked", "fetched-content-to-payments", "pass", None,
+         "no value of the source reached 0 sink(s)", None),
+        ("leaked", "credentials-stay-in", "fail", "secret_exfiltration",
+         "a value of 12 characters from get_secret (seq 0) reached send_email (seq 1)", None),
+        ("leaked", "booked-flight-was-offered", "fail", "unoffered_flight_held",
+         "hold_seat (seq 3) got no value from the source", None),
+    ]  # fmt: skip
+    booked = run_of(
+        "booked",
+        [
+            step(0, "search_flights", result='{"flights": [{"id": "FL-1234"}]}'),
+            step(1, "hold_seat", arguments={"flight": "fl-1234"}),
+        ],
+    )
+    assert native_rows(pack, [booked])[2] == (
+        "booked", "booked-flight-was-offered", "pass", None,
+        "every sink got a value from the source (1)", None,
+    )  # fmt: skip
+    found, deferred = differences([leaked, booked], pack, "flow", round_tables([leaked, booked]))
+    assert (found, deferred) == ([], 0)
+
+
+def test_flow_text_is_case_folded_as_python_folds_it() -> None:
+    """`ß` folds to `ss` and `\u3000` is a space to Python: the interpreter compares the text
+    as the evaluator does, beyond ASCII too."""
+    pack = load_pack(BUILTIN_RULES / "examples" / "data-flow.yaml").pack
+    run = run_of(
+        "folded",
+        [
+            step(0, "get_secret", result="Straße-Zx9vQ2mLp7"),
+            step(1, "send_email", arguments={"body": "\u3000STRASSE-zx9vq2mlp7"}),
+        ],
+    )
+    assert ("folded", "credentials-stay-in", "fail", "secret_exfiltration",
+            "a value of 18 characters from get_secret (seq 0) reached send_email (seq 1)",
+            None) in native_rows(pack, [run])  # fmt: skip
+    found, deferred = differences([run], pack, "folded", round_tables([run]))
+    assert (found, deferred) == ([], 0)
+
+
+def test_the_case_folding_table_is_this_pythons() -> None:
+    """The interpreter's `str.casefold()` table is the one the Python running the evaluators
+    makes (scripts/generate-casefold-table writes it)."""
+    script = Path(__file__).resolve().parents[3] / "scripts" / "generate-casefold-table"
+    done = subprocess.run([sys.executable, str(script), "--check"], check=False)
+    assert done.returncode == 0, "run scripts/generate-casefold-table"
+
+
+def retrieval(seq: int, documents: list[dict]) -> Step:
+    attributes = {}
+    for i, doc in enumerate(documents):
+        for field, value in doc.items():
+            attributes[f"retrieval.documents.{i}.document.{field}"] = value
+    return step(seq, "kb_search", "retrieval", attributes_json=json.dumps(attributes))
+
+
+def test_retrieval_rules_are_evaluated_natively_as_python_evaluates_them() -> None:
+    """Documents a retrieval returned (OpenInference's flattened attributes): a stale one, one
+    beyond the user's access and a review for one without a label, natively as in Python."""
+    pack = load_pack(BUILTIN_RULES / "examples" / "rag.yaml").pack
+    native = native_rules.compile_pack(pack)
+    assert native.rule_ids == ["documents-are-current", "documents-the-user-may-see"]
+    fresh = json.dumps({"updated": "2025-12-01", "access": "public"})
+    stale = json.dumps({"updated": "2024-01-01T08:00:00+02:00", "access": "confidential"})
+    docs = [
+        {"id": "kb-1", "score": 0.9, "metadata": fresh},
+        {"id": "kb-2", "score": 0.7, "metadata": stale},
+        {"id": "kb-3", "metadata": {"updated": "2025-11-30"}},
+    ]
+    runs = [
+        run_of("staff", [retrieval(0, docs), step(1, "answer", "llm")], user_id="staff-7"),
+        run_of("lead", [retrieval(0, docs[:1] + docs[2:])], user_id="lead-1"),
+    ]
+    assert native_rows(pack, runs) == [
+        ("staff", "documents-are-current", "fail", "stale_document",
+         "1 document(s) older than 180d: kb-2", None),
+        ("staff", "documents-the-user-may-see", "fail", "document_access_violation",
+         "user staff-7 was given document(s) beyond their access: kb-2 (confidential)", None),
+        ("lead", "documents-are-current", "pass", None,
+         "2 document(s) from kb_search (seq 0)", None),
+        ("lead", "documents-the-user-may-see", "review", "document_unknown",
+         "1 document(s) without an access label", None),
+    ]  # fmt: skip
+    found, deferred = differences(runs, pack, "rag", round_tables(runs))
+    assert (found, deferred) == ([], 0)
+
+
+def test_numbers_of_a_python_literal_result_flow_as_python_reads_them() -> None:
+    """A tool that returned `str()` of a dict: its numbers are values too, spelled as Python
+    spells them; one JSON cannot hold (an int past 64 bits) leaves the run to Python."""
+    rule = {
+        "id": "numbers",
+        "type": "flow",
+        "reason": "x",
+        "source": {"kind": "tool"},
+        "sink": {"name": "sink"},
+        "min_length": 3,
+    }
+    pack = pack_of(rule)
+    sent = step(2, "sink", arguments={"x": "12.5 and 100000.0"})
+    runs = [
+        run_of("literal", [step(1, "src", result="{'a': 2.5, 'b': 1e5}"), sent]),
+        run_of("big", [step(1, "src", result="{'a': 123456789012345678901234567}"), sent]),
+    ]
+    assert [row[2:] for row in native_rows(pack, runs)] == [
+        ("fail", "x", "a value of 8 characters from src (seq 1) reached sink (seq 2)", None),
+        (None, None, None, "a tool result only Python reads (a literal, deep JSON)"),
+    ]
+    assert differences(runs, pack, "literal", round_tables(runs)) == ([], 1)
