@@ -63,6 +63,8 @@ class ReviewStore:
 
     def close(self) -> None:
         self.writer.shutdown(deadline_in(5))
+        for thread in self.writer.threads():  # its last commit done, even on a slow machine
+            thread.join(60)
         self.database.close()
 
     def insert(self, table: str, **row: object) -> None:
