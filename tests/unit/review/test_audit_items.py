@@ -21,6 +21,7 @@ from collector.decisions.metrics import DecisionMetrics
 from collector.decisions.state import State
 from collector.errors import PermanentError
 from collector.evaluation.results import trajectory_result_rows
+from collector.lifecycle import deadline_in
 from collector.review.backlog import BacklogReader, audits, pending, queues
 from collector.review.backlog_metrics import ReviewBacklogCollector
 from collector.review.queue import Filters, items
@@ -187,7 +188,7 @@ def test_a_persons_fail_on_a_pass_decides_and_their_pass_leaves_a_fail(store: Re
         evidence = firing(engine)[Decision.QUARANTINE].finding.evidence
         assert C in evidence
     finally:
-        engine.shutdown(clock.monotonic() + 5)
+        engine.shutdown(deadline_in(5))
 
 
 PRESENCE_PACK = """

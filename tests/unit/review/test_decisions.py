@@ -15,6 +15,7 @@ from collector.decisions.conditions import Coverage
 from collector.decisions.engine import DecisionEngine
 from collector.decisions.metrics import DecisionMetrics
 from collector.decisions.state import State
+from collector.lifecycle import deadline_in
 from collector.review.queue import Filters
 from evaluators.base import Decision
 from tests.support.review import MCP_PACK, SUPPORT, Packs, ReviewStore, desk_over
@@ -99,7 +100,7 @@ def test_passes_clear_the_review_and_a_fail_quarantines_as_the_rule_asks(store: 
         engine.evaluate()
         assert set(firing(engine)) == {Decision.QUARANTINE}
     finally:
-        engine.shutdown(clock.monotonic() + 5)
+        engine.shutdown(deadline_in(5))
 
 
 def test_not_applicable_clears_and_a_policy_on_human_fails_decides(store: ReviewStore):
@@ -120,7 +121,7 @@ def test_not_applicable_clears_and_a_policy_on_human_fails_decides(store: Review
         assert fired[Decision.ROLLBACK].key.policy == "support-mcp/people-say-unsafe"
         assert fired[Decision.ROLLBACK].finding.summary == "labelled fail in review by ana"
     finally:
-        engine.shutdown(clock.monotonic() + 5)
+        engine.shutdown(deadline_in(5))
 
 
 def test_the_latest_label_of_an_item_wins(store: ReviewStore):
@@ -142,4 +143,4 @@ def test_the_latest_label_of_an_item_wins(store: ReviewStore):
         engine.evaluate()
         assert firing(engine) == {}
     finally:
-        engine.shutdown(clock.monotonic() + 5)
+        engine.shutdown(deadline_in(5))
