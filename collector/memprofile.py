@@ -1,12 +1,16 @@
-"""Where the main process's memory goes, for finding what grows under sustained load.
+"""Where a process's memory goes, for finding what grows under sustained load.
 
-Off unless `SEXTANT_MEMORY_PROFILE` names a file: then tracemalloc traces the Python heap from
-start-up and, every `SEXTANT_MEMORY_PROFILE_SECONDS` (60), a report is appended to that file: the
-process's RSS, what Arrow's memory pool holds, the traced Python heap, and the source lines whose
-allocations grew the most since the first report. It costs CPU and memory (tracemalloc adds
-about 30 % to allocations and keeps a record per traced block), so it is a diagnosis tool, not
-something to leave on in production. Each worker process reports to a file of its own (the name
-with `.worker-<pid>` added).
+Off unless `SEXTANT_MEMORY_PROFILE` names a file: then, every `SEXTANT_MEMORY_PROFILE_SECONDS`
+(60), a report is appended to that file: the process's RSS; the Python heap as tracemalloc
+traces it, with the source lines whose allocations grew the most since the first report; what
+Arrow's memory pool holds; glibc malloc's bytes in use and free but kept (mallinfo2); and the
+accounts other parts add (DuckDB's `duckdb_memory()`). An RSS that grows while all of these stay
+flat points at an allocator keeping freed memory (collector/malloc.py), not at a leak.
+
+Tracing costs CPU and memory (a record per traced block; on the loaded 2-core machine it cut the
+throughput by more than half), so it is a diagnosis tool, not something to leave on in
+production; `SEXTANT_MEMORY_PROFILE_FRAMES=0` keeps the cheap accounts without tracing. Each
+worker process reports to a file of its own (the name with `.worker-<pid>` added).
 """
 
 from __future__ import annotations
@@ -32,8 +36,6 @@ TOP = 25
 SMALLEST = 64 * 1024  # growth below this is not worth a line
 # Other parts' own accounts (DuckDB's), each a line of the report; added by whoever owns them.
 SOURCES: list[Callable[[], str]] = []
-
-
 _started = False
 
 
@@ -152,8 +154,8 @@ def report(
 def _report_forever(path: Path, every: float) -> None:
     started = time.monotonic()
     first: tracemalloc.Snapshot | None = None
-    while True:
-        time.sleep(every)
+    never = threading.Event()  # the thread ends with the process
+    while not never.wait(every):
         text, snapshot = report(first, started)
         first = first or snapshot
         with path.open("a") as out:
