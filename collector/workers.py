@@ -16,6 +16,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from collector.errors import TransientError
+from collector.malloc import fix_mmap_threshold
+from collector.memprofile import start_from_environment
 from collector.threads import name_os_thread, os_thread_name
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,8 @@ def watch_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="sextant-parent-watch", daemon=True).start()
+    fix_mmap_threshold()  # as in the main process (collector/malloc.py)
+    start_from_environment(f".worker-{os.getpid()}")  # only when diagnosing memory
 
 
 def warm_up() -> int:

@@ -13,18 +13,21 @@ from collector.bench.stages import PROC, children
 MIB = 1024.0
 
 
+def process_rss_kib(pid: int) -> int:
+    """RSS of one process, in KiB; 0 once it is gone."""
+    try:
+        status = (PROC / str(pid) / "status").read_text()
+    except OSError:
+        return 0
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
 def rss_kib(pid: int) -> int:
     """RSS of a process and of its children (the worker processes), in KiB."""
-    total = 0
-    for each in [pid, *children(pid)]:
-        try:
-            status = (PROC / str(each) / "status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
-    return total
+    return sum(process_rss_kib(each) for each in [pid, *children(pid)])
 
 
 def slope_per_minute(points: list[tuple[float, float]]) -> float:

@@ -93,7 +93,11 @@ async def run_server(config: Any) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from collector.config import load_config
+    from collector.malloc import fix_mmap_threshold
+    from collector.memprofile import start_from_environment
 
+    fix_mmap_threshold()  # before the threads start: large blocks go back to the system
+    start_from_environment()
     config = load_config(args.config, overrides=overrides(args))
     logging.getLogger().setLevel(config.log_level)
     # DuckDB's Arrow scan takes the GIL back many times per commit; with the default 5 ms switch

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from collector import memprofile
 from collector.errors import StartupError
 from collector.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from collector.store.readonly import lock_down
@@ -51,6 +52,21 @@ class Database:
         # The SQL endpoint reads through this database: no file, network or extension access
         # from any SQL, ever (the setting is database-wide and cannot be turned back on).
         lock_down(self._con)
+        memprofile.add_source(self.memory_report)  # when diagnosing memory only
+
+    def memory_report(self) -> str:
+        """DuckDB's own account of its memory (`duckdb_memory()`), largest tags first."""
+        cursor = self.connection.cursor()
+        try:
+            rows = cursor.execute(
+                "SELECT tag, memory_usage_bytes FROM duckdb_memory()"
+                " WHERE memory_usage_bytes > 0 ORDER BY 2 DESC"
+            ).fetchall()
+        finally:
+            cursor.close()
+        total = sum(size for _, size in rows)
+        parts = ", ".join(f"{tag} {size / 2**20:.0f}" for tag, size in rows[:6])
+        return f"DuckDB {total / 2**20:.0f} MiB ({parts})"
 
     @property
     def wal_bytes(self) -> int:
