@@ -8,7 +8,8 @@ request-sized block comes from the arenas instead, where blocks of different lif
 side by side: the freed space is kept by malloc and reused only for what fits. At 4,000 spans/s
 that kept space grew from 49 to 173 MiB in the first 6 minutes and the RSS kept rising by about
 30 MiB a minute, while the bytes in use hardly moved; with the threshold fixed, the kept space
-stayed at about 30 MiB and the RSS levelled off (docs/performance.md).
+stayed at about 30 MiB and the RSS was 100-260 MiB lower, growing more slowly but not yet flat
+(docs/performance.md).
 
 Setting the threshold explicitly turns the moving threshold off (mallopt(3)): large blocks are
 mapped and unmapped as at the start, at the cost of a mmap/munmap and the page faults of fresh
