@@ -488,10 +488,10 @@ fn check_subject(
                 "{} approved {} = {}, {} acts on {} = {}",
                 label(a),
                 binding.approval_path(),
-                repr(granted)?,
+                crate::python::repr(granted),
                 label(b),
                 binding.action.text,
-                repr(wanted)?
+                crate::python::repr(wanted)
             );
             return Ok((Some(false), detail));
         }
@@ -606,145 +606,14 @@ fn nesting(value: &Value) -> usize {
     }
 }
 
-/// Python's `repr()` of a JSON value as Python holds it.
-fn repr(value: &Value) -> Result<String, Defer> {
-    let mut out = String::new();
-    write_repr(value, &mut out)?;
-    Ok(out)
-}
-
-fn write_repr(value: &Value, out: &mut String) -> Result<(), Defer> {
-    match value {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => out.push_str(&i.to_string()),
-            (None, Some(u), _) => out.push_str(&u.to_string()),
-            (None, None, Some(x)) => out.push_str(&float_repr(x)),
-            _ => return Err(Defer("a number not rendered natively")),
-        },
-        Value::String(s) => str_repr(s, out)?,
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_repr(item, out)?;
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                str_repr(key, out)?;
-                out.push_str(": ");
-                write_repr(item, out)?;
-            }
-            out.push('}');
-        }
-    }
-    Ok(())
-}
-
-/// `repr(str)`: single quotes unless the text has one and no double quote; escapes as
-/// Python writes them. Past Latin-1, which characters Python prints depends on its Unicode
-/// tables: such text is left to Python.
-fn str_repr(text: &str, out: &mut String) -> Result<(), Defer> {
-    let quote = if text.contains('\'') && !text.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            ' '..='~' => out.push(c),
-            '\u{a1}'..='\u{ff}' if c != '\u{ad}' => out.push(c),
-            c if (c as u32) <= 0xff => out.push_str(&format!("\\x{:02x}", c as u32)),
-            _ => return Err(Defer("non-Latin-1 text in a message")),
-        }
-    }
-    out.push(quote);
-    Ok(())
-}
-
-/// `repr(float)`: the shortest digits that read back the same, in positional notation for
-/// exponents -4 to 15, else as `1.5e+16`.
-fn float_repr(x: f64) -> String {
-    let sci = format!("{x:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => ("-", m),
-        None => ("", mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let point = exp + 1; // where the decimal point goes in `digits`
-    let n = digits.len() as i32;
-    if point <= -4 || point > 16 {
-        let (first, rest) = digits.split_at(1);
-        let fraction = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let e_sign = if exp < 0 { '-' } else { '+' };
-        return format!("{sign}{first}{fraction}e{e_sign}{:02}", exp.abs());
-    }
-    if point <= 0 {
-        format!("{sign}0.{}{digits}", "0".repeat((-point) as usize))
-    } else if point >= n {
-        format!("{sign}{digits}{}.0", "0".repeat((point - n) as usize))
-    } else {
-        let (int, fraction) = digits.split_at(point as usize);
-        format!("{sign}{int}.{fraction}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     #[test]
-    fn floats_are_written_as_python_repr_writes_them() {
-        for (x, text) in [
-            (0.0, "0.0"),
-            (-0.0, "-0.0"),
-            (1.0, "1.0"),
-            (2019.5, "2019.5"),
-            (0.1, "0.1"),
-            (0.0001, "0.0001"),
-            (0.00001, "1e-05"),
-            (1.5e-7, "1.5e-07"),
-            (1e16, "1e+16"),
-            (1.5e16, "1.5e+16"),
-            (1234567890123456.0, "1234567890123456.0"),
-            (1e300, "1e+300"),
-            (-2.5e-300, "-2.5e-300"),
-            (9007199254740992.0, "9007199254740992.0"),
-            (18446744073709551616.0, "1.8446744073709552e+19"),
-        ] {
-            assert_eq!(float_repr(x), text, "{x}");
-        }
-    }
-
-    #[test]
     fn values_are_written_as_python_repr_writes_them() {
-        let r = |v: Value| repr(&v).unwrap();
+        let r = |v: Value| crate::python::repr(&v);
         assert_eq!(r(json!("C-1001")), "'C-1001'");
         assert_eq!(r(json!("it's")), "\"it's\"");
         assert_eq!(r(json!("it's \"x\"")), "'it\\'s \"x\"'");
@@ -757,7 +626,7 @@ mod tests {
             "{'a': [1, True, None, 1.5], 'b': {}}"
         );
         assert_eq!(r(json!(u64::MAX)), "18446744073709551615");
-        assert!(repr(&json!("✓")).is_err());
+        assert_eq!(r(json!("✓")), "'✓'");
     }
 
     #[test]
