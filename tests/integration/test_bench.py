@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -90,3 +92,43 @@ def test_bench_retries_a_refusal_after_the_wait_it_asks_for(tmp_path, protocol: 
         assert server.query("SELECT count(*) FROM spans")[0][0] == 400
     finally:
         server.stop()
+
+
+class RefusingEndpoint(BaseHTTPRequestHandler):
+    """Refuses every export retryably, asking for a wait of a second (an overloaded collector)."""
+
+    requests = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).requests += 1
+        self.send_response(503)
+        self.send_header("Retry-After", "1")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_exporter_refused_past_the_end_stops_instead_of_resending_at_once() -> None:
+    endpoint = ThreadingHTTPServer(("127.0.0.1", 0), RefusingEndpoint)
+    threading.Thread(target=endpoint.serve_forever, daemon=True).start()
+    try:
+        options = BenchOptions(
+            endpoint=f"http://127.0.0.1:{endpoint.server_port}/v1/traces",
+            protocol="http/protobuf",
+            concurrency=3,
+            duration=0.5,  # shorter than the wait asked for: no retry fits in the run
+            spans_per_request=20,
+            retry=True,
+        )
+        report = run_bench(options)
+    finally:
+        endpoint.shutdown()
+        endpoint.server_close()
+    # One refused export per exporter, as SDK exporters (which wait as told) would leave;
+    # not a burst of fresh requests, each refused and counted failed, until the run ends.
+    assert RefusingEndpoint.requests == 3
+    assert report.errors == {"HTTP 503 (refused until the end)": 3}
+    assert report.requests_ok == report.retried == 0
