@@ -50,3 +50,22 @@ def test_a_large_batch_asked_about_many_runs_gives_each_its_own_rows_throughout(
         assert [r["span_id"] for r in rows] == [f"{i:08x}{n:08x}" for n in range(2)]
         assert all(r["trace_id"] == trace for r in rows)
     assert rows_of_trace(held.parts({"b" * 32: [batch_id]}), "b" * 32) == []
+
+
+def test_a_runs_rows_read_one_by_one_are_the_rows_the_store_gives() -> None:
+    """Every column's value, nulls and integers included, across the batch's chunks: a row
+    read alone out of a large batch is the row the whole batch gives."""
+    traces = [f"{i:032x}" for i in range(WHOLE_BATCH_ROWS * 2)]
+    chunks = []
+    for n in range(3):
+        table = batch([(t, f"{i:08x}{n:08x}") for i, t in enumerate(traces)])
+        ends = pa.array([i * 1000 + n if i % 3 else None for i in range(len(traces))], pa.int64())
+        chunks.append(table.set_column(8, "end_time_unix_nano", ends))
+    table = pa.concat_tables(chunks)
+    assert table.column("trace_id").num_chunks == 3
+    expected = table.to_pylist()
+    held = HeldSpans(1 << 30)
+    batch_id = held.add(table, AT, traces)
+    for trace in traces[:5]:
+        rows = rows_of_trace(held.parts({trace: [batch_id]}), trace)
+        assert rows == [r for r in expected if r["trace_id"] == trace]
