@@ -39,6 +39,7 @@ class HeldBatch:
     _index: dict[str, list[int]] | None = None  # trace id -> its rows, built on first use
     _taken: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _read: int = 0  # rows read one by one
+    _columns: list[pa.ChunkedArray] = field(default_factory=list)
 
     def rows_of(self, trace_id: str) -> list[dict[str, Any]]:
         """One trace's rows of the batch (read-only), kept once read: a runtime guard asks
@@ -58,8 +59,10 @@ class HeldBatch:
             index: dict[str, list[int]] = {}
             for i, found in enumerate(self.table["trace_id"].to_pylist()):
                 index.setdefault(found, []).append(i)
+            # (each access of `columns` makes new column objects; set before the index)
+            self._columns = self.table.columns
             self._index = index
-        names, columns = self.table.column_names, self.table.columns
+        names, columns = self.table.column_names, self._columns
         taken = [
             dict(zip(names, [c[i].as_py() for c in columns], strict=True))
             for i in self._index.get(trace_id, ())
