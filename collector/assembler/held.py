@@ -10,6 +10,8 @@ spilled), which keeps memory bounded whatever the load.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -167,3 +169,57 @@ def rows_of_trace(parts: list[tuple[HeldBatch, list[str]]], trace_id: str) -> li
         for row in batch.rows_of(trace_id):
             rows.setdefault(row["span_id"], row)
     return list(rows.values())
+
+
+# Runs whose rows read so far are kept for the runtime guard: enough for the runs it is asked
+# about at once; one forgotten is read again from its batches.
+REMEMBERED_RUNS = 10_000
+
+
+class HeldRuns:
+    """The rows read so far of the runs a runtime guard asks about, with the batches they came
+    from: asked again, a run reads only the batches that came since (its own earlier guard
+    steps make a run of tens of batches, each read again on every call otherwise).
+
+    Held batches never change, and batch ids grow with arrival, so rows read from a run's
+    oldest batches stay its rows of those batches, each span the first time."""
+
+    def __init__(self, capacity: int = REMEMBERED_RUNS) -> None:
+        self.capacity = capacity
+        self._runs: OrderedDict[str, tuple[list[int], dict[str, dict[str, Any]]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def unread(
+        self, trace_id: str, batch_ids: list[int]
+    ) -> tuple[list[int], dict[str, dict[str, Any]], list[int]]:
+        """The run's batches in arrival order, its rows read so far (span id -> row) and the
+        batches not read yet."""
+        ids = sorted(batch_ids)
+        done, kept = self._runs.get(trace_id, ([], {}))
+        if ids[: len(done)] != done:
+            return ids, {}, ids
+        return ids, kept, ids[len(done) :]
+
+    def read(
+        self,
+        trace_id: str,
+        ids: list[int],
+        kept: dict[str, dict[str, Any]],
+        parts: list[tuple[HeldBatch, list[str]]],
+    ) -> list[dict[str, Any]]:
+        """The run's rows, each span once, once `parts` (the batches `unread` named) are read.
+        What is kept is replaced, never changed: two readers at once each get a whole run."""
+        rows = dict(kept)
+        for batch, _ in parts:
+            for row in batch.rows_of(trace_id):
+                rows.setdefault(row["span_id"], row)
+        with self._lock:
+            self._runs[trace_id] = (ids, rows)
+            self._runs.move_to_end(trace_id)
+            while len(self._runs) > self.capacity:
+                self._runs.popitem(last=False)
+        return list(rows.values())
+
+    def forget(self, trace_id: str) -> None:
+        with self._lock:
+            self._runs.pop(trace_id, None)
