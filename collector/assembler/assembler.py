@@ -127,6 +127,7 @@ class Assembler(TickingStage):
         back from the store when they close."""
         for batch in self._held.over_cap():
             for trace_id in self._held.drop(batch):
+                self._runs.forget(trace_id)  # its rows kept for the guard go with the batch
                 trace = self._buffers.get(trace_id)
                 if trace is not None and trace.read_back is None:
                     trace.read_back = "spilled"
