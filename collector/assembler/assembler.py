@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.dispatch import Dispatch
-from collector.assembler.held import HeldSpans, rows_of, rows_of_trace
+from collector.assembler.held import HeldRuns, HeldSpans, rows_of
 from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.pace import Pace
 from collector.assembler.read_back import (
@@ -77,6 +77,7 @@ class Assembler(TickingStage):
         self.clock = clock or SystemClock()
         self._buffers = TraceBuffers(config)
         self._held = HeldSpans(config.max_held_mib * 1024 * 1024)
+        self._runs = HeldRuns()  # the rows of the runs a runtime guard asks about
         self._recovered = 0  # traces recovered at the start not closed yet
         self._bounded: list[tuple[OpenTrace, str]] = []  # closed by a bound, stored next tick
         self._lock = threading.Lock()
@@ -126,6 +127,7 @@ class Assembler(TickingStage):
         back from the store when they close."""
         for batch in self._held.over_cap():
             for trace_id in self._held.drop(batch):
+                self._runs.forget(trace_id)  # its rows kept for the guard go with the batch
                 trace = self._buffers.get(trace_id)
                 if trace is not None and trace.read_back is None:
                     trace.read_back = "spilled"
@@ -138,8 +140,9 @@ class Assembler(TickingStage):
             trace = self._buffers.get(trace_id)
             if trace is None or trace.read_back is not None or not self._held.holds(trace.batches):
                 return None
-            parts = self._held.parts({trace_id: trace.batches})
-        return rows_of_trace(parts, trace_id)
+            ids, kept, unread = self._runs.unread(trace_id, trace.batches)
+            parts = self._held.parts({trace_id: unread})
+        return self._runs.read(trace_id, ids, kept, parts)
 
     def run_so_far(self, trace_id: str) -> list[dict[str, Any]]:
         """The spans stored so far of one trace, each once, as rows: from memory when it
@@ -284,6 +287,7 @@ class Assembler(TickingStage):
         with self._lock:  # stored: the batches these traces waited for may go
             for trace, _ in due:
                 self._held.release(trace.trace_id, trace.batches)
+                self._runs.forget(trace.trace_id)
                 self._recovered -= trace.read_back == "recovered"
         last_seen = {trace.trace_id: trace.last_seen for trace, _ in due}
         for built in builds:

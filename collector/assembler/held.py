@@ -10,6 +10,8 @@ spilled), which keeps memory bounded whatever the load.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,10 +25,10 @@ from collector.assembler.spans import SPAN_FIELDS
 RECEIVED_AT = pa.timestamp("us")
 # A held batch this small is read into rows whole the first time a trace of it is asked for.
 WHOLE_BATCH_ROWS = 64
-# A larger one is read whole once the traces asked for one by one cost as much: taking one
-# trace's rows costs what converting about this many rows at once does (170 µs against 3.5 µs
-# a row, for batches of 128 to 512 guard steps).
-TAKE_AS_ROWS = 48
+# A larger one has its runs' rows read one by one, each row a scalar per column (about 12 µs a
+# row, where a `take` of a run's rows cost 170 µs whatever the rows: Arrow's per-column cost),
+# and is read whole (3.5-4 µs a row) once the rows read one by one cost as much.
+ROW_AS_ROWS = 3
 
 
 @dataclass(slots=True)
@@ -38,6 +40,8 @@ class HeldBatch:
     waiting: set[str] = field(default_factory=set)
     _index: dict[str, list[int]] | None = None  # trace id -> its rows, built on first use
     _taken: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _read: int = 0  # rows read one by one
+    _columns: list[pa.ChunkedArray] = field(default_factory=list)
 
     def rows_of(self, trace_id: str) -> list[dict[str, Any]]:
         """One trace's rows of the batch (read-only), kept once read: a runtime guard asks
@@ -47,9 +51,9 @@ class HeldBatch:
             return taken
         size = self.table.num_rows
         small = size <= WHOLE_BATCH_ROWS and self._index is None
-        if small or (self._index and len(self._taken) * TAKE_AS_ROWS >= size):
+        if small or (self._index and self._read * ROW_AS_ROWS >= size):
             whole: dict[str, list[dict[str, Any]]] = {}
-            for row in self.table.to_pylist():  # one conversion: cheaper than a take per trace
+            for row in self.table.to_pylist():  # one conversion: cheaper than rows one by one
                 whole.setdefault(row["trace_id"], []).append(row)
             self._taken, self._index = whole, {}  # (two readers at once build the same)
             return whole.get(trace_id, [])
@@ -57,10 +61,15 @@ class HeldBatch:
             index: dict[str, list[int]] = {}
             for i, found in enumerate(self.table["trace_id"].to_pylist()):
                 index.setdefault(found, []).append(i)
+            # (each access of `columns` makes new column objects; set before the index)
+            self._columns = self.table.columns
             self._index = index
-        rows = self._index.get(trace_id)
-        # typed indices: from a bare list pyarrow would try (and fail) to import pandas each time
-        taken = self.table.take(pa.array(rows, pa.int64())).to_pylist() if rows else []
+        names, columns = self.table.column_names, self._columns
+        taken = [
+            dict(zip(names, [c[i].as_py() for c in columns], strict=True))
+            for i in self._index.get(trace_id, ())
+        ]
+        self._read += len(taken)
         self._taken[trace_id] = taken
         return taken
 
@@ -160,3 +169,57 @@ def rows_of_trace(parts: list[tuple[HeldBatch, list[str]]], trace_id: str) -> li
         for row in batch.rows_of(trace_id):
             rows.setdefault(row["span_id"], row)
     return list(rows.values())
+
+
+# Runs whose rows read so far are kept for the runtime guard: enough for the runs it is asked
+# about at once; one forgotten is read again from its batches.
+REMEMBERED_RUNS = 10_000
+
+
+class HeldRuns:
+    """The rows read so far of the runs a runtime guard asks about, with the batches they came
+    from: asked again, a run reads only the batches that came since (its own earlier guard
+    steps make a run of tens of batches, each read again on every call otherwise).
+
+    Held batches never change, and batch ids grow with arrival, so rows read from a run's
+    oldest batches stay its rows of those batches, each span the first time."""
+
+    def __init__(self, capacity: int = REMEMBERED_RUNS) -> None:
+        self.capacity = capacity
+        self._runs: OrderedDict[str, tuple[list[int], dict[str, dict[str, Any]]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def unread(
+        self, trace_id: str, batch_ids: list[int]
+    ) -> tuple[list[int], dict[str, dict[str, Any]], list[int]]:
+        """The run's batches in arrival order, its rows read so far (span id -> row) and the
+        batches not read yet."""
+        ids = sorted(batch_ids)
+        done, kept = self._runs.get(trace_id, ([], {}))
+        if ids[: len(done)] != done:
+            return ids, {}, ids
+        return ids, kept, ids[len(done) :]
+
+    def read(
+        self,
+        trace_id: str,
+        ids: list[int],
+        kept: dict[str, dict[str, Any]],
+        parts: list[tuple[HeldBatch, list[str]]],
+    ) -> list[dict[str, Any]]:
+        """The run's rows, each span once, once `parts` (the batches `unread` named) are read.
+        What is kept is replaced, never changed: two readers at once each get a whole run."""
+        rows = dict(kept)
+        for batch, _ in parts:
+            for row in batch.rows_of(trace_id):
+                rows.setdefault(row["span_id"], row)
+        with self._lock:
+            self._runs[trace_id] = (ids, rows)
+            self._runs.move_to_end(trace_id)
+            while len(self._runs) > self.capacity:
+                self._runs.popitem(last=False)
+        return list(rows.values())
+
+    def forget(self, trace_id: str) -> None:
+        with self._lock:
+            self._runs.pop(trace_id, None)

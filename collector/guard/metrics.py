@@ -44,8 +44,24 @@ class GuardMetrics:
             ["reason"],
             registry=registry,
         )
-        for answer in ("allow", "review", "deny"):
-            for basis in ("judged", "unknown", "unavailable"):
-                self.answers.labels(answer, basis)
+        # each call counts twice: the labelled counters are looked up once, not on every call
+        self._calls: dict[str, Counter] = {}
+        self._answers = {
+            (answer, basis): self.answers.labels(answer, basis)
+            for answer in ("allow", "review", "deny")
+            for basis in ("judged", "unknown", "unavailable")
+        }
         for reason in ("deadline", "overloaded", "error"):
             self.timeouts.labels(reason)
+
+    def called(self, protocol: str) -> None:
+        counter = self._calls.get(protocol)
+        if counter is None:
+            counter = self._calls[protocol] = self.calls.labels(protocol)
+        counter.inc()
+
+    def answered(self, answer: str, basis: str) -> None:
+        counter = self._answers.get((answer, basis))
+        if counter is None:
+            counter = self._answers[answer, basis] = self.answers.labels(answer, basis)
+        counter.inc()

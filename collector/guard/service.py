@@ -147,7 +147,7 @@ class Guard:
     async def check(self, request: GuardRequest, protocol: str) -> GuardAnswer:
         """The answer, within the deadline whatever happens; recorded as a step of the run."""
         started = time.perf_counter()
-        self.metrics.calls.labels(protocol).inc()
+        self.metrics.called(protocol)
         span_id = os.urandom(8).hex()
         start_ns = int(self.clock.wall() * 1e9)
         try:
@@ -157,7 +157,7 @@ class Guard:
             answer, basis = self.unavailable(request, span_id, "error"), "unavailable"
         if basis == "judged" and {UNKNOWN, PARTIAL} & set(answer.reasons):
             basis = "unknown"
-        self.metrics.answers.labels(answer.answer.value, basis).inc()
+        self.metrics.answered(answer.answer.value, basis)
         end_ns = int(self.clock.wall() * 1e9)
         parent = answer.parent_span_id or request.parent_span_id
         self.recorder.record(request, guard_span(request, answer, parent, start_ns, end_ns))

@@ -8,7 +8,7 @@ from datetime import datetime
 import pyarrow as pa
 import pytest
 
-from collector.assembler.held import WHOLE_BATCH_ROWS, HeldSpans, rows_of_trace
+from collector.assembler.held import WHOLE_BATCH_ROWS, HeldRuns, HeldSpans, rows_of_trace
 from collector.assembler.spans import SPAN_FIELDS
 
 AT = datetime(2026, 12, 2, 12, 0)
@@ -50,3 +50,52 @@ def test_a_large_batch_asked_about_many_runs_gives_each_its_own_rows_throughout(
         assert [r["span_id"] for r in rows] == [f"{i:08x}{n:08x}" for n in range(2)]
         assert all(r["trace_id"] == trace for r in rows)
     assert rows_of_trace(held.parts({"b" * 32: [batch_id]}), "b" * 32) == []
+
+
+def test_a_runs_rows_read_one_by_one_are_the_rows_the_store_gives() -> None:
+    """Every column's value, nulls and integers included, across the batch's chunks: a row
+    read alone out of a large batch is the row the whole batch gives."""
+    traces = [f"{i:032x}" for i in range(WHOLE_BATCH_ROWS * 2)]
+    chunks = []
+    for n in range(3):
+        table = batch([(t, f"{i:08x}{n:08x}") for i, t in enumerate(traces)])
+        ends = pa.array([i * 1000 + n if i % 3 else None for i in range(len(traces))], pa.int64())
+        chunks.append(table.set_column(8, "end_time_unix_nano", ends))
+    table = pa.concat_tables(chunks)
+    assert table.column("trace_id").num_chunks == 3
+    expected = table.to_pylist()
+    held = HeldSpans(1 << 30)
+    batch_id = held.add(table, AT, traces)
+    for trace in traces[:5]:
+        rows = rows_of_trace(held.parts({trace: [batch_id]}), trace)
+        assert rows == [r for r in expected if r["trace_id"] == trace]
+
+
+def test_a_run_asked_again_reads_only_its_new_batches_and_gives_the_same_rows() -> None:
+    """The guard's own steps arrive batch after batch: each call reads the batches that came
+    since the last one, and the run is the one every batch read again would give."""
+    held, runs = HeldSpans(1 << 30), HeldRuns()
+    run = "a" * 32
+    batch_ids = []
+
+    def asked() -> list[str]:
+        ids, kept, unread = runs.unread(run, batch_ids)
+        rows = runs.read(run, ids, kept, held.parts({run: unread}))
+        assert rows == rows_of_trace(held.parts({run: batch_ids}), run)
+        return [r["span_id"] for r in rows]
+
+    batch_ids.append(held.add(batch([(run, "1" * 16), ("b" * 32, "2" * 16)]), AT, [run]))
+    assert asked() == ["1" * 16]
+    # a retried export of the first span, and a new one
+    batch_ids.append(held.add(batch([(run, "1" * 16), (run, "3" * 16)]), AT, [run]))
+    assert runs.unread(run, batch_ids)[2] == batch_ids[1:]
+    assert asked() == ["1" * 16, "3" * 16]
+    assert runs.unread(run, batch_ids)[2] == []
+    assert asked() == ["1" * 16, "3" * 16]
+    # the run closed and came back with late spans: none of its old batches
+    runs_batches = [held.add(batch([(run, "4" * 16)]), AT, [run])]
+    ids, kept, unread = runs.unread(run, runs_batches)
+    assert (kept, unread) == ({}, runs_batches)
+    assert [r["span_id"] for r in runs.read(run, ids, kept, held.parts({run: unread}))] == [
+        "4" * 16
+    ]
