@@ -18,6 +18,9 @@ from collector.threads import os_thread_name
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# max_vacuum_tasks outside retention's checkpoint, and during it (DuckDB's default).
+VACUUM_OFF = 0
+VACUUM_ON = 100
 
 
 class Database:
@@ -47,6 +50,13 @@ class Database:
         # DuckDB checkpoints inside the COMMIT that crosses its threshold, stalling every request
         # waiting on that commit; the Checkpointer does it from its own thread instead.
         self._con.execute("SET checkpoint_threshold = '1TB'")
+        # A checkpoint's vacuum merges the row groups of earlier checkpoints into fuller ones,
+        # rewriting them whole: with commits arriving all the time, each checkpoint folds a part
+        # of a row group, and the merges made checkpoints 0.3-3 s and growing with the store,
+        # commits waiting meanwhile (scripts/benchmark-checkpoint: 0.3 s each without). Rows
+        # deleted by whole days (retention) are freed without it; retention's own checkpoint
+        # turns it on to compact the rest (`Retention.run`).
+        self._con.execute(f"SET max_vacuum_tasks = {VACUUM_OFF}")
         self.migrate()
         create_views(self._con)
         # The SQL endpoint reads through this database: no file, network or extension access

@@ -174,8 +174,9 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
     no configuration changes, for the life of the database: no SQL can turn on logging, change a
     limit or reach a file (the database's own files are refused by the statement check, since
     DuckDB lets those through). Only operator_memory_limit stays settable, for run_read_only to
-    give each query's cursor its budget (SET statements never pass the check)."""
+    give each query's cursor its budget, and max_vacuum_tasks, for retention to compact the
+    store in its checkpoint (SET statements never pass the check)."""
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_external_access = false")
-    con.execute("SET allowed_configs = ['operator_memory_limit']")
+    con.execute("SET allowed_configs = ['operator_memory_limit', 'max_vacuum_tasks']")
     con.execute("SET lock_configuration = true")

@@ -1,6 +1,6 @@
 """Retention: whole days of spans, logs, trajectories, steps and sessions (by their last turn)
 older than N days are deleted (exported to Parquet first when asked), then the store is
-checkpointed to give the space back."""
+checkpointed, with vacuum, to give the space back."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from prometheus_client import CollectorRegistry, Counter
 
 from collector.clock import Clock, SystemClock
-from collector.store.database import Database
+from collector.store.database import VACUUM_OFF, VACUUM_ON, Database
 from collector.store.export import DATE_COLUMNS, start_of_day
 from collector.store.reader import Interrupted
 from collector.ticker import Ticker, TickingStage
@@ -73,7 +73,13 @@ class Retention(TickingStage):
                 deleted[table] = int(row[0]) if row else 0
                 self.metrics.deleted.labels(table).inc(deleted[table])
             if any(deleted.values()):
-                cursor.execute("CHECKPOINT")
+                # Vacuum merges what is left of the row groups rows were deleted from, giving
+                # their space back; the background checkpoints run without it (database.py).
+                cursor.execute(f"SET max_vacuum_tasks = {VACUUM_ON}")
+                try:
+                    cursor.execute("CHECKPOINT")
+                finally:
+                    cursor.execute(f"SET max_vacuum_tasks = {VACUUM_OFF}")
         finally:
             cursor.close()
         if any(deleted.values()):
