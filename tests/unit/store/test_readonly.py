@@ -8,6 +8,7 @@ import duckdb
 import pytest
 
 from collector.store.database import Database
+from collector.store.sqlcheck import QueryRefused, check_read_only
 
 
 @pytest.fixture
@@ -40,3 +41,10 @@ def test_a_cursor_may_still_set_its_own_operator_memory(cursor: duckdb.DuckDBPyC
     cursor.execute("SET operator_memory_limit = '32MB'")
     row = cursor.execute("SELECT current_setting('operator_memory_limit')").fetchone()
     assert row is not None and row[0].startswith("30.")  # 32 MB, shown in MiB
+
+
+def test_the_vacuum_setting_retention_may_change_is_refused_to_queries(
+    cursor: duckdb.DuckDBPyConnection,
+) -> None:
+    with pytest.raises(QueryRefused, match="SET statements are not allowed"):
+        check_read_only(cursor, "SET max_vacuum_tasks = 100")
