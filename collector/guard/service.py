@@ -170,6 +170,7 @@ class Guard:
         """A run held in memory is judged at once on the event loop (well under a millisecond:
         two hand-overs of the GIL to a thread would cost more); one read from the store, or
         waiting for its acknowledged spans to load, in a guard thread within the deadline."""
+        started = time.perf_counter()
         held = self.runs.held_run(request.trace_id) if self._loaded(request.trace_id) else None
         if held is not None:
             return self._judge(request, span_id, start_ns, held), "judged"
@@ -182,6 +183,10 @@ class Guard:
         try:
             answer = await asyncio.wait_for(asyncio.shield(work), self.config.deadline_seconds)
         except TimeoutError:
+            return self.unavailable(request, span_id, "deadline"), "unavailable"
+        if time.perf_counter() - started > self.config.deadline_seconds:
+            # the thread's answer and the timer came due in one turn of the loop: the answer
+            # arrived late all the same, and the pack said what a late call gets
             return self.unavailable(request, span_id, "deadline"), "unavailable"
         return answer, "judged"
 
