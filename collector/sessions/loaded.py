@@ -7,7 +7,7 @@ session rules, and for a session with a turn whose totals its row cannot hold.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from collector.config.evaluation import SessionsConfig
@@ -31,9 +31,11 @@ SELECT trace_id, min(closed_at), max(start_time_unix_nano) FILTER (WHERE is_curr
 FROM trajectories WHERE trace_id IN ? GROUP BY trace_id HAVING bool_or(is_current)
 """
 KEY = ("pack_version", "verdict", "reason", "evidence_span_ids", "trace_id", "revision")
+# Each session rule's last result (its key's columns, then when it was evaluated): what a new
+# one is compared with, and what it must be evaluated after.
 LAST_RESULTS = """
 SELECT session_id, coalesce(service_name, ''), pack, rule_id,
-       pack_version, verdict, reason, evidence_span_ids, trace_id, revision
+       pack_version, verdict, reason, evidence_span_ids, trace_id, revision, evaluated_at
 FROM results WHERE scope = 'session' AND origin = 'live' AND session_id IN ?
 QUALIFY row_number() OVER (
   PARTITION BY session_id, coalesce(service_name, ''), pack, rule_id ORDER BY evaluated_at DESC
@@ -75,7 +77,10 @@ class Loader:
         )
         by_trace = {t.trace_id: t for t in loaded}
         stored = cursor.execute(LAST_RESULTS, [list({sid for sid, _ in fresh})]).fetchall()
-        last = {tuple(r[:4]): tuple(v or None for v in r[4:]) for r in stored}
+        last = {tuple(r[:4]): tuple(v or None for v in r[4:-1]) for r in stored}
+        latest: dict[str, datetime] = {}  # each session's last result, when evaluated
+        for r in stored:
+            latest[r[0]] = max(r[-1], latest.get(r[0], r[-1]))
         shas = {t.name: t.sha256 for t in texts}
         sessions, results = [], []
         for key, traces in ordered.items():
@@ -85,7 +90,7 @@ class Loader:
                 continue
             session = Session(sid, on_session_clock(runs, arrived))
             found = self._evaluate(session, texts, truncated=len(traces) > len(runs))
-            rows = session_result_rows(session, found, shas, now)
+            rows = session_result_rows(session, found, shas, after(now, latest.get(sid)))
             changed = [r for r in rows if last.get(result_key(sid, r)) != key_of(r)]
             results.extend(changed)
             closed_at = max(at for _, at in fresh[key])
@@ -161,6 +166,17 @@ def is_news(before: dict[str, Any] | None, new: list[tuple[str, datetime]]) -> b
         return True
     known = set(before["trace_ids"] or ())
     return any(t not in known or at > before["last_turn_at"] for t, at in new)
+
+
+def after(now: datetime, last: datetime | None) -> datetime:
+    """When a session's results are evaluated: now, unless that is not after its last stored
+    result. A rule's last result is the one evaluated last, so two evaluations must never
+    share an instant: a tick makes both the runs it read back (at start) and the runs handed
+    meanwhile at one `now`, and a wall clock can step back across a restart. A tie would let
+    the one made first pass for the last, and the next evaluation store the later again."""
+    if last is None or now > last:
+        return now
+    return last + timedelta(microseconds=1)  # the store keeps microseconds
 
 
 def result_key(session_id: str, row: dict[str, Any]) -> tuple[str, str, str, str]:

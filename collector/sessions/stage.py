@@ -21,7 +21,9 @@ follow is moved up to the runs known to have been handed, so reading back after 
 starts there, not at the lookback. A late turn reopens a closed session and its rules run
 again. A result is stored only when it differs from the rule's last one for the session (a
 budget gone over stays one failure, not one per later turn), so decisions count each
-violation once.
+violation once; the last one is read from `results` in the snapshot the session's row is
+read from (both are committed together), and each is evaluated after the one before it, so
+which is last is never a tie (collector/sessions/loaded.py).
 """
 
 from __future__ import annotations

@@ -388,3 +388,116 @@ def test_a_late_revision_rebuilds_the_totals_of_every_turn(tmp_path: Path) -> No
         assert store.counted("sextant_session_turns_total") == 4
     finally:
         store.close()
+
+
+# The shipped example's rule over tool failures in turns in a row: with no failure, each
+# evaluation passes and names the session's latest turn.
+REPEATED = """
+name: support-sessions
+version: "1.0.0"
+owner: support-oncall
+selector: {service: support-*}
+rules:
+  - id: failing-tool-across-turns
+    type: repeated_failures
+    min_turns: 3
+    consecutive: true
+    reason: repeated_tool_failure
+    on_fail: DOWNGRADE
+"""
+
+
+@dataclass
+class CommitsAfterRecord:
+    """The stage's writer, which commits a turn (handed to the stage, as assembly's commits
+    are) right after the stage's next write: a run closes while the stage is storing what it
+    read back at its start, so the same tick makes it from the handed runs."""
+
+    writer: Writer
+    then: list[Trajectory]
+    commit: Any
+
+    def record(self, parts: dict[str, pa.Table], stopping: Any = None) -> None:
+        self.writer.record(parts, stopping)
+        while self.then:
+            self.commit(self.then.pop(0))
+
+
+def session_results(store: Store) -> list[tuple[str, str, datetime]]:
+    """The session's rule results as a user lists them: (turn named, verdict, when), in the
+    order they were evaluated."""
+    with store.database.cursor() as cursor:
+        return cursor.execute(
+            "SELECT trace_id, verdict, evaluated_at FROM results WHERE scope = 'session'"
+            " ORDER BY evaluated_at"
+        ).fetchall()
+
+
+def test_a_result_read_back_and_one_handed_in_a_tick_are_in_order_and_not_stored_again(
+    tmp_path: Path,
+) -> None:
+    """After a restart, the start's read-back stores a session's result and the runs handed
+    meanwhile store the next in the same tick: they are not evaluated at the same instant, so
+    the later is its rule's last result, and a late revision of an earlier turn, whose
+    result is that one again, stores nothing."""
+    text = PackText("support-sessions", hashlib.sha256(REPEATED.encode()).hexdigest(), REPEATED)
+    store = Store(tmp_path / "sextant.duckdb", FakeClock(), Packs((text,)))
+    try:
+        clock = store.clock
+        assert isinstance(clock, FakeClock)
+        store.stage.tick()
+        runs = [turn(clock, n, "conv-kill", ago=40 - n) for n in range(1, 5)]
+        for t in runs[:2]:
+            store.commit(t)
+            store.stage.tick()
+            clock.advance(1)
+        stage = store.new_stage()  # a restart: the store is read back at the first tick
+        store.commit(runs[2])  # closed before that read
+        stage.writer = CommitsAfterRecord(store.writer, [runs[3]], store.commit)  # type: ignore[assignment]
+        stage.tick()  # reads back runs[2], then makes runs[3], handed meanwhile
+        assert [t for t, _, _ in session_results(store)] == [t.trace_id for t in runs]
+        clock.advance(1)
+
+        late = replace(runs[0], revision=2, steps=[*runs[0].steps, llm(3)])
+        store.commit(replace(late, steps=[replace(s, span_id=f"r{s.seq}") for s in late.steps]))
+        stage.tick()
+        (found,) = store.sessions()
+        assert found["trace_ids"] == [t.trace_id for t in runs]
+        listed = session_results(store)
+        assert [(t, verdict) for t, verdict, _ in listed] == [(t.trace_id, "pass") for t in runs]
+        times = [at for _, _, at in listed]
+        assert times == sorted(set(times))  # each evaluated after the one before
+    finally:
+        store.close()
+
+
+def test_a_result_made_after_the_clock_stepped_back_is_still_its_rules_last(
+    tmp_path: Path,
+) -> None:
+    """The wall clock is set back across a restart: the next result is still evaluated after
+    the ones before it, so a late revision that finds it again stores nothing."""
+    text = PackText("support-sessions", hashlib.sha256(REPEATED.encode()).hexdigest(), REPEATED)
+    store = Store(tmp_path / "sextant.duckdb", FakeClock(), Packs((text,)))
+    try:
+        clock = store.clock
+        assert isinstance(clock, FakeClock)
+        store.stage.tick()
+        runs = [turn(clock, n, "conv-clock", ago=40 - n) for n in range(1, 4)]
+        for t in runs[:2]:
+            store.commit(t)
+            store.stage.tick()
+            clock.advance(1)
+        stage = store.new_stage()
+        clock.advance(-5)  # set back while the process was down
+        store.commit(runs[2])
+        stage.tick()
+        clock.advance(1)
+        late = replace(runs[0], revision=2, steps=[*runs[0].steps, llm(3)])
+        store.commit(replace(late, steps=[replace(s, span_id=f"r{s.seq}") for s in late.steps]))
+        stage.tick()
+        listed = session_results(store)
+        assert [(t, verdict) for t, verdict, _ in listed] == [(t.trace_id, "pass") for t in runs]
+        times = [at for _, _, at in listed]
+        assert times == sorted(set(times))
+    finally:
+        store.close()
