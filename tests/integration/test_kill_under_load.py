@@ -386,6 +386,14 @@ def test_sessions_and_results_span_a_kill_under_load_each_run_evaluated_once(
             " WHERE key IS NOT DISTINCT FROM previous",
         )
         assert repeated == []
+        # ... and "in a row" is the order they were made: no two of a session's rule share an
+        # instant (the runs read back at the restart and those handed meanwhile among them).
+        tied = rows(
+            sql,
+            "SELECT session_id, pack, rule_id, evaluated_at, count(*) FROM results"
+            " WHERE scope = 'session' AND origin = 'live' GROUP BY ALL HAVING count(*) > 1",
+        )
+        assert tied == []
         over = rows(
             sql,
             "SELECT DISTINCT session_id FROM results WHERE scope = 'session'"
