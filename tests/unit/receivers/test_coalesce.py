@@ -8,12 +8,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry
 
 from collector.config.sections import IngestConfig, LimitsConfig, WriterConfig
 from collector.errors import MalformedRequest, ShuttingDown
 from collector.lifecycle import deadline_in
+from collector.normalize.wire import decode_request
 from collector.receivers.coalesce import Coalescer, whole_fields
 from collector.receivers.ingest import ExportReply, Ingest
 from collector.receivers.metrics import ReceiverMetrics
@@ -51,6 +53,16 @@ def test_a_torn_request_would_swallow_the_next_one_if_joined() -> None:
     torn = b"\x0a\x05\x0a\x03"  # field 1 claims 5 bytes, has 2
     assert not whole_fields(torn)
     assert whole_fields(torn + b"\x0a\x00\x0a")  # joined, it reads as well framed
+
+
+def test_a_batch_frame_decodes_to_the_rows_of_its_requests_in_order() -> None:
+    """What a replay of a batch's journal frame loads: the rows each request alone would."""
+    bodies = [body(3), body(1), trace_request(simple_spans(2)).SerializeToString()]
+    alone = [decode_request("traces", "protobuf", b, 4096) for b in bodies]
+    joined = decode_request("traces", "protobuf", b"".join(bodies), 4096)
+    assert joined.rows == sum(d.rows for d in alone) == 6
+    assert joined.table is not None
+    assert joined.table.equals(pa.concat_tables([d.table for d in alone if d.table is not None]))
 
 
 @pytest.fixture
