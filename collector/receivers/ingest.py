@@ -114,7 +114,9 @@ class Ingest:
     The native decoder releases the GIL, so requests decode on a pool of threads of the
     receiving process (`sextant-decode_N`), side by side with gRPC, HTTP and the writer, with no
     copy of the request or its rows to another process. Small requests decode on the event
-    loop: the hop to a thread would cost more than the decode.
+    loop: the hop to a thread would cost more than the decode. Small protobuf requests waiting
+    at the same moment are decoded, journaled and queued as one batch (coalesce.py), each still
+    answered on its own.
     """
 
     def __init__(
