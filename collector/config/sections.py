@@ -156,6 +156,13 @@ class IngestConfig(Strict):
         ge=0,
         description="Requests smaller than this are decoded in the receiver: cheaper than a hop.",
     )
+    coalesce_bytes: int = Field(
+        1024 * 1024,
+        ge=0,
+        description="Protobuf exports smaller than inline_decode_bytes that arrive together are"
+        " decoded, journaled and loaded as one batch of at most this many bytes (each still"
+        " answered on its own once durable); 0: each request alone.",
+    )
     max_wait_seconds: Seconds = Field(
         1.0,
         description="Refuse exports (retryable) that the work in flight would keep waiting longer.",

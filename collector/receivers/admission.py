@@ -20,6 +20,10 @@ from contextlib import contextmanager
 from collector.errors import Overloaded
 
 SMOOTHING = 0.2  # weight of the newest sample in the finishing rate
+# Requests answered together (a batch, one journal fsync) finish at one instant: their bytes
+# count as one sample over the time since the previous one, taken once this much has passed
+# (or the receiver is idle), rather than as many samples over no time at all.
+MIN_SAMPLE_SECONDS = 0.01
 
 
 class Admission:
@@ -32,7 +36,8 @@ class Admission:
         self._in_flight: OrderedDict[int, tuple[float, int]] = OrderedDict()
         self._bytes_in_flight = 0
         self._rate = 0.0  # bytes/s finished while busy; 0 until measured
-        self._since = 0.0  # the start of what the next finished request is credited for
+        self._since = 0.0  # the start of what the next sample is credited for
+        self._finished_bytes = 0  # finished since then, not yet in a sample
         self._next = 0
 
     def oldest_wait(self) -> float:
@@ -61,6 +66,7 @@ class Admission:
         now = self.clock()
         if not self._in_flight:
             self._since = now  # idle time before a busy period is no work
+            self._finished_bytes = 0
         key = self._next
         self._next += 1
         self._in_flight[key] = (now, size)
@@ -73,9 +79,15 @@ class Admission:
             self._finished(size)
 
     def _finished(self, size: int) -> None:
-        """One request done: the bytes it finished over the time since the previous one
-        finished (or since the busy period began) are a sample of the finishing rate."""
+        """One request done: the bytes finished since the previous sample (or since the busy
+        period began), over that time, are a sample of the finishing rate once it is long
+        enough to mean something or the receiver falls idle."""
         now = self.clock()
-        sample = size / max(now - self._since, 1e-4)
+        self._finished_bytes += size
+        elapsed = now - self._since
+        if elapsed < MIN_SAMPLE_SECONDS and self._in_flight:
+            return
+        sample = self._finished_bytes / max(elapsed, 1e-4)
         self._rate = sample if not self._rate else SMOOTHING * sample + (1 - SMOOTHING) * self._rate
         self._since = now
+        self._finished_bytes = 0

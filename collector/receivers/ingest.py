@@ -20,6 +20,7 @@ from collector.config.sections import IngestConfig, LimitsConfig
 from collector.errors import MalformedRequest, Overloaded
 from collector.normalize.wire import Decoded, decode_request
 from collector.receivers.admission import Admission
+from collector.receivers.coalesce import Coalescer, whole_fields
 from collector.receivers.metrics import ReceiverMetrics
 from collector.store.tables import SIGNAL_TABLES
 from collector.store.writer import Writer
@@ -113,7 +114,9 @@ class Ingest:
     The native decoder releases the GIL, so requests decode on a pool of threads of the
     receiving process (`sextant-decode_N`), side by side with gRPC, HTTP and the writer, with no
     copy of the request or its rows to another process. Small requests decode on the event
-    loop: the hop to a thread would cost more than the decode.
+    loop: the hop to a thread would cost more than the decode. Small protobuf requests waiting
+    at the same moment are decoded, journaled and queued as one batch (coalesce.py), each still
+    answered on its own.
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class Ingest:
         self.on_acknowledged: Callable[[pa.Table, str], None] | None = None
         self._decoders: concurrent.futures.ThreadPoolExecutor | None = None
         self.admission = Admission(config.max_wait_seconds)
+        self._coalescer: Coalescer[ExportReply] = Coalescer(self._together, config.coalesce_bytes)
         start_at_zero(metrics)
         self.config = config
         self.limits = limits
@@ -143,6 +147,10 @@ class Ingest:
         for that service alone; "" holds those whose sender cannot be told: items of a resource
         without service.name, and requests that could not be decoded at all (one each)."""
         return dict(self._senders[signal])
+
+    def waiting_to_batch(self, signal: str, protocol: str) -> int:
+        """Small requests queued for the next batch while the previous one is on its way."""
+        return self._coalescer.waiting((signal, protocol))
 
     def start(self) -> None:
         self._decoders = named_executor("sextant-decode", self.config.decode_threads)
@@ -185,34 +193,101 @@ class Ingest:
         self, signal: str, encoding: str, data: bytes, protocol: str
     ) -> tuple[Decoded, concurrent.futures.Future[None] | None]:
         """Decode and queue the rows; the writer lingers for requests on their way here."""
-        m = self.metrics
         with self.writer.incoming():
             try:
                 decoded = await self._decode(signal, encoding, data)
             except MalformedRequest:
                 self._senders[signal][""] += 1
                 raise
-            self._senders[signal].update(decoded.rejected_by_service)
-            m.received.labels(protocol, signal).inc(decoded.rows + decoded.rejected_total)
-            for reason, count in decoded.rejected.items():
-                m.rejected.labels(protocol, signal, reason).inc(count)
-            if decoded.table is None:
-                return decoded, None
-            request = (signal, encoding, self.limits.max_attribute_length, data)
-            return decoded, self.writer.submit(SIGNAL_TABLES[signal], decoded.table, request)
+            return decoded, self._queue(signal, encoding, data, protocol, decoded)
+
+    def _queue(
+        self, signal: str, encoding: str, data: bytes, protocol: str, decoded: Decoded
+    ) -> concurrent.futures.Future[None] | None:
+        """Count what `data` decoded to and queue its rows (with `data` for the journal)."""
+        m = self.metrics
+        self._senders[signal].update(decoded.rejected_by_service)
+        m.received.labels(protocol, signal).inc(decoded.rows + decoded.rejected_total)
+        for reason, count in decoded.rejected.items():
+            m.rejected.labels(protocol, signal, reason).inc(count)
+        if decoded.table is None:
+            return None
+        request = (signal, encoding, self.limits.max_attribute_length, data)
+        return self.writer.submit(SIGNAL_TABLES[signal], decoded.table, request)
+
+    async def _acknowledge(
+        self,
+        signal: str,
+        protocol: str,
+        decoded: Decoded,
+        committed: concurrent.futures.Future[None] | None,
+    ) -> None:
+        """Wait until the rows are durable, then count them accepted."""
+        if committed is None:
+            return
+        # shield: a client that disconnects must not cancel the commit others share.
+        await asyncio.shield(asyncio.wrap_future(committed))
+        self.metrics.accepted.labels(protocol, signal).inc(decoded.rows)
+        if self.on_acknowledged is not None and signal == "traces" and decoded.table is not None:
+            self.on_acknowledged(decoded.table, protocol)
+        if decoded.truncated_rows:
+            self.metrics.truncated.labels(signal).inc(decoded.truncated_rows)
+
+    def _coalesced(self, encoding: str, data: bytes) -> bool:
+        """Whether the request may share a batch with others (small protobuf, whole fields)."""
+        return (
+            self.config.coalesce_bytes > 0
+            and encoding == "protobuf"
+            and len(data) < self.config.inline_decode_bytes
+            and whole_fields(data)
+        )
 
     async def consume(self, signal: str, encoding: str, data: bytes, protocol: str) -> ExportReply:
         if signal == "traces":
             self._refuse_while_assembly_is_behind()
         with self.admission.admitted(len(data)):  # until the commit: its wait counts too
-            decoded, committed = await self._submit(signal, encoding, data, protocol)
-            if committed is not None:
-                # shield: a client that disconnects must not cancel the commit others share.
-                await asyncio.shield(asyncio.wrap_future(committed))
-                self.metrics.accepted.labels(protocol, signal).inc(decoded.rows)
-                if self.on_acknowledged is not None and signal == "traces":
-                    self.on_acknowledged(decoded.table, protocol)
-                if decoded.truncated_rows:
-                    self.metrics.truncated.labels(signal).inc(decoded.truncated_rows)
+            if self._coalesced(encoding, data):
+                return await self._coalescer.submit((signal, protocol), data)
+            return await self._alone(signal, encoding, data, protocol)
+
+    async def _alone(self, signal: str, encoding: str, data: bytes, protocol: str) -> ExportReply:
+        decoded, committed = await self._submit(signal, encoding, data, protocol)
+        await self._acknowledge(signal, protocol, decoded, committed)
         message = describe(decoded, NOUNS[signal], self.limits.max_attribute_length)
         return ExportReply(decoded.rejected_total, message, decoded.ignored_keys)
+
+    async def _together(
+        self, key: tuple[str, str], bodies: list[bytes]
+    ) -> list[ExportReply | BaseException]:
+        """The coalescer's batch: one decode, one journal frame and one queued batch of rows
+        for all of `bodies` when none of them has anything of its own to be told; otherwise
+        each request alone."""
+        signal, protocol = key
+        if len(bodies) > 1:
+            data = b"".join(bodies)
+            with self.writer.incoming():
+                decoded = await self._decode_clean(signal, data)
+                committed = (
+                    self._queue(signal, "protobuf", data, protocol, decoded)
+                    if decoded is not None
+                    else None
+                )
+            if decoded is not None:
+                self.metrics.batch_requests.labels(protocol, signal).observe(len(bodies))
+                await self._acknowledge(signal, protocol, decoded, committed)
+                return [ExportReply()] * len(bodies)
+        for _ in bodies:
+            self.metrics.batch_requests.labels(protocol, signal).observe(1)
+        alone = [self._alone(signal, "protobuf", body, protocol) for body in bodies]
+        return list(await asyncio.gather(*alone, return_exceptions=True))
+
+    async def _decode_clean(self, signal: str, data: bytes) -> Decoded | None:
+        """`data` decoded, or None when it is malformed or any item in it would be reported
+        (rejected, truncated)."""
+        try:
+            decoded = await self._decode(signal, "protobuf", data)
+        except MalformedRequest:
+            return None
+        if decoded.rejected or decoded.truncated_rows or decoded.ignored_keys:
+            return None
+        return decoded

@@ -7,6 +7,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from collector.receivers.misdirected import Misdirected
 from collector.telemetry import LATENCY_BUCKETS
 
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
 
 class ReceiverMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -47,6 +49,14 @@ class ReceiverMetrics:
             "Trace export requests refused before decoding, retryable, by reason:"
             " assembly_behind (assembly and evaluation past ingest.max_assembly_lag_seconds).",
             ["reason"],
+            registry=registry,
+        )
+        self.batch_requests = Histogram(
+            "sextant_receiver_batch_requests",
+            "Small protobuf export requests decoded, journaled and loaded together as one batch"
+            " (1: a request taken alone), by protocol and signal.",
+            ["protocol", "signal"],
+            buckets=BATCH_BUCKETS,
             registry=registry,
         )
         self.truncated = Counter(

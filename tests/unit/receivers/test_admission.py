@@ -55,3 +55,23 @@ def test_idle_time_does_not_lower_the_rate() -> None:
     assert admission.expected_wait() == 0.0
     with admission.admitted(500 * KB):
         assert admission.expected_wait() == pytest.approx(0.5)
+
+
+def test_requests_answered_together_count_as_one_sample_of_the_rate() -> None:
+    """A batch of small requests acknowledged by one fsync finishes at one instant: that is
+    its bytes over the batch's time, not a dozen requests each finished in no time."""
+    clock = FakeClock()
+    admission = Admission(1.0, clock.monotonic)
+    next_batch = admission.admitted(KB)
+    next_batch.__enter__()  # arrives meanwhile: the receiver stays busy
+    batch = [admission.admitted(10 * KB) for _ in range(12)]
+    for place in batch:
+        place.__enter__()
+    clock.advance(0.1)
+    for place in batch:  # all answered at once
+        place.__exit__(None, None, None)
+    clock.advance(0.1)
+    next_batch.__exit__(None, None, None)
+    # 121 KB finished in 0.2 s: a rate of the order of 0.6 MB/s, not thousands of MB/s
+    with admission.admitted(100 * KB):
+        assert 0.05 < admission.expected_wait() < 1.0
