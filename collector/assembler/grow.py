@@ -97,6 +97,7 @@ class GrownRun:
         self.start = min(r["start_time_unix_nano"] for r in rows)
         self.end = max(r["end_time_unix_nano"] for r in rows)
         self.case_id = next((c for s, _ in a.ordered if (c := case_of(s))), None)
+        self._read_texts: tuple[tuple[Any, ...], tuple[str | None, str | None]] | None = None
 
     @classmethod
     def build(
@@ -245,9 +246,7 @@ class GrownRun:
             if reasons
             else ("error" if root is not None and root.row["status_code"] == "ERROR" else "ok")
         )
-        llm_first = self.llm_order[0].attrs if self.llm_order else None
-        llm_last = self.llm_order[-1].attrs if self.llm_order else None
-        anchor = first.attrs
+        texts = self._texts(first)
         trajectory = Trajectory(
             trace_id=self.trace_id,
             revision=1,
@@ -268,13 +267,25 @@ class GrownRun:
             span_count=len(self.rows) + 1,
         )
         trajectory.case_id = self.case_id or case_of(span)
-        trajectory.input = messages.input_text(anchor) or (
-            messages.input_text(llm_first) if llm_first is not None else None
-        )
-        trajectory.final_output = messages.output_text(anchor) or (
-            messages.output_text(llm_last) if llm_last is not None else None
-        )
+        trajectory.input, trajectory.final_output = texts
         return trajectory
+
+    def _texts(self, first: SpanView) -> tuple[str | None, str | None]:
+        """The run's input and final output as `summarize` reads them (the first root's, else
+        the first and last model calls'), read again only when one of those spans changed."""
+        llm = self.llm_order
+        spans = (first, llm[0] if llm else None, llm[-1] if llm else None)
+        if self._read_texts is not None and all(
+            a is b for a, b in zip(self._read_texts[0], spans, strict=True)
+        ):
+            return self._read_texts[1]
+        anchor = first.attrs
+        texts = (
+            messages.input_text(anchor) or (messages.input_text(llm[0].attrs) if llm else None),
+            messages.output_text(anchor) or (messages.output_text(llm[-1].attrs) if llm else None),
+        )
+        self._read_texts = (spans, texts)
+        return texts
 
 
 def root_of(span: SpanView, by_id: dict[str, SpanView]) -> bool:
