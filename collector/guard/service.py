@@ -54,8 +54,10 @@ DecisionOf = Callable[[Target], tuple[Decision, list[str]]]
 # Traces whose latest acknowledged spans are remembered with their journal frame: enough for
 # every run in progress; an older one forgotten is one whose spans were loaded long ago.
 REMEMBERED_TRACES = 100_000
-# Runs kept built between calls (the least recently asked let go): the runs being asked about.
-GROWN_RUNS = 4_096
+# Runs kept built between calls, the least recently asked let go: the runs being asked about at
+# once (a run of 40 spans kept built holds about 65 KiB beside its rows; one let go is built
+# whole at its next call).
+GROWN_RUNS = 1_024
 
 
 def own_rows(rows: list[dict[str, Any]], service: str) -> list[dict[str, Any]]:
