@@ -58,7 +58,8 @@ class GrownRun:
         self.agent_spans = a.agent_spans
         self.agent_of = a.agent_of
         self.llm_order = a.llm_order
-        self.missing_parent = a.missing_parent
+        # roots whose parent is named but not here (what makes the run's `parent_missing`)
+        self.missing = sum(1 for v, d in a.ordered if d == 0 and missing_parent(v.row))
         self.requested = [c for s in a.llm_order for c in messages.requested_tool_calls(s.attrs)]
         # the requested calls the join took (tool steps lacking their id or arguments were
         # joined); None when no step lacked them: taken are then those of the steps' call ids
@@ -142,6 +143,8 @@ class GrownRun:
 
     def _add(self, row: dict[str, Any]) -> bool:
         span = SpanView(row)
+        if row["span_id"] in self.wanted:
+            return self._adopt(span)
         depth = self._place(span)
         if depth is None or row["step_kind"] == "agent" or is_mcp_span(span):
             return False
@@ -159,18 +162,11 @@ class GrownRun:
             return False
         if step.is_tool_call and self.joined is not None:
             self.joined.update(self.taken_by(step))
-        refuses = self.by_step.get(parent or "")
-        if (
-            step.policy_name == GUARD_POLICY
-            and step.policy_decision not in (None, "allow")
-            and refuses is not None
-            and refuses.is_tool_call
-            and step.attributes.get("sextant.guard.tool") == (refuses.tool_name or refuses.name)
-        ):
+        refused = self._refused(step)
+        if refused is not None:
             if self.joined is not None:
                 return False  # the tool call it leaves took part in the join
-            refuses.kind = refuses.span_kind = "guardrail"
-            refuses.requested_by = None
+            guardrail(refused)
         if step.kind == "llm":
             self._requester(step, span)
         elif step.is_tool_call and step.tool_call_id:
@@ -181,7 +177,7 @@ class GrownRun:
         if parent and parent != sid and parent not in self.spans:
             self.wanted.add(parent)
         if depth == 0:
-            self.missing_parent |= bool(parent) and not remote_parent(row)
+            self.missing += missing_parent(row)
             if self.root is None and (not parent or remote_parent(row)):
                 self.root = span
         self.spans[sid] = span
@@ -199,6 +195,104 @@ class GrownRun:
     def taken_by(self, step: Step) -> list[int]:
         """The requested calls a tool step that says its call id takes in the join."""
         return [i for i, c in enumerate(self.requested) if c.get("id") == step.tool_call_id]
+
+    def _adopt(self, span: SpanView) -> bool:
+        """A span that earlier spans name as their parent (a tool span exported after the
+        guard's step asked inside it): grown in place when those spans, with everything below
+        them, are the run's last steps, and the span lands right before them; False when not."""
+        row = span.row
+        sid, parent = row["span_id"], row["parent_span_id"]
+        if sid in self.spans or row["step_kind"] in ("agent", "llm") or self.joined is not None:
+            return False
+        at = next(i for i, s in enumerate(self.steps) if s.depth == 0 and s.parent_span_id == sid)
+        tail = self.steps[at:]
+        below = [self.spans[s.span_id] for s in tail]
+        if (
+            is_mcp_span(span)
+            or any(s.depth == 0 and s.parent_span_id != sid for s in tail)
+            or any(v.row["step_kind"] == "agent" or is_mcp_span(v) for v in below)
+            or (parent in self.by_step and self.by_step[parent].seq >= at)
+        ):
+            return False
+        path = self._branch(at)
+        above = self.spans.get(parent) if parent and parent != sid else None
+        if above is None:
+            if path and key(span) < key(path[0]):
+                return False
+            depth = 0
+        else:
+            place = next((i for i, s in enumerate(path) if s is above), None)
+            if place is None or (place + 1 < len(path) and key(span) < key(path[place + 1])):
+                return False
+            depth = place + 1
+        step = built_step(span, at, depth, self.agent_spans, self.agent_of, [], self.prices)
+        for refused in [
+            self._refused(step),
+            *(self._refused(c, step) for c in tail if not c.depth),
+        ]:
+            if refused is not None:
+                guardrail(refused)
+        if step.is_tool_call and not complete(step):
+            return False
+        if step.is_tool_call and step.tool_call_id:
+            step.requested_by = self.requester.get(step.tool_call_id)
+        agent = self.agent_of[sid]
+        for moved in tail:
+            self.missing -= moved.depth == 0 and missing_parent(self.spans[moved.span_id].row)
+            moved.seq += 1
+            moved.depth += depth + 1
+            moved.agent_name = self.agent_of[moved.span_id] = agent
+        self.steps.insert(at, step)
+        self.by_step[sid] = step
+        self.spans[sid] = span
+        self.rows.append(row)
+        self.wanted.discard(sid)
+        if parent and parent != sid and parent not in self.spans:
+            self.wanted.add(parent)
+        if depth == 0:
+            self.missing += missing_parent(row)
+        self.dangling = next(
+            (p for r in self.rows if (p := r["parent_span_id"]) in self.wanted), None
+        )
+        self.path = [*path[:depth], span, *self.path]
+        views = [self.spans[s.span_id] for s in self.steps]
+        roots = [v for v, s in zip(views, self.steps, strict=True) if s.depth == 0]
+        self.first = roots[0]
+        self.root = next(
+            (v for v in roots if not v.row["parent_span_id"] or remote_parent(v.row)), None
+        )
+        self.all_create_agent = self.all_create_agent and is_create_agent(span)
+        self.conversation_id = next((c for v in views if (c := v.row["conversation_id"])), None)
+        self.user_id = next((u for v in views if (u := v.row["user_id"])), None)
+        self.start = min(self.start, row["start_time_unix_nano"])
+        self.end = max(self.end, row["end_time_unix_nano"])
+        self.case_id = next((c for v in views if (c := case_of(v))), None)
+        return True
+
+    def _branch(self, end: int) -> list[SpanView]:
+        """The last branch of the tree of the steps before `end`."""
+        if not end:
+            return []
+        last = self.spans[self.steps[end - 1].span_id]
+        path = [last]
+        while (parent := self.parent_view(last)) is not None:
+            path.insert(0, parent)
+            last = parent
+        return path
+
+    def _refused(self, step: Step, parent: Step | None = None) -> Step | None:
+        """The tool step a guard refusal inside its span leaves uncalled (`refused_by_guard`);
+        `parent`, the span when it is not in the run yet."""
+        parent = parent or self.by_step.get(step.parent_span_id or "")
+        if (
+            step.policy_name == GUARD_POLICY
+            and step.policy_decision not in (None, "allow")
+            and parent is not None
+            and parent.is_tool_call
+            and step.attributes.get("sextant.guard.tool") == (parent.tool_name or parent.name)
+        ):
+            return parent
+        return None
 
     def _attach(self, span: SpanView, depth: int) -> None:
         self.path[depth:] = [span]
@@ -234,13 +328,13 @@ class GrownRun:
             join_one(step, self.spans, self.requested, used)
         if step.is_tool_call and step.tool_call_id:
             step.requested_by = self.requester.get(step.tool_call_id)
-        missing_parent, root = self.missing_parent, self.root
+        missing, root = self.missing > 0, self.root
         if depth == 0:
-            missing_parent |= bool(parent) and not remote_parent(row)
+            missing |= missing_parent(row)
             if root is None and (not parent or remote_parent(row)):
                 root = span
         first = root or self.first
-        close_reason, reasons = completeness("complete", root, 1, missing_parent)
+        close_reason, reasons = completeness("complete", root, 1, missing)
         status = (
             "incomplete"
             if reasons
@@ -286,6 +380,17 @@ class GrownRun:
         )
         self._read_texts = (spans, texts)
         return texts
+
+
+def guardrail(step: Step) -> None:
+    """A tool step the guard refused inside its span: no call (`refused_by_guard`)."""
+    step.kind = step.span_kind = "guardrail"
+    step.requested_by = None
+
+
+def missing_parent(row: dict[str, Any]) -> bool:
+    """A root whose parent is named, in this service's data (`causal_order`'s test)."""
+    return bool(row["parent_span_id"]) and not remote_parent(row)
 
 
 def root_of(span: SpanView, by_id: dict[str, SpanView]) -> bool:

@@ -161,7 +161,7 @@ def generated_run(rng: random.Random) -> tuple[str, list[dict[str, Any]]]:
         output = [{"role": "assistant", "parts": asked}]
         attrs = {"gen_ai.output.messages": orjson.dumps(output).decode()}
         if rng.random() < 0.2:
-            attrs["case_id"] = f"case-{rng.randrange(5)}"
+            attrs["sextant.case.id"] = f"case-{rng.randrange(5)}"
         llm.update(model="gpt-4.1-mini", input_tokens=10, output_tokens=3)
         llm["attributes"] = orjson.dumps(attrs).decode()
         if rng.random() < 0.2:
@@ -204,7 +204,7 @@ def span(trace_id: str, span_id: str, parent: str | None, start: int, end: int, 
 @pytest.mark.parametrize("seed", range(200))
 def test_generated_runs_asked_as_their_spans_arrive_in_any_order_grow_the_same(seed: int) -> None:
     """Spans arrive in random batches and orders (an exporter's batches, a late parent); the
-    guard is asked between batches about the latest tool call or a random one."""
+    guard is asked between batches about the latest tool call, the next one or any."""
     rng = random.Random(seed)
     trace_id, rows = generated_run(rng)
     asking = Asking(trace_id)
@@ -216,8 +216,11 @@ def test_generated_runs_asked_as_their_spans_arrive_in_any_order_grow_the_same(s
         asking.arrive(order[:size])
         order = order[size:]
         latest = next((r for r in reversed(asking.arrived) if r["step_kind"] == "tool"), latest)
+        upcoming = next((r for r in order if r["step_kind"] == "tool"), latest)
         for _ in range(rng.randint(0, 3)):
-            tool = latest if rng.random() < 0.5 else rng.choice(tools)
+            # the tool that ran last, the one about to run (its span arrives after the guard's
+            # step asked inside it), or any
+            tool = rng.choice([latest, upcoming, upcoming, rng.choice(tools)])
             if rng.random() < 0.3:
                 tool = {**tool, "tool_call_id": None}  # the agent does not say which call
             now = max(r["end_time_unix_nano"] for r in asking.arrived) + rng.choice([1, 1, -30])
@@ -250,3 +253,40 @@ def test_a_call_without_its_id_skips_the_requests_taken_since_the_run_was_built(
     asking.arrive(rows[3:])  # the second call, with its id: grows the run
     asking.ask(request_for({**rows[3], "tool_call_id": None}, trace_id), EPOCH + 2 * 10**6)
     assert (asking.built, asking.grew, asking.fast) == (1, 1, 2)
+
+
+def test_a_tool_span_exported_after_the_guards_step_inside_it_grows_the_run() -> None:
+    """The guard's step and a model call inside the tool hang from a span not exported yet
+    (their parent missing); the tool span arriving adopts them: the run is no longer missing a
+    parent, and what the tool span says before them in causal order (a conversation, a case)
+    is the run's."""
+    trace_id, agent = "ef" * 16, "a" * 16
+    root = span(trace_id, agent, None, 0, 5, "agent")
+    root.update(agent_name="support-agent", name="invoke_agent support-agent")
+    asked = [{"type": "tool_call", "id": "call_1", "name": "lookup", "arguments": {"q": 1}}]
+    llm = span(trace_id, "b" * 16, agent, 10, 15, "llm")
+    output = orjson.dumps([{"role": "assistant", "parts": asked}]).decode()
+    llm["attributes"] = orjson.dumps({"gen_ai.output.messages": output}).decode()
+    tool = span(trace_id, "c" * 16, agent, 20, 40, "tool")
+    tool.update(tool_name="lookup", tool_arguments='{"q": 1}', tool_call_id="call_1")
+    tool.update(
+        conversation_id="conv-7", attributes=orjson.dumps({"sextant.case.id": "case-3"}).decode()
+    )
+    inner = span(trace_id, "d" * 16, tool["span_id"], 25, 30, "llm")
+    inner.update(
+        conversation_id="conv-8", attributes=orjson.dumps({"sextant.case.id": "case-9"}).decode()
+    )
+    asking = Asking(trace_id)
+    asking.arrive([root, llm])
+    step = asking.ask(request_for(tool, trace_id), EPOCH + 21)
+    asking.arrive([{**r, "parent_span_id": tool["span_id"]} for r in step])
+    asking.arrive([inner])
+    asking.ask(request_for(tool, trace_id), EPOCH + 31)
+    asking.arrive([tool])
+    asking.ask(request_for(tool, trace_id), EPOCH + 70)
+    assert (asking.built, asking.grew, asking.fast) == (1, 2, 2)
+    assert asking.grown is not None
+    call = proposed_row(request_for(tool, trace_id), "e" * 16, agent, EPOCH + 80)
+    t = asking.grown.with_row(call)
+    assert t is not None
+    assert (t.status, t.conversation_id, t.case_id) == ("ok", "conv-7", "case-3")
