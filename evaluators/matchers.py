@@ -270,6 +270,12 @@ class StepMatcher(Strict):
     def describe(self) -> str:
         """The matcher as a reader wrote it, in YAML flow style (`step(kind: tool, args:
         {"$.amount": {"gt": 100}})`): whole, because a cut matcher cannot be found in the pack."""
+        return self._described
+
+    @cached_property
+    def _described(self) -> str:
+        # once per compiled pack: messages name the matcher on every evaluation (and every
+        # runtime guard call)
         fields = self.model_dump(exclude_defaults=True, by_alias=True)
         parts = [f"{k}: {v if isinstance(v, str) else flow(v)}" for k, v in fields.items()]
         return "step(" + ", ".join(parts) + ")"

@@ -180,6 +180,8 @@ class Trajectory:
 
     @property
     def root(self) -> Step | None:
+        if self.root_span_id is None:  # a run in progress: its root has not ended
+            return None
         return next((s for s in self.steps if s.span_id == self.root_span_id), None)
 
     def to_dict(self) -> dict[str, Any]:

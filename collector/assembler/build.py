@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -59,32 +60,49 @@ def cost_of(span: SpanView, step: Step, prices: PriceTable) -> float | None:
     return prices.cost(step.model, step.input_tokens, step.output_tokens)
 
 
-def join_tool_calls(steps: list[Step], spans: dict[str, SpanView], llm_order: list[SpanView]):
-    """Give tool steps the id and arguments their span lacks, from the call the model requested.
+def join_tool_calls(
+    steps: list[Step], spans: dict[str, SpanView], llm_order: list[SpanView]
+) -> set[int] | None:
+    """Give tool steps the id and arguments their span lacks, from the call the model requested;
+    the requested calls (their index) taken, or None when no step lacked them.
 
     OpenInference's LangChain tool spans carry a one-argument tool's input as the bare value and
     no call id; the wrapping `tools` span and the model's tool calls carry both.
     """
     tools = [s for s in steps if s.is_tool_call]
-    if all(s.tool_call_id and isinstance(s.arguments, dict) for s in tools):
-        return  # every tool span said what it ran (the usual case): nothing to join
+    if all(complete(s) for s in tools):
+        return None  # every tool span said what it ran (the usual case): nothing to join
     requested = [call for span in llm_order for call in messages.requested_tool_calls(span.attrs)]
     used: set[int] = set()
     for step in tools:
-        if step.tool_call_id and isinstance(step.arguments, dict):
+        if complete(step):
             used.update(i for i, c in enumerate(requested) if c.get("id") == step.tool_call_id)
             continue
-        parent = spans.get(step.parent_span_id or "")
-        call = messages.context_tool_call(parent.attrs) if parent else None
-        if call is None or call["name"] != step.tool_name:
-            index = first_request(requested, used, step.tool_name, step.arguments)
-            if index is None:
-                continue
-            used.add(index)
-            call = requested[index]
-        if not isinstance(step.arguments, dict) and isinstance(call.get("arguments"), dict):
-            step.arguments = call["arguments"]
-        step.tool_call_id = step.tool_call_id or text_or_none(call.get("id"))
+        join_one(step, spans, requested, used)
+    return used
+
+
+def complete(step: Step) -> bool:
+    """A tool step that says what it ran: its call id and its arguments as an object."""
+    return bool(step.tool_call_id) and isinstance(step.arguments, dict)
+
+
+def join_one(
+    step: Step, spans: dict[str, SpanView], requested: list[dict[str, Any]], used: set[int]
+) -> None:
+    """One tool step lacking its id or arguments joined to the call the model requested (the
+    wrapping span's call, else the earliest of that tool not `used`)."""
+    parent = spans.get(step.parent_span_id or "")
+    call = messages.context_tool_call(parent.attrs) if parent else None
+    if call is None or call["name"] != step.tool_name:
+        index = first_request(requested, used, step.tool_name, step.arguments)
+        if index is None:
+            return
+        used.add(index)
+        call = requested[index]
+    if not isinstance(step.arguments, dict) and isinstance(call.get("arguments"), dict):
+        step.arguments = call["arguments"]
+    step.tool_call_id = step.tool_call_id or text_or_none(call.get("id"))
 
 
 def refused_by_guard(steps: list[Step]) -> None:
@@ -132,14 +150,25 @@ def first_request(
     return None
 
 
-def build_trajectory(
-    trace_id: str,
-    rows: list[dict[str, Any]],
-    prices: PriceTable,
-    revision: int = 1,
-    close_reason: str = "complete",
-    late_spans: int = 0,
-) -> Trajectory:
+@dataclass
+class Assembled:
+    """A trace's spans as steps in causal order, before the run's totals are summed up: what
+    `build_trajectory` summarizes, and what a run grown span by span starts from
+    (collector/assembler/grow.py)."""
+
+    spans: list[SpanView]
+    by_id: dict[str, SpanView]
+    ordered: list[tuple[SpanView, int]]
+    missing_parent: bool
+    agent_spans: set[str]
+    agent_of: dict[str, str | None]
+    steps: list[Step]
+    llm_order: list[SpanView]
+    joined: set[int] | None  # the requested calls taken by the join; None: nothing joined
+
+
+def assemble(rows: list[dict[str, Any]], prices: PriceTable) -> Assembled:
+    """The steps of a trace's stored spans, every whole-run pass done."""
     spans = [SpanView(r) for r in rows]
     ordered, missing_parent = causal_order(spans)
     by_id = {s.row["span_id"]: s for s in spans}
@@ -148,29 +177,57 @@ def build_trajectory(
     agent_of: dict[str, str | None] = {}
     llm_order: list[SpanView] = []
     for seq, (span, depth) in enumerate(ordered):
-        step = step_of(span, seq, depth, agent_spans, agent_of)
-        if step.result is not None:
-            step.result_value  # noqa: B018 - parsed once here, where the step is built
-        if step.kind == "llm":
-            llm_order.append(span)
-            step.cost_usd = cost_of(span, step, prices)
-        if span.mentions("sextant.") or (step.kind == "tool" and "approv" in step.name.lower()):
-            refine_kind(span, step)
-        steps.append(step)
+        steps.append(built_step(span, seq, depth, agent_spans, agent_of, llm_order, prices))
     merge_mcp_calls(steps, by_id)  # before the join: a folded MCP layer takes no call
     refused_by_guard(steps)
-    join_tool_calls(steps, by_id, llm_order)
+    joined = join_tool_calls(steps, by_id, llm_order)
     link_requests(steps, by_id)
+    return Assembled(
+        spans, by_id, ordered, missing_parent, agent_spans, agent_of, steps, llm_order, joined
+    )
+
+
+def built_step(
+    span: SpanView,
+    seq: int,
+    depth: int,
+    agent_spans: set[str],
+    agent_of: dict[str, str | None],
+    llm_order: list[SpanView],
+    prices: PriceTable,
+) -> Step:
+    """One span's step with what the span alone says (its result parsed, a model call's cost,
+    the `sextant.*` kinds); a model call is added to `llm_order`."""
+    step = step_of(span, seq, depth, agent_spans, agent_of)
+    if step.result is not None:
+        step.result_value  # noqa: B018 - parsed once here, where the step is built
+    if step.kind == "llm":
+        llm_order.append(span)
+        step.cost_usd = cost_of(span, step, prices)
+    if span.mentions("sextant.") or (step.kind == "tool" and "approv" in step.name.lower()):
+        refine_kind(span, step)
+    return step
+
+
+def build_trajectory(
+    trace_id: str,
+    rows: list[dict[str, Any]],
+    prices: PriceTable,
+    revision: int = 1,
+    close_reason: str = "complete",
+    late_spans: int = 0,
+) -> Trajectory:
+    a = assemble(rows, prices)
     return summarize(
         trace_id,
         revision,
         close_reason,
         late_spans,
-        ordered,
-        steps,
-        llm_order,
-        missing_parent,
-        agent_spans,
+        a.ordered,
+        a.steps,
+        a.llm_order,
+        a.missing_parent,
+        a.agent_spans,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from collector.assembler.build import build_trajectory
+from collector.assembler.grow import GrownRun
 from collector.assembler.prices import PriceTable
 from collector.guard.call import GuardAnswer, GuardRequest
 from evaluators.approvals import DEFAULT_APPROVALS, with_approvals
@@ -78,24 +79,35 @@ def proposed_row(request: GuardRequest, span_id: str, parent: str | None, now_ns
     }
 
 
-def parent_of_call(request: GuardRequest, rows: list[dict[str, Any]]) -> str | None:
+def parent_of_call(
+    request: GuardRequest, rows: list[dict[str, Any]], grown: GrownRun | None = None
+) -> str | None:
     """The span the call runs under: as the agent said, else the open span the run's exported
     spans hang from (an ancestor that has not ended, so is not stored yet)."""
     if request.parent_span_id:
         return request.parent_span_id
+    if grown is not None:
+        return grown.dangling
     ids = {r["span_id"] for r in rows}
     dangling = [r["parent_span_id"] for r in rows if r["parent_span_id"] not in ids]
     return next((p for p in dangling if p), None)
 
 
 def run_with_call(
-    request: GuardRequest, rows: list[dict[str, Any]], span_id: str, now_ns: int, prices: PriceTable
+    request: GuardRequest,
+    rows: list[dict[str, Any]],
+    span_id: str,
+    now_ns: int,
+    prices: PriceTable,
+    grown: GrownRun | None = None,
 ) -> Trajectory:
-    """The run so far with the proposed call as its latest step, as the target it claims."""
-    parent = parent_of_call(request, rows)
-    t = build_trajectory(
-        request.trace_id, [*rows, proposed_row(request, span_id, parent, now_ns)], prices
-    )
+    """The run so far with the proposed call as its latest step, as the target it claims;
+    `grown`, the run of `rows` kept from earlier calls, spares building it whole."""
+    parent = parent_of_call(request, rows, grown)
+    row = proposed_row(request, span_id, parent, now_ns)
+    t = grown.with_row(row) if grown is not None else None
+    if t is None:
+        t = build_trajectory(request.trace_id, [*rows, row], prices)
     t.agent_name = request.agent or t.agent_name
     t.service_version = request.version or t.service_version
     call = next(s for s in t.steps if s.span_id == span_id)
@@ -213,11 +225,13 @@ def judge_call(
     span_id: str,
     now_ns: int,
     prices: PriceTable,
+    grown: GrownRun | None = None,
 ) -> GuardAnswer:
     """The answer to one guard call; `rows` are the run's stored spans of the request's
-    service (none: the run is unknown). The answer names the span the call runs under."""
-    answer = weigh_call(request, rows, packs, decision, span_id, now_ns, prices)
-    answer.parent_span_id = parent_of_call(request, rows)
+    service (none: the run is unknown), `grown` their run kept from earlier calls. The answer
+    names the span the call runs under."""
+    answer = weigh_call(request, rows, packs, decision, span_id, now_ns, prices, grown)
+    answer.parent_span_id = parent_of_call(request, rows, grown)
     return answer
 
 
@@ -229,6 +243,7 @@ def weigh_call(
     span_id: str,
     now_ns: int,
     prices: PriceTable,
+    grown: GrownRun | None = None,
 ) -> GuardAnswer:
     service, agent, version = request.service, request.agent, request.version
     tool = request.tool.name
@@ -237,7 +252,7 @@ def weigh_call(
         on_decision = decision_verdict(*decision, tool, [p.guard for p in chosen])
         message = "no span of this run has arrived"
         return unknown(chosen, UNKNOWN, message, span_id, decision[0], on_decision)
-    t = run_with_call(request, rows, span_id, now_ns, prices)
+    t = run_with_call(request, rows, span_id, now_ns, prices, grown)
     selections = [(p, selected(p, t)) for p in packs]
     chosen = [p for p, (selects, _) in selections if selects]
     on_decision = decision_verdict(*decision, tool, [p.guard for p in chosen])
