@@ -10,12 +10,11 @@ import orjson
 from collector.assembler import messages
 from collector.assembler.mcp import housekeeping, merge_mcp_calls
 from collector.assembler.prices import PriceTable
+from collector.assembler.refusals import refused_by_guard
 from collector.assembler.spans import SpanView, causal_order, remote_parent
 from collector.normalize.values import text as text_or_none
 from evaluators.approvals import DEFAULT_APPROVALS
 from evaluators.model import Step, Trajectory
-
-GUARD_POLICY = "sextant.guard"  # sextant.policy.name of the runtime guard's steps
 
 
 def refine_kind(span: SpanView, step: Step) -> None:
@@ -103,20 +102,6 @@ def join_one(
     if not isinstance(step.arguments, dict) and isinstance(call.get("arguments"), dict):
         step.arguments = call["arguments"]
     step.tool_call_id = step.tool_call_id or text_or_none(call.get("id"))
-
-
-def refused_by_guard(steps: list[Step]) -> None:
-    """A tool span holding the runtime guard's refusal of its own call did not run its tool:
-    frameworks open the tool's span, ask their guardrail inside it, and answer the model with
-    the refusal instead (collector/guard/). Such a step is a `guardrail`, not a tool call."""
-    by_id = {s.span_id: s for s in steps}
-    for step in steps:
-        if step.policy_name != GUARD_POLICY or step.policy_decision in (None, "allow"):
-            continue
-        parent = by_id.get(step.parent_span_id or "")
-        tool = step.attributes.get("sextant.guard.tool")
-        if parent is not None and parent.is_tool_call and tool == (parent.tool_name or parent.name):
-            parent.kind = parent.span_kind = "guardrail"
 
 
 def link_requests(steps: list[Step], spans: dict[str, SpanView]) -> None:

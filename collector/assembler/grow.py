@@ -17,7 +17,6 @@ from typing import Any
 
 from collector.assembler import messages
 from collector.assembler.build import (
-    GUARD_POLICY,
     Assembled,
     assemble,
     built_step,
@@ -28,6 +27,7 @@ from collector.assembler.build import (
 )
 from collector.assembler.mcp import is_mcp_span
 from collector.assembler.prices import PriceTable
+from collector.assembler.refusals import guardrail, refuses
 from collector.assembler.spans import SpanView, remote_parent
 from collector.normalize.values import text as text_or_none
 from evaluators.model import Step, Trajectory
@@ -251,10 +251,16 @@ class GrownRun:
             self.wanted.add(parent)
         if depth == 0:
             self.missing += missing_parent(row)
+        self.path = [*path[:depth], span, *self.path]
+        self._renew(span)
+        return True
+
+    def _renew(self, span: SpanView) -> None:
+        """What the run says of itself, after `span` was adopted somewhere before its end."""
+        row = span.row
         self.dangling = next(
             (p for r in self.rows if (p := r["parent_span_id"]) in self.wanted), None
         )
-        self.path = [*path[:depth], span, *self.path]
         views = [self.spans[s.span_id] for s in self.steps]
         roots = [v for v, s in zip(views, self.steps, strict=True) if s.depth == 0]
         self.first = roots[0]
@@ -267,7 +273,6 @@ class GrownRun:
         self.start = min(self.start, row["start_time_unix_nano"])
         self.end = max(self.end, row["end_time_unix_nano"])
         self.case_id = next((c for v in views if (c := case_of(v))), None)
-        return True
 
     def _branch(self, end: int) -> list[SpanView]:
         """The last branch of the tree of the steps before `end`."""
@@ -281,18 +286,10 @@ class GrownRun:
         return path
 
     def _refused(self, step: Step, parent: Step | None = None) -> Step | None:
-        """The tool step a guard refusal inside its span leaves uncalled (`refused_by_guard`);
-        `parent`, the span when it is not in the run yet."""
+        """The tool step a guard refusal inside its span leaves uncalled; `parent`, the span
+        when it is not in the run yet."""
         parent = parent or self.by_step.get(step.parent_span_id or "")
-        if (
-            step.policy_name == GUARD_POLICY
-            and step.policy_decision not in (None, "allow")
-            and parent is not None
-            and parent.is_tool_call
-            and step.attributes.get("sextant.guard.tool") == (parent.tool_name or parent.name)
-        ):
-            return parent
-        return None
+        return parent if refuses(step, parent) else None
 
     def _attach(self, span: SpanView, depth: int) -> None:
         self.path[depth:] = [span]
@@ -380,12 +377,6 @@ class GrownRun:
         )
         self._read_texts = (spans, texts)
         return texts
-
-
-def guardrail(step: Step) -> None:
-    """A tool step the guard refused inside its span: no call (`refused_by_guard`)."""
-    step.kind = step.span_kind = "guardrail"
-    step.requested_by = None
 
 
 def missing_parent(row: dict[str, Any]) -> bool:

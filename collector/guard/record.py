@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from collector.assembler.build import GUARD_POLICY
+from collector.assembler.refusals import GUARD_POLICY
 from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.metrics import GuardMetrics
 

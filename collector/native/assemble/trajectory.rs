@@ -482,7 +482,7 @@ fn texts<'s>(span: &'s SpanView) -> Result<Cow<'s, Map<String, Value>>, Fail> {
 const GUARD_POLICY: &str = "sextant.guard";
 
 /// A tool span holding the runtime guard's refusal of its own call did not run its tool
-/// (`refused_by_guard`, collector/assembler/build.py): it is a `guardrail` step.
+/// (`refused_by_guard`, collector/assembler/refusals.py): it is a `guardrail` step.
 fn refused_by_guard(
     steps: &mut [Step],
     spans: &[SpanView],
