@@ -86,7 +86,7 @@ class Assembler(TickingStage):
         self._round_since: float | None = None  # monotonic start of the round in progress
         self._in_round = 0  # traces of the round in progress
         self._round_spans = 0  # and their spans
-        self._pace = Pace(self.dispatch.width)
+        self._pace = Pace(self.dispatch.width, self.dispatch.in_threads)
         metrics.lag.set_function(self.lag)
         metrics.pending.set_function(self.pending)
         metrics.held_bytes.set_function(lambda: self._held.bytes)

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.assembler.assembler import Assembler
 from collector.assembler.metrics import AssemblerMetrics
-from collector.assembler.pace import PRIOR_SPANS_PER_SECOND_PER_WORKER
+from collector.assembler.pace import PRIOR_SPANS_PER_SECOND_PER_NATIVE_THREAD
 from collector.assembler.work import Closing, split_round
 from collector.clock import FakeClock
 from collector.config.sections import AssemblerConfig, WriterConfig
@@ -450,8 +450,8 @@ def test_spans_held_and_on_their_way_count_as_lag_before_any_trace_is_late(rig) 
     root, children = run_spans(new_trace_id())
     store(writer, [root, *children])
     assert assembler.lag() == 0 and assembler.live_lag() == 0
-    # built natively in the collector's threads: the assumed pace is one worker's per thread
-    prior = PRIOR_SPANS_PER_SECOND_PER_WORKER * assembler.config.native_threads
+    # built natively in the collector's threads: the assumed pace is a native thread's each
+    prior = PRIOR_SPANS_PER_SECOND_PER_NATIVE_THREAD * assembler.config.native_threads
     # acknowledged spans not loaded yet, as many as take 7 s at the assumed pace: 2 s past
     # the 5 s quiet period they wait anyway
     coming = int(prior * 7) - 4
