@@ -140,8 +140,8 @@ class Writer:
                 self.queue.cond.notify_all()  # try the held load again now rather than at its turn
                 raise StoreUnavailable(f"the store cannot commit: {self.committer.last_error}")
             self.queue.reserve(pending.rows)
-            if not journaled:
-                self.queue.push([pending])
+            if not journaled:  # a stage's own write (no request) goes ahead of the exports
+                self.queue.push([pending], ahead=request is None)
         if journaled and self.appender is not None:
             self.appender.put(pending)
         return pending.future

@@ -51,6 +51,30 @@ def test_queued_requests_share_one_commit(store) -> None:
     assert registry.get_sample_value("sextant_store_commit_rows_sum") == 20
 
 
+def test_a_stages_write_is_committed_before_the_exports_queued_ahead_of_it(
+    tmp_path: Path,
+) -> None:
+    """A round's rows are built from committed spans: they need not wait behind the export
+    requests queued meanwhile, and the round waits for its commit while those do not."""
+    database = Database(tmp_path / "s.duckdb")
+    database.open()
+    writer = Writer(database, WriterConfig(max_commit_rows=10), StoreMetrics(CollectorRegistry()))
+    commits: list[int] = []
+    writer.on_commit = lambda tables, _: commits.append(tables["spans"].num_rows)
+    try:
+        exports = [
+            writer.submit("spans", batch(10), ("traces", "protobuf", 1000, b"")) for _ in range(3)
+        ]
+        stage = writer.submit_tables({"spans": batch(4)})  # no request: a stage's own write
+        writer.start()
+        concurrent.futures.wait([*exports, stage], 10)
+        assert [f.exception() for f in (*exports, stage)] == [None] * 4
+        assert commits == [4, 10, 10, 10]
+    finally:
+        writer.shutdown(deadline_in(5))
+        database.close()
+
+
 def test_duplicates_in_and_across_commits_are_stored_once(store) -> None:
     database, writer, registry = store
     writer.start()
