@@ -153,10 +153,22 @@ class Writer:
         refused), all within STORE_TIMEOUT_SECONDS; `stopping` ends the wait (shutdown: what
         was not stored is made again after the next start). Raises what the commit raised."""
         deadline = time.monotonic() + STORE_TIMEOUT_SECONDS
+        future = self.queue_record(parts, stopping, deadline)
+        future.result(max(0.0, deadline - time.monotonic()))
+
+    def queue_record(
+        self,
+        parts: dict[str, pa.Table],
+        stopping: threading.Event | None = None,
+        deadline: float | None = None,
+    ) -> concurrent.futures.Future[None]:
+        """`record` without the wait for the commit: queued (a full queue waited out until
+        `deadline`, STORE_TIMEOUT_SECONDS from now by default), the commit's future returned."""
+        if deadline is None:
+            deadline = time.monotonic() + STORE_TIMEOUT_SECONDS
         while True:
             try:
-                future = self.submit_tables(parts)
-                break
+                return self.submit_tables(parts)
             except Overloaded:
                 pause = min(QUEUE_FULL_PAUSE_SECONDS, deadline - time.monotonic())
                 if pause <= 0:
@@ -165,7 +177,6 @@ class Writer:
                     time.sleep(pause)
                 elif stopping.wait(pause):
                     raise
-        future.result(max(0.0, deadline - time.monotonic()))
 
     def queued_rows(self) -> int:
         """Rows waiting for a commit: the acknowledged spans not yet loaded among them."""

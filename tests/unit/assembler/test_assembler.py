@@ -457,3 +457,43 @@ def test_spans_held_and_on_their_way_count_as_lag_before_any_trace_is_late(rig) 
     coming = int(prior * 7) - 4
     assert assembler.live_lag(coming) == pytest.approx(2.0)
     assert registry.get_sample_value("sextant_assembler_expected_lag_seconds") == 0
+
+
+def test_with_a_backlog_the_next_round_is_built_while_the_one_before_commits(rig) -> None:
+    """A round's commit waits on the writer (a commit of exports, a checkpoint): the next round
+    is built meanwhile, and the rounds are still stored in order, each counted once stored."""
+    database, writer, assembler, clock, registry = rig
+    assembler.config = assembler.config.model_copy(update={"max_round_traces": 1})
+    traces = [new_trace_id() for _ in range(3)]
+    for trace_id in traces:
+        root, children = run_spans(trace_id)
+        store(writer, [*children, root])
+    clock.advance(6)
+    held, built, stored = threading.Event(), [], []
+    build_round = assembler.dispatch.build_round
+
+    def building(spans, closing, *args):
+        built.append(closing[0].trace_id)
+        return build_round(spans, closing, *args)
+
+    def committed(tables, received_at):
+        if "trajectories" in tables:
+            stored.extend(tables["trajectories"]["trace_id"].to_pylist())
+            held.wait(10)  # the writer is busy with the first round's commit
+        assembler.consume(tables, received_at)
+
+    assembler.dispatch.build_round = building
+    writer.on_commit = committed
+    ticked: list[int] = []
+    tick = threading.Thread(target=lambda: ticked.append(assembler.tick()))
+    tick.start()
+    wait_for(lambda: len(stored) == 1 and len(built) == 2)
+    assert registry.get_sample_value("sextant_assembler_pending_traces") == 3
+    held.set()
+    tick.join(10)
+    assert ticked == [3]
+    assert stored == built  # in the order they were built
+    assert sorted(stored) == sorted(t.hex() for t in traces)
+    assert registry.get_sample_value("sextant_assembler_pending_traces") == 0
+    assert registry.get_sample_value("sextant_assembler_round_duration_seconds_count") == 3
+    assert all(len(current(database, trace_id)) == 1 for trace_id in traces)
