@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from pathlib import Path
 
@@ -497,3 +498,62 @@ def test_with_a_backlog_the_next_round_is_built_while_the_one_before_commits(rig
     assert registry.get_sample_value("sextant_assembler_pending_traces") == 0
     assert registry.get_sample_value("sextant_assembler_round_duration_seconds_count") == 3
     assert all(len(current(database, trace_id)) == 1 for trace_id in traces)
+
+
+def test_a_trace_closing_again_while_its_round_commits_waits_for_that_commit(rig) -> None:
+    """Late spans that close a trace again at once (a bound) while its round is still being
+    committed: its next revision is read and built only once the one before is stored."""
+    database, writer, assembler, clock, _registry = rig
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, [*children, root])
+    update = {"max_round_traces": 1, "max_spans_per_trace": 4}
+    assembler.config = assembler.config.model_copy(update=update)
+    assembler._buffers.config = assembler.config
+    clock.advance(6)
+    late = [{**child, "span_id": new_span_id()} for child in [*children, *children]]
+    late_table = decode_request(
+        "traces", "protobuf", trace_request(late).SerializeToString(), 1000
+    ).table
+    held, waited, built = threading.Event(), threading.Event(), []
+    build_round = assembler.dispatch.build_round
+
+    def building(spans, closing, *args):
+        built.append((closing[0].trace_id, closing[0].revision))
+        return build_round(spans, closing, *args)
+
+    def committed(tables, received_at):
+        if "trajectories" in tables:
+            held.wait(10)  # the writer is busy with the first revision's commit
+        assembler.consume(tables, received_at)
+
+    queue_record = writer.queue_record
+
+    def queued(parts, *args):
+        # its 6 late spans arrive meanwhile, over max_spans_per_trace: it closes again at once
+        assembler.consume({"spans": late_table}, clock.now())
+        inner = queue_record(parts, *args)
+        outer: concurrent.futures.Future[None] = concurrent.futures.Future()
+        inner.add_done_callback(lambda f: outer.set_result(f.result()))
+
+        def result(timeout=None):
+            waited.set()
+            return concurrent.futures.Future.result(outer, timeout)
+
+        outer.result = result  # type: ignore[method-assign]
+        return outer
+
+    assembler.dispatch.build_round = building
+    writer.on_commit = committed
+    writer.queue_record = queued
+    ticked: list[int] = []
+    tick = threading.Thread(target=lambda: ticked.append(assembler.tick()))
+    tick.start()
+    wait_for(waited.is_set)
+    assert built == [(trace_id.hex(), 1)]  # not built again before revision 1 is stored
+    writer.queue_record = queue_record
+    held.set()
+    tick.join(10)
+    assert ticked == [2]
+    assert built == [(trace_id.hex(), 1), (trace_id.hex(), 2)]
+    assert [row[0] for row in current(database, trace_id)] == [2]
