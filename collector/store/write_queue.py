@@ -61,6 +61,12 @@ class WriteQueue:
             self._rows -= rows
             self.cond.notify_all()
 
+    def oldest_export(self) -> float:
+        """When the oldest export request still waiting for its load was submitted (0 with
+        none, or for rows replayed at start)."""
+        with self.cond:
+            return self._items[0].queued_at if self._items else 0.0
+
     def push(self, items: list[Pending], ahead: bool = False) -> None:
         """Queues requests whose rows are already reserved; `ahead`: a stage's own write,
         committed before the export requests queued (in the order the stages wrote)."""

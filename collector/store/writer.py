@@ -133,6 +133,7 @@ class Writer:
         """Queue rows for the next commit; refuses (never blocks) when the queue is full."""
         journaled = request is not None and self.appender is not None
         pending = Pending(parts, concurrent.futures.Future(), request if journaled else None)
+        pending.queued_at = self.clock.monotonic()
         with self.queue.cond:
             if self.queue.stopping:
                 raise ShuttingDown("Sextant is shutting down; retry against another replica")
@@ -177,6 +178,12 @@ class Writer:
                     time.sleep(pause)
                 elif stopping.wait(pause):
                     raise
+
+    def load_wait(self) -> float:
+        """Seconds the oldest export request waiting for its load has waited (0 with none):
+        its spans reach assembly, and their quiet period starts, only once loaded."""
+        oldest = self.queue.oldest_export()
+        return max(0.0, self.clock.monotonic() - oldest) if oldest else 0.0
 
     def queued_rows(self) -> int:
         """Rows waiting for a commit: the acknowledged spans not yet loaded among them."""

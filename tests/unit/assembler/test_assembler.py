@@ -446,6 +446,14 @@ def test_traces_recovered_at_a_restart_hold_no_live_traffic_back(rig) -> None:
     assert fresh.live_lag() == pytest.approx(5, abs=0.01)
 
 
+def test_spans_waiting_for_their_load_count_as_lag(rig) -> None:
+    """Acknowledged spans close a quiet period after they are loaded: while the writer is 2.5 s
+    behind on loads, the traffic arriving now is judged at least that late."""
+    _database, _writer, assembler, _clock, _registry = rig
+    assert assembler.live_lag(coming=1000) == 0
+    assert assembler.live_lag(coming=1000, loading=2.5) == 2.5
+
+
 def test_spans_held_and_on_their_way_count_as_lag_before_any_trace_is_late(rig) -> None:
     _database, writer, assembler, _clock, registry = rig
     root, children = run_spans(new_trace_id())

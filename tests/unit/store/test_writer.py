@@ -10,6 +10,7 @@ import duckdb
 import pytest
 from prometheus_client import CollectorRegistry
 
+from collector.clock import FakeClock
 from collector.config.sections import WriterConfig
 from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
 from collector.lifecycle import deadline_in
@@ -18,6 +19,7 @@ from collector.store.database import Database
 from collector.store.metrics import StoreMetrics
 from collector.store.writer import Writer
 from tests.support.otlp import new_trace_id, simple_spans, trace_request
+from tests.support.wait import wait_for
 
 
 def batch(count: int, trace_id: bytes | None = None):
@@ -70,6 +72,29 @@ def test_a_stages_write_is_committed_before_the_exports_queued_ahead_of_it(
         concurrent.futures.wait([*exports, stage], 10)
         assert [f.exception() for f in (*exports, stage)] == [None] * 4
         assert commits == [4, 10, 10, 10]
+    finally:
+        writer.shutdown(deadline_in(5))
+        database.close()
+
+
+def test_how_long_exports_have_waited_for_their_load_is_told(tmp_path: Path) -> None:
+    """Spans reach assembly only once loaded: an export waiting for its load delays its run's
+    judgement by as long, which the receivers count as lag."""
+    database = Database(tmp_path / "s.duckdb")
+    database.open()
+    clock = FakeClock()
+    writer = Writer(database, WriterConfig(), StoreMetrics(CollectorRegistry()), clock=clock)
+    try:
+        writer.submit_tables({"spans": batch(2)})  # a stage's own write: not an export
+        assert writer.load_wait() == 0
+        export = writer.submit("spans", batch(3), ("traces", "protobuf", 1000, b""))
+        clock.advance(2.5)
+        writer.submit("spans", batch(3), ("traces", "protobuf", 1000, b""))
+        assert writer.load_wait() == 2.5  # the oldest export's wait
+        writer.start()
+        export.result(10)
+        wait_for(lambda: writer.queued_rows() == 0)
+        assert writer.load_wait() == 0
     finally:
         writer.shutdown(deadline_in(5))
         database.close()
