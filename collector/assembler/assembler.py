@@ -210,14 +210,15 @@ class Assembler(TickingStage):
 
     def live_lag(self, coming: int = 0, loading: float = 0.0) -> float:
         """How far behind the traffic arriving now is, or will be once the spans held (and
-        `coming`, acknowledged and not yet loaded) are due: the most of the lag, the expected
-        lag and `loading`, how long acknowledged spans have been waiting for their load (the
-        spans acknowledged now close that much later than their quiet period says). 0 while
-        traces recovered at the start are still being worked off (they are not late because
-        of it, and refusing new spans would not make them sooner)."""
+        `coming`, acknowledged and not yet loaded) are due: the more of the lag and the
+        expected lag, plus `loading`, how long acknowledged spans have been waiting for their
+        load (the spans acknowledged now close that much later than their quiet period says,
+        and still wait for their round then). 0 while traces recovered at the start are still
+        being worked off (they are not late because of it, and refusing new spans would not
+        make them sooner)."""
         with self._lock:
             recovering = self._recovered > 0
-        return 0.0 if recovering else max(self.lag(), self.expected_lag(coming), loading)
+        return 0.0 if recovering else max(self.lag(), self.expected_lag(coming)) + loading
 
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet, and

@@ -447,11 +447,17 @@ def test_traces_recovered_at_a_restart_hold_no_live_traffic_back(rig) -> None:
 
 
 def test_spans_waiting_for_their_load_count_as_lag(rig) -> None:
-    """Acknowledged spans close a quiet period after they are loaded: while the writer is 2.5 s
-    behind on loads, the traffic arriving now is judged at least that late."""
-    _database, _writer, assembler, _clock, _registry = rig
+    """Acknowledged spans close a quiet period after they are loaded, and wait for their round
+    then: while the writer is 0.5 s behind on loads, the traffic arriving now is judged that
+    much later than assembly alone says."""
+    _database, writer, assembler, clock, _registry = rig
     assert assembler.live_lag(coming=1000) == 0
     assert assembler.live_lag(coming=1000, loading=2.5) == 2.5
+    root, children = run_spans(new_trace_id())
+    store(writer, [*children, root])
+    clock.advance(6.5)  # due 1.5 s ago, not closed yet
+    assert assembler.live_lag() == pytest.approx(1.5)
+    assert assembler.live_lag(loading=0.5) == pytest.approx(2.0)
 
 
 def test_spans_held_and_on_their_way_count_as_lag_before_any_trace_is_late(rig) -> None:
