@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,8 +23,9 @@ from collector.assembler.read_back import (
     spans_from_store,
     unclosed_traces,
 )
+from collector.assembler.rounds import EvaluationStage, Round, count_stored
 from collector.assembler.spans import REMOTE_PARENT
-from collector.assembler.work import Built, Closing, Evaluates, merged_tables
+from collector.assembler.work import Closing, merged_tables
 from collector.clock import Clock, SystemClock
 from collector.config.sections import AssemblerConfig
 from collector.store.database import Database
@@ -37,32 +36,6 @@ from collector.workers import WorkerPool
 log = logging.getLogger(__name__)
 
 MIN_PAUSE_SECONDS = 0.005
-
-
-@dataclass
-class Round:
-    """The traces of one assembly round, from when they were taken until they are stored."""
-
-    due: list[tuple[OpenTrace, str]]
-    since: float  # monotonic: its traces were due then
-    started: float  # perf_counter, for its duration and pace
-    full: bool  # it took as many traces as a round may: more are likely due
-    spans: int = 0
-    trace_ids: set[str] = field(default_factory=set)
-    builds: list[Built] = field(default_factory=list)
-    stored: concurrent.futures.Future[None] | None = None  # its commit
-
-    def __post_init__(self) -> None:
-        self.spans = sum(trace.spans for trace, _ in self.due)
-        self.trace_ids = {trace.trace_id for trace, _ in self.due}
-
-
-class EvaluationStage(Protocol):
-    """Where each round's evaluator comes from and where what it tallied goes."""
-
-    def evaluator(self) -> Evaluates: ...
-
-    def record(self, evaluated: Any) -> None: ...
 
 
 class Assembler(TickingStage):
@@ -76,10 +49,8 @@ class Assembler(TickingStage):
     Building runs where `Dispatch` puts it (collector/assembler/dispatch.py): natively in the
     collector's threads without the GIL, or in the worker processes.
 
-    While there is a backlog (rounds take all the traces they may), the next round is read and
-    built while the one before it commits: a round's commit waits for the writer (a commit of
-    exports in progress, a checkpoint) about as long as building it takes, and the native
-    threads would sit idle meanwhile. Rounds are still stored in order, one at a time.
+    With a backlog, the next round is read and built while the one before commits (a commit
+    waits on the writer about as long as a build takes); rounds are stored in order.
     """
 
     def __init__(
@@ -263,9 +234,8 @@ class Assembler(TickingStage):
 
     def tick(self) -> int:
         """Close the traces due now and store their trajectories; returns how many were stored.
-        While rounds are full, the next is read and built while the one before commits; the
-        tick returns once the last round it took is stored (or has failed: its traces go back
-        and are retried on the next tick)."""
+        While rounds are full, the next is built while the one before commits; returns once the
+        last is stored (or failed: its traces go back and are retried on the next tick)."""
         stored = 0
         committing: Round | None = None
         try:
@@ -378,7 +348,7 @@ class Assembler(TickingStage):
             self.metrics.open_traces.set(len(self._buffers))
         last_seen = {trace.trace_id: trace.last_seen for trace, _ in current.due}
         for built in current.builds:
-            self._count(built, last_seen)
+            count_stored(built, last_seen, self.clock.monotonic(), self.metrics, self.evaluation)
         self.metrics.round_duration.observe(now - current.started)
         return len(current.due)
 
@@ -428,18 +398,3 @@ class Assembler(TickingStage):
         if why is not None:
             self.metrics.read_back.labels(why).inc()
         return why is None
-
-    def _count(self, built: Built, last_seen: dict[str, float]) -> None:
-        """A stored batch in the metrics, and its evaluator's tally handed on."""
-        now = self.clock.monotonic()
-        for trace_id, reason, revision, late in built.closed:
-            self.metrics.closed.labels(reason).inc()
-            self.metrics.latency.observe(max(0.0, now - last_seen[trace_id]))
-            if revision > 1:
-                self.metrics.reopened.inc()
-                self.metrics.late_spans.inc(late)
-        self.metrics.count_native(built.native, built.fallback)
-        for kind, count in built.step_kinds.items():
-            self.metrics.steps.labels(kind).inc(count)
-        if self.evaluation is not None and built.evaluator is not None:
-            self.evaluation.record(built.evaluator)
