@@ -156,7 +156,7 @@ class Pipeline:
         """How far assembly is behind, when it runs (off, spans are only stored)."""
         if not self.config.assembler.enabled:
             return 0.0
-        return self.assembler.live_lag(self.writer.queued_rows())
+        return self.assembler.live_lag(self.writer.queued_rows(), self.writer.load_wait())
 
     def _receivers(
         self, auth: BearerAuth, metrics: ReceiverMetrics, grace: float

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,26 +23,19 @@ from collector.assembler.read_back import (
     spans_from_store,
     unclosed_traces,
 )
+from collector.assembler.rounds import EvaluationStage, Round, count_stored
 from collector.assembler.spans import REMOTE_PARENT
-from collector.assembler.work import Built, Closing, Evaluates, merged_tables
+from collector.assembler.work import Closing, merged_tables
 from collector.clock import Clock, SystemClock
 from collector.config.sections import AssemblerConfig
 from collector.store.database import Database
-from collector.store.writer import Writer
+from collector.store.writer import STORE_TIMEOUT_SECONDS, Writer
 from collector.ticker import Ticker, TickingStage
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
 MIN_PAUSE_SECONDS = 0.005
-
-
-class EvaluationStage(Protocol):
-    """Where each round's evaluator comes from and where what it tallied goes."""
-
-    def evaluator(self) -> Evaluates: ...
-
-    def record(self, evaluated: Any) -> None: ...
 
 
 class Assembler(TickingStage):
@@ -55,6 +48,9 @@ class Assembler(TickingStage):
     span), traces whose batches were let go past `max_held_mib`, and traces closed at a bound.
     Building runs where `Dispatch` puts it (collector/assembler/dispatch.py): natively in the
     collector's threads without the GIL, or in the worker processes.
+
+    With a backlog, the next round is read and built while the one before commits (a commit
+    waits on the writer about as long as a build takes); rounds are stored in order.
     """
 
     def __init__(
@@ -83,10 +79,9 @@ class Assembler(TickingStage):
         self._lock = threading.Lock()
         self.ticker = Ticker("sextant-assembler", self._pause, self.tick)
         self._last_error = ""
-        self._round_since: float | None = None  # monotonic start of the round in progress
-        self._in_round = 0  # traces of the round in progress
-        self._round_spans = 0  # and their spans
-        self._pace = Pace(self.dispatch.width)
+        self._rounds: list[Round] = []  # taken and not yet stored: building, committing
+        self._last_stored = 0.0  # perf_counter when the last round was stored
+        self._pace = Pace(self.dispatch.width, self.dispatch.in_threads)
         metrics.lag.set_function(self.lag)
         metrics.pending.set_function(self.pending)
         metrics.held_bytes.set_function(lambda: self._held.bytes)
@@ -162,32 +157,39 @@ class Assembler(TickingStage):
         (`sextant_assembler_spans_total`), it says when everything stored has been assembled
         and evaluated, without a query on the store."""
         with self._lock:
-            return len(self._buffers) + len(self._bounded) + self._in_round
+            in_rounds = sum(len(r.due) for r in self._rounds)
+            return len(self._buffers) + len(self._bounded) + in_rounds
 
     def lag(self) -> float:
         """Seconds the longest-waiting due trace has waited past its close time (at scrape
-        time); a round in progress counts from its start, its traces being due then."""
+        time); a round in progress counts from its start until it is stored, its traces being
+        due then."""
         now = self.clock.monotonic()
         with self._lock:
-            since = [t for t in (self._buffers.late_since(now), self._round_since) if t is not None]
+            since = [r.since for r in self._rounds]
+            if (late := self._buffers.late_since(now)) is not None:
+                since.append(late)
         return max(0.0, now - min(since)) if since else 0.0
 
     def expected_lag(self, coming: int = 0) -> float:
         """How long past its close time the last span held now (and `coming` more, on their
         way) will wait, at the pace of the latest rounds (collector/assembler/pace.py)."""
         with self._lock:
-            held = self._buffers.spans + self._round_spans + coming
+            held = self._buffers.spans + sum(r.spans for r in self._rounds) + coming
             held += sum(trace.spans for trace, _ in self._bounded)
             return self._pace.expected_lag(held, self.config.quiet_period_seconds)
 
-    def live_lag(self, coming: int = 0) -> float:
+    def live_lag(self, coming: int = 0, loading: float = 0.0) -> float:
         """How far behind the traffic arriving now is, or will be once the spans held (and
         `coming`, acknowledged and not yet loaded) are due: the more of the lag and the
-        expected lag. 0 while traces recovered at the start are still being worked off (they
-        are not late because of it, and refusing new spans would not make them sooner)."""
+        expected lag, plus `loading`, how long acknowledged spans have been waiting for their
+        load (the spans acknowledged now close that much later than their quiet period says,
+        and still wait for their round then). 0 while traces recovered at the start are still
+        being worked off (they are not late because of it, and refusing new spans would not
+        make them sooner)."""
         with self._lock:
             recovering = self._recovered > 0
-        return 0.0 if recovering else max(self.lag(), self.expected_lag(coming))
+        return 0.0 if recovering else max(self.lag(), self.expected_lag(coming)) + loading
 
     def recover(self) -> int:
         """Reopen, from the store, every trace whose spans no trajectory covers yet, and
@@ -231,39 +233,64 @@ class Assembler(TickingStage):
         return min(self.config.tick_seconds, max(MIN_PAUSE_SECONDS, wait))
 
     def tick(self) -> int:
-        """Close the traces due now and store their trajectories; returns how many were stored."""
+        """Close the traces due now and store their trajectories; returns how many were stored.
+        While rounds are full, the next is built while the one before commits; returns once the
+        last is stored (or failed: its traces go back and are retried on the next tick)."""
+        stored = 0
+        committing: Round | None = None
+        try:
+            while True:
+                current = self._take()
+                if current is None:
+                    break
+                if committing is not None and committing.trace_ids & current.trace_ids:
+                    # late spans of a trace still committing: its revision must be read after
+                    stored += self._stored(committing)
+                    committing = None
+                try:
+                    self._build(current)
+                except Exception as exc:
+                    self._failed(current, exc)
+                    break
+                if committing is not None:  # stored in order, one round at a time
+                    stored += self._stored(committing)
+                    committing = None
+                if not self._commit(current):
+                    break
+                committing = current
+                if not current.full or self.ticker.stopping.is_set():
+                    break
+        finally:
+            if committing is not None:
+                stored += self._stored(committing)
+        return stored
+
+    def _take(self) -> Round | None:
+        """The traces due now, as a round (counted as in progress from here); None if none."""
         with self._lock:
             room = max(0, self.config.max_round_traces - len(self._bounded))
             due = self._bounded + self._buffers.due(self.clock.monotonic(), room)
             self._bounded = []
             if not due:
-                return 0
-            self._round_since = self.clock.monotonic()
-            self._in_round = len(due)
-            self._round_spans = sum(trace.spans for trace, _ in due)
-        started = time.perf_counter()
-        try:
-            self._assemble(due)
-        except Exception as exc:  # the traces go back and are retried on the next tick
-            with self._lock:
-                self._round_since = None
-                self._in_round = self._round_spans = 0
-                self._buffers.restore([trace for trace, _ in due])
-            self.metrics.errors.inc()
-            if str(exc) != self._last_error:
-                log.warning("assembly failed, retrying next tick: %s", exc)
-                self._last_error = str(exc)
-            return 0
-        self._last_error = ""
-        with self._lock:
-            self._pace.record(self._round_spans, time.perf_counter() - started)
-            self._round_since = None
-            self._in_round = self._round_spans = 0
-            self.metrics.open_traces.set(len(self._buffers))
-        return len(due)
+                return None
+            full = len(due) >= self.config.max_round_traces
+            current = Round(due, self.clock.monotonic(), time.perf_counter(), full)
+            self._rounds.append(current)
+            return current
 
-    def _assemble(self, due: list[tuple[OpenTrace, str]]) -> None:
-        started = time.perf_counter()
+    def _failed(self, current: Round, exc: BaseException) -> None:
+        """A round not stored: its traces go back and are retried on the next tick."""
+        with self._lock:
+            self._rounds.remove(current)
+            self._buffers.restore([trace for trace, _ in current.due])
+        self.metrics.errors.inc()
+        if str(exc) != self._last_error:
+            log.warning("assembly failed, retrying next tick: %s", exc)
+            self._last_error = str(exc)
+
+    def _build(self, current: Round) -> None:
+        """Read the round's spans and previous revisions, and build and evaluate it."""
+        due = current.due
         previous, spans = self._spans_of(due)
         closing = [
             Closing(
@@ -275,24 +302,55 @@ class Assembler(TickingStage):
             for trace, reason in due
         ]
         evaluator = self.evaluation.evaluator() if self.evaluation else None
-        builds = self.dispatch.build_round(spans, closing, evaluator, self.clock.now())
-        for built in builds:
+        current.builds = self.dispatch.build_round(spans, closing, evaluator, self.clock.now())
+        for built in current.builds:
             for error in built.build_errors:
                 self.metrics.build_errors.inc()
                 log.warning("trajectory stored as incomplete (build_error): %s", error)
-        if any(built.closed for built in builds):
+
+    def _commit(self, current: Round) -> bool:
+        """Queue the round's rows for commit; False (the round failed) if they cannot be."""
+        if not any(built.closed for built in current.builds):
+            return True
+        try:
             # A full queue is waited out: building the round again next tick would cost the
             # workers its whole work while ingest is what fills the queue.
-            self.writer.record(merged_tables(builds), self.ticker.stopping)
+            current.stored = self.writer.queue_record(
+                merged_tables(current.builds), self.ticker.stopping
+            )
+        except Exception as exc:
+            self._failed(current, exc)
+            return False
+        return True
+
+    def _stored(self, current: Round) -> int:
+        """Wait for the round's commit; then its batches may go, and it is counted. The
+        traces it stored (0 if its commit failed: they go back for the next tick)."""
+        try:
+            if current.stored is not None:
+                current.stored.result(STORE_TIMEOUT_SECONDS)
+        except Exception as exc:
+            self._failed(current, exc)
+            return 0
+        self._last_error = ""
+        now = time.perf_counter()
+        # Its share of the time: from its start, or from when the round before it was stored
+        # if it was built while that one committed.
+        seconds = now - max(current.started, self._last_stored)
+        self._last_stored = now
         with self._lock:  # stored: the batches these traces waited for may go
-            for trace, _ in due:
+            self._rounds.remove(current)
+            for trace, _ in current.due:
                 self._held.release(trace.trace_id, trace.batches)
                 self._runs.forget(trace.trace_id)
                 self._recovered -= trace.read_back == "recovered"
-        last_seen = {trace.trace_id: trace.last_seen for trace, _ in due}
-        for built in builds:
-            self._count(built, last_seen)
-        self.metrics.round_duration.observe(time.perf_counter() - started)
+            self._pace.record(current.spans, seconds)
+            self.metrics.open_traces.set(len(self._buffers))
+        last_seen = {trace.trace_id: trace.last_seen for trace, _ in current.due}
+        for built in current.builds:
+            count_stored(built, last_seen, self.clock.monotonic(), self.metrics, self.evaluation)
+        self.metrics.round_duration.observe(now - current.started)
+        return len(current.due)
 
     def _spans_of(
         self, due: list[tuple[OpenTrace, str]]
@@ -340,18 +398,3 @@ class Assembler(TickingStage):
         if why is not None:
             self.metrics.read_back.labels(why).inc()
         return why is None
-
-    def _count(self, built: Built, last_seen: dict[str, float]) -> None:
-        """A stored batch in the metrics, and its evaluator's tally handed on."""
-        now = self.clock.monotonic()
-        for trace_id, reason, revision, late in built.closed:
-            self.metrics.closed.labels(reason).inc()
-            self.metrics.latency.observe(max(0.0, now - last_seen[trace_id]))
-            if revision > 1:
-                self.metrics.reopened.inc()
-                self.metrics.late_spans.inc(late)
-        self.metrics.count_native(built.native, built.fallback)
-        for kind, count in built.step_kinds.items():
-            self.metrics.steps.labels(kind).inc(count)
-        if self.evaluation is not None and built.evaluator is not None:
-            self.evaluation.record(built.evaluator)

@@ -15,19 +15,28 @@ ROUNDS = 20  # the pace is over this many of the latest rounds
 # little of how fast a backlog is worked off, and a light load never builds one.
 LEAST_SPANS = 1_000
 # Before the first round is timed (a quiet period after the first spans), the pace assumed: about
-# half what one worker process builds and evaluates under the shipped packs on this project's
-# 2-core machine while ingest runs beside it, so a burst at start is not taken in faster than
-# it can be judged; a native assembly thread (assembler.native_threads) counts as one worker,
-# though it is faster. Real rounds replace it.
+# half what one worker process, or one native assembly thread (assembler.native_threads),
+# builds and evaluates under the shipped packs on this project's 2-core machine while ingest
+# runs beside it (a native round of 20,000 spans on two threads: 0.3-0.4 s, with its read and
+# commit), so a burst at start is not taken in faster than it can be judged. Real rounds
+# replace it.
 PRIOR_SPANS_PER_SECOND_PER_WORKER = 5_000.0
+PRIOR_SPANS_PER_SECOND_PER_NATIVE_THREAD = 11_000.0
 
 
 class Pace:
     """Spans per second of round time over the latest rounds. Not thread-safe: the Assembler
     holds its lock around every call."""
 
-    def __init__(self, workers: int) -> None:
-        self.prior = PRIOR_SPANS_PER_SECOND_PER_WORKER * max(1, workers)
+    def __init__(self, workers: int, native: bool = False) -> None:
+        """`workers`: the worker processes, or with `native` the native threads, a round is
+        built on."""
+        each = (
+            PRIOR_SPANS_PER_SECOND_PER_NATIVE_THREAD
+            if native
+            else PRIOR_SPANS_PER_SECOND_PER_WORKER
+        )
+        self.prior = each * max(1, workers)
         self._rounds: deque[tuple[int, float]] = deque(maxlen=ROUNDS)
 
     def record(self, spans: int, seconds: float) -> None:

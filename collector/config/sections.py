@@ -171,8 +171,9 @@ class IngestConfig(Strict):
         2.0,
         description="Refuse trace exports (retryable) while assembly and evaluation are, or at"
         " their pace will be, this far behind (sextant_assembler_lag_seconds,"
-        " sextant_assembler_expected_lag_seconds), so every run accepted is evaluated within the"
-        " quiet period and this; none: accept whatever the lag.",
+        " sextant_assembler_expected_lag_seconds, plus how long acknowledged spans have waited for"
+        " their load), so every run accepted is evaluated within the quiet period and this; none:"
+        " accept whatever the lag.",
     )
 
 

@@ -59,6 +59,7 @@ class Pending:
     # acknowledged, before its rows are loaded.
     request: tuple[str, str, int, bytes] | None = None
     seq: int = 0  # its journal frame once appended: its rows are loaded again after a failure
+    queued_at: float = 0.0  # monotonic, when it was submitted (0: replayed at start)
 
     @property
     def rows(self) -> int:

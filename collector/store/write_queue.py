@@ -18,6 +18,11 @@ class WriteQueue:
     """Requests waiting for a commit, in journal order, bounded in rows: a full queue refuses
     (never blocks) so the client retries, rather than holding its connection while memory grows.
 
+    The stages' own writes (a round's trajectories and results, decisions, sessions) wait in
+    front of the export requests: a stage waits for its commit, and behind a backlog of
+    acknowledged exports it would wait seconds for rows that do not depend on them (they are
+    built from rows already committed), while those exports, journaled, wait for nothing.
+
     Its condition is the writer's one lock: the commit, journal and replay threads take it to
     share the queue, the journal's progress and the commit's failure state.
     """
@@ -28,7 +33,8 @@ class WriteQueue:
         self.cond = threading.Condition()
         self.stopping = False
         self.progress = Progress()
-        self._items: deque[Pending] = deque()
+        self._items: deque[Pending] = deque()  # export requests, in journal order
+        self._ahead: deque[Pending] = deque()  # the stages' own writes, taken first
         self._rows = 0  # queued, and for journaled requests also those being appended
         self._incoming = 0
         metrics.queue_limit.set(config.max_queue_rows)
@@ -55,10 +61,17 @@ class WriteQueue:
             self._rows -= rows
             self.cond.notify_all()
 
-    def push(self, items: list[Pending]) -> None:
-        """Queues requests whose rows are already reserved."""
+    def oldest_export(self) -> float:
+        """When the oldest export request still waiting for its load was submitted (0 with
+        none, or for rows replayed at start)."""
         with self.cond:
-            self._items.extend(items)
+            return self._items[0].queued_at if self._items else 0.0
+
+    def push(self, items: list[Pending], ahead: bool = False) -> None:
+        """Queues requests whose rows are already reserved; `ahead`: a stage's own write,
+        committed before the export requests queued (in the order the stages wrote)."""
+        with self.cond:
+            (self._ahead if ahead else self._items).extend(items)
             self.cond.notify_all()
 
     def add(self, item: Pending) -> None:
@@ -96,22 +109,24 @@ class WriteQueue:
                 self.cond.notify_all()
 
     def take(self, appending: Callable[[], bool]) -> list[Pending] | None:
-        """The next commit's requests, at most max_commit_rows (at least one request); None once
-        stopping with nothing queued and nothing being appended to the journal."""
+        """The next commit's requests, at most max_commit_rows (at least one request): the
+        stages' writes first, then exports in journal order; None once stopping with nothing
+        queued and nothing being appended to the journal."""
         with self.cond:
-            while not self._items and not (self.stopping and not appending()):
+            while not (self._ahead or self._items) and not (self.stopping and not appending()):
                 self.cond.wait(0.1 if self.stopping else None)
-            if not self._items:
+            if not (self._ahead or self._items):
                 return None
             self._linger()
             taken: list[Pending] = []
             rows = 0
-            while self._items and (
-                not taken or rows + self._items[0].rows <= self.config.max_commit_rows
-            ):
-                item = self._items.popleft()
-                rows += item.rows
-                taken.append(item)
+            for queued in (self._ahead, self._items):
+                while queued and (
+                    not taken or rows + queued[0].rows <= self.config.max_commit_rows
+                ):
+                    item = queued.popleft()
+                    rows += item.rows
+                    taken.append(item)
             self._rows -= rows
             self.metrics.queue_rows.set(self._rows)
             return taken
@@ -120,7 +135,7 @@ class WriteQueue:
         # Every commit has a fixed cost of a few milliseconds, so when more requests are being
         # decoded right now, wait (at most max_linger) to commit them together; rows already
         # acknowledged (journaled) wait longer for the same reason, load_linger at most.
-        journaled = all(item.seq for item in self._items)
+        journaled = not self._ahead and all(item.seq for item in self._items)
         linger = self.config.load_linger_seconds if journaled else 0.0
         deadline = time.monotonic() + max(linger, self.config.max_linger_seconds)
         while (
@@ -130,6 +145,6 @@ class WriteQueue:
             and (remaining := deadline - time.monotonic()) > 0
         ):
             self.cond.wait(remaining)
-            journaled = journaled and all(item.seq for item in self._items)
+            journaled = journaled and not self._ahead and all(item.seq for item in self._items)
             if not journaled and not self._incoming:
                 break

@@ -133,6 +133,7 @@ class Writer:
         """Queue rows for the next commit; refuses (never blocks) when the queue is full."""
         journaled = request is not None and self.appender is not None
         pending = Pending(parts, concurrent.futures.Future(), request if journaled else None)
+        pending.queued_at = self.clock.monotonic()
         with self.queue.cond:
             if self.queue.stopping:
                 raise ShuttingDown("Sextant is shutting down; retry against another replica")
@@ -140,8 +141,8 @@ class Writer:
                 self.queue.cond.notify_all()  # try the held load again now rather than at its turn
                 raise StoreUnavailable(f"the store cannot commit: {self.committer.last_error}")
             self.queue.reserve(pending.rows)
-            if not journaled:
-                self.queue.push([pending])
+            if not journaled:  # a stage's own write (no request) goes ahead of the exports
+                self.queue.push([pending], ahead=request is None)
         if journaled and self.appender is not None:
             self.appender.put(pending)
         return pending.future
@@ -153,10 +154,22 @@ class Writer:
         refused), all within STORE_TIMEOUT_SECONDS; `stopping` ends the wait (shutdown: what
         was not stored is made again after the next start). Raises what the commit raised."""
         deadline = time.monotonic() + STORE_TIMEOUT_SECONDS
+        future = self.queue_record(parts, stopping, deadline)
+        future.result(max(0.0, deadline - time.monotonic()))
+
+    def queue_record(
+        self,
+        parts: dict[str, pa.Table],
+        stopping: threading.Event | None = None,
+        deadline: float | None = None,
+    ) -> concurrent.futures.Future[None]:
+        """`record` without the wait for the commit: queued (a full queue waited out until
+        `deadline`, STORE_TIMEOUT_SECONDS from now by default), the commit's future returned."""
+        if deadline is None:
+            deadline = time.monotonic() + STORE_TIMEOUT_SECONDS
         while True:
             try:
-                future = self.submit_tables(parts)
-                break
+                return self.submit_tables(parts)
             except Overloaded:
                 pause = min(QUEUE_FULL_PAUSE_SECONDS, deadline - time.monotonic())
                 if pause <= 0:
@@ -165,7 +178,12 @@ class Writer:
                     time.sleep(pause)
                 elif stopping.wait(pause):
                     raise
-        future.result(max(0.0, deadline - time.monotonic()))
+
+    def load_wait(self) -> float:
+        """Seconds the oldest export request waiting for its load has waited (0 with none):
+        its spans reach assembly, and their quiet period starts, only once loaded."""
+        oldest = self.queue.oldest_export()
+        return max(0.0, self.clock.monotonic() - oldest) if oldest else 0.0
 
     def queued_rows(self) -> int:
         """Rows waiting for a commit: the acknowledged spans not yet loaded among them."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.assembler.assembler import Assembler
 from collector.assembler.metrics import AssemblerMetrics
-from collector.assembler.pace import PRIOR_SPANS_PER_SECOND_PER_WORKER
+from collector.assembler.pace import PRIOR_SPANS_PER_SECOND_PER_NATIVE_THREAD
 from collector.assembler.work import Closing, split_round
 from collector.clock import FakeClock
 from collector.config.sections import AssemblerConfig, WriterConfig
@@ -445,15 +446,128 @@ def test_traces_recovered_at_a_restart_hold_no_live_traffic_back(rig) -> None:
     assert fresh.live_lag() == pytest.approx(5, abs=0.01)
 
 
+def test_spans_waiting_for_their_load_count_as_lag(rig) -> None:
+    """Acknowledged spans close a quiet period after they are loaded, and wait for their round
+    then: while the writer is 0.5 s behind on loads, the traffic arriving now is judged that
+    much later than assembly alone says."""
+    _database, writer, assembler, clock, _registry = rig
+    assert assembler.live_lag(coming=1000) == 0
+    assert assembler.live_lag(coming=1000, loading=2.5) == 2.5
+    root, children = run_spans(new_trace_id())
+    store(writer, [*children, root])
+    clock.advance(6.5)  # due 1.5 s ago, not closed yet
+    assert assembler.live_lag() == pytest.approx(1.5)
+    assert assembler.live_lag(loading=0.5) == pytest.approx(2.0)
+
+
 def test_spans_held_and_on_their_way_count_as_lag_before_any_trace_is_late(rig) -> None:
     _database, writer, assembler, _clock, registry = rig
     root, children = run_spans(new_trace_id())
     store(writer, [root, *children])
     assert assembler.lag() == 0 and assembler.live_lag() == 0
-    # built natively in the collector's threads: the assumed pace is one worker's per thread
-    prior = PRIOR_SPANS_PER_SECOND_PER_WORKER * assembler.config.native_threads
+    # built natively in the collector's threads: the assumed pace is a native thread's each
+    prior = PRIOR_SPANS_PER_SECOND_PER_NATIVE_THREAD * assembler.config.native_threads
     # acknowledged spans not loaded yet, as many as take 7 s at the assumed pace: 2 s past
     # the 5 s quiet period they wait anyway
     coming = int(prior * 7) - 4
     assert assembler.live_lag(coming) == pytest.approx(2.0)
     assert registry.get_sample_value("sextant_assembler_expected_lag_seconds") == 0
+
+
+def test_with_a_backlog_the_next_round_is_built_while_the_one_before_commits(rig) -> None:
+    """A round's commit waits on the writer (a commit of exports, a checkpoint): the next round
+    is built meanwhile, and the rounds are still stored in order, each counted once stored."""
+    database, writer, assembler, clock, registry = rig
+    assembler.config = assembler.config.model_copy(update={"max_round_traces": 1})
+    traces = [new_trace_id() for _ in range(3)]
+    for trace_id in traces:
+        root, children = run_spans(trace_id)
+        store(writer, [*children, root])
+    clock.advance(6)
+    held, built, stored = threading.Event(), [], []
+    build_round = assembler.dispatch.build_round
+
+    def building(spans, closing, *args):
+        built.append(closing[0].trace_id)
+        return build_round(spans, closing, *args)
+
+    def committed(tables, received_at):
+        if "trajectories" in tables:
+            stored.extend(tables["trajectories"]["trace_id"].to_pylist())
+            held.wait(10)  # the writer is busy with the first round's commit
+        assembler.consume(tables, received_at)
+
+    assembler.dispatch.build_round = building
+    writer.on_commit = committed
+    ticked: list[int] = []
+    tick = threading.Thread(target=lambda: ticked.append(assembler.tick()))
+    tick.start()
+    wait_for(lambda: len(stored) == 1 and len(built) == 2)
+    assert registry.get_sample_value("sextant_assembler_pending_traces") == 3
+    held.set()
+    tick.join(10)
+    assert ticked == [3]
+    assert stored == built  # in the order they were built
+    assert sorted(stored) == sorted(t.hex() for t in traces)
+    assert registry.get_sample_value("sextant_assembler_pending_traces") == 0
+    assert registry.get_sample_value("sextant_assembler_round_duration_seconds_count") == 3
+    assert all(len(current(database, trace_id)) == 1 for trace_id in traces)
+
+
+def test_a_trace_closing_again_while_its_round_commits_waits_for_that_commit(rig) -> None:
+    """Late spans that close a trace again at once (a bound) while its round is still being
+    committed: its next revision is read and built only once the one before is stored."""
+    database, writer, assembler, clock, _registry = rig
+    trace_id = new_trace_id()
+    root, children = run_spans(trace_id)
+    store(writer, [*children, root])
+    update = {"max_round_traces": 1, "max_spans_per_trace": 4}
+    assembler.config = assembler.config.model_copy(update=update)
+    assembler._buffers.config = assembler.config
+    clock.advance(6)
+    late = [{**child, "span_id": new_span_id()} for child in [*children, *children]]
+    late_table = decode_request(
+        "traces", "protobuf", trace_request(late).SerializeToString(), 1000
+    ).table
+    held, waited, built = threading.Event(), threading.Event(), []
+    build_round = assembler.dispatch.build_round
+
+    def building(spans, closing, *args):
+        built.append((closing[0].trace_id, closing[0].revision))
+        return build_round(spans, closing, *args)
+
+    def committed(tables, received_at):
+        if "trajectories" in tables:
+            held.wait(10)  # the writer is busy with the first revision's commit
+        assembler.consume(tables, received_at)
+
+    queue_record = writer.queue_record
+
+    def queued(parts, *args):
+        # its 6 late spans arrive meanwhile, over max_spans_per_trace: it closes again at once
+        assembler.consume({"spans": late_table}, clock.now())
+        inner = queue_record(parts, *args)
+        outer: concurrent.futures.Future[None] = concurrent.futures.Future()
+        inner.add_done_callback(lambda f: outer.set_result(f.result()))
+
+        def result(timeout=None):
+            waited.set()
+            return concurrent.futures.Future.result(outer, timeout)
+
+        outer.result = result  # type: ignore[method-assign]
+        return outer
+
+    assembler.dispatch.build_round = building
+    writer.on_commit = committed
+    writer.queue_record = queued
+    ticked: list[int] = []
+    tick = threading.Thread(target=lambda: ticked.append(assembler.tick()))
+    tick.start()
+    wait_for(waited.is_set)
+    assert built == [(trace_id.hex(), 1)]  # not built again before revision 1 is stored
+    writer.queue_record = queue_record
+    held.set()
+    tick.join(10)
+    assert ticked == [2]
+    assert built == [(trace_id.hex(), 1), (trace_id.hex(), 2)]
+    assert [row[0] for row in current(database, trace_id)] == [2]

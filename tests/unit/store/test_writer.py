@@ -10,6 +10,7 @@ import duckdb
 import pytest
 from prometheus_client import CollectorRegistry
 
+from collector.clock import FakeClock
 from collector.config.sections import WriterConfig
 from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
 from collector.lifecycle import deadline_in
@@ -18,6 +19,7 @@ from collector.store.database import Database
 from collector.store.metrics import StoreMetrics
 from collector.store.writer import Writer
 from tests.support.otlp import new_trace_id, simple_spans, trace_request
+from tests.support.wait import wait_for
 
 
 def batch(count: int, trace_id: bytes | None = None):
@@ -49,6 +51,53 @@ def test_queued_requests_share_one_commit(store) -> None:
     assert count(database) == 20
     assert registry.get_sample_value("sextant_store_commit_rows_count") == 1
     assert registry.get_sample_value("sextant_store_commit_rows_sum") == 20
+
+
+def test_a_stages_write_is_committed_before_the_exports_queued_ahead_of_it(
+    tmp_path: Path,
+) -> None:
+    """A round's rows are built from committed spans: they need not wait behind the export
+    requests queued meanwhile, and the round waits for its commit while those do not."""
+    database = Database(tmp_path / "s.duckdb")
+    database.open()
+    writer = Writer(database, WriterConfig(max_commit_rows=10), StoreMetrics(CollectorRegistry()))
+    commits: list[int] = []
+    writer.on_commit = lambda tables, _: commits.append(tables["spans"].num_rows)
+    try:
+        exports = [
+            writer.submit("spans", batch(10), ("traces", "protobuf", 1000, b"")) for _ in range(3)
+        ]
+        stage = writer.submit_tables({"spans": batch(4)})  # no request: a stage's own write
+        writer.start()
+        concurrent.futures.wait([*exports, stage], 10)
+        assert [f.exception() for f in (*exports, stage)] == [None] * 4
+        assert commits == [4, 10, 10, 10]
+    finally:
+        writer.shutdown(deadline_in(5))
+        database.close()
+
+
+def test_how_long_exports_have_waited_for_their_load_is_told(tmp_path: Path) -> None:
+    """Spans reach assembly only once loaded: an export waiting for its load delays its run's
+    judgement by as long, which the receivers count as lag."""
+    database = Database(tmp_path / "s.duckdb")
+    database.open()
+    clock = FakeClock()
+    writer = Writer(database, WriterConfig(), StoreMetrics(CollectorRegistry()), clock=clock)
+    try:
+        writer.submit_tables({"spans": batch(2)})  # a stage's own write: not an export
+        assert writer.load_wait() == 0
+        export = writer.submit("spans", batch(3), ("traces", "protobuf", 1000, b""))
+        clock.advance(2.5)
+        writer.submit("spans", batch(3), ("traces", "protobuf", 1000, b""))
+        assert writer.load_wait() == 2.5  # the oldest export's wait
+        writer.start()
+        export.result(10)
+        wait_for(lambda: writer.queued_rows() == 0)
+        assert writer.load_wait() == 0
+    finally:
+        writer.shutdown(deadline_in(5))
+        database.close()
 
 
 def test_duplicates_in_and_across_commits_are_stored_once(store) -> None:
