@@ -12,8 +12,9 @@ been alone. Any request whose answer would say something of its own falls back t
 alone: one that is not a whole sequence of top-level protobuf fields (checked before joining,
 so a torn request can never swallow the next one's bytes), and every request of a batch whose
 decode fails or rejects or truncates anything (so each request gets its own status and its own
-partial success). A refusal of the batch (queue full, shutting down, the journal failing) is
-the answer of each of its requests, as it would have been.
+partial success). A batch the write queue has no room for is taken request by request too (so
+only those that would have been refused alone are). A refusal of the batch (shutting down, the
+journal failing) is the answer of each of its requests, as it would have been.
 
 While a batch is on its way to the journal, the requests that arrive meanwhile wait for it to be
 durable and then go together: the more load, the larger the batches and the fewer the fsyncs.
@@ -33,6 +34,7 @@ Reply = TypeVar("Reply")
 # Wire types of a protobuf field: varint, 64-bit, length-delimited, 32-bit (groups: not taken).
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 FIXED = {I64: 8, I32: 4}
+MOST_FIELDS = 256  # top-level fields (resources) scanned before a request is taken alone
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
@@ -49,12 +51,17 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
             raise ValueError("varint longer than 10 bytes")
 
 
-def whole_fields(data: bytes) -> bool:
-    """Whether `data` is a sequence of complete top-level protobuf fields ending at its last
-    byte: then its bytes cannot run on into those of a request placed after it."""
+def whole_fields(data: bytes, most: int = MOST_FIELDS) -> bool:
+    """Whether `data` is a sequence of at most `most` complete top-level protobuf fields ending
+    at its last byte: then its bytes cannot run on into those of a request placed after it.
+    An export request's top-level fields are its resources, a few; a body of thousands of tiny
+    fields is taken alone rather than scanned here, on the event loop."""
     at, end = 0, len(data)
     try:
         while at < end:
+            most -= 1
+            if most < 0:
+                return False
             tag, at = _varint(data, at)
             wire, field = tag & 7, tag >> 3
             if field == 0:

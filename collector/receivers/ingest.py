@@ -238,7 +238,7 @@ class Ingest:
         return (
             self.config.coalesce_bytes > 0
             and encoding == "protobuf"
-            and len(data) < self.config.inline_decode_bytes
+            and len(data) < min(self.config.inline_decode_bytes, self.config.coalesce_bytes)
             and whole_fields(data)
         )
 
@@ -267,6 +267,8 @@ class Ingest:
             data = b"".join(bodies)
             with self.writer.incoming():
                 decoded = await self._decode_clean(signal, data)
+                if decoded is not None and not self.writer.fits(decoded.rows):
+                    decoded = None  # refused together, some would have been taken alone
                 committed = (
                     self._queue(signal, "protobuf", data, protocol, decoded)
                     if decoded is not None

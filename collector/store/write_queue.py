@@ -44,10 +44,14 @@ class WriteQueue:
         """Rows queued (acknowledged ones included) and not yet taken into a commit."""
         return self._rows
 
+    def fits(self, rows: int) -> bool:
+        """Whether `rows` would be taken now (an empty queue takes any number)."""
+        return not self._rows or self._rows + rows <= self.config.max_queue_rows
+
     def reserve(self, rows: int) -> None:
         """Counts `rows` in, or refuses them when they would overflow a non-empty queue."""
         with self.cond:
-            if self._rows and self._rows + rows > self.config.max_queue_rows:
+            if not self.fits(rows):
                 self.metrics.dropped.labels("queue_full").inc(rows)
                 error = Overloaded(f"write queue full ({self._rows} rows waiting); retry later")
                 error.retry_after_seconds = self.config.retry_after_seconds

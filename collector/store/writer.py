@@ -125,6 +125,11 @@ class Writer:
         completes once the request is journaled rather than at the rows' commit."""
         return self.submit_tables({table: data}, request)
 
+    def fits(self, rows: int) -> bool:
+        """Whether the queue would take `rows` now: requests that would each be taken alone
+        are not refused together (collector/receivers/coalesce.py)."""
+        return self.queue.fits(rows)
+
     def submit_tables(
         self,
         parts: dict[str, pa.Table],

@@ -13,10 +13,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collector.config.sections import IngestConfig, LimitsConfig, WriterConfig
-from collector.errors import MalformedRequest, ShuttingDown
+from collector.errors import MalformedRequest, Overloaded, ShuttingDown
 from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
-from collector.receivers.coalesce import Coalescer, whole_fields
+from collector.receivers.coalesce import MOST_FIELDS, Coalescer, whole_fields
 from collector.receivers.ingest import ExportReply, Ingest
 from collector.receivers.metrics import ReceiverMetrics
 from collector.store.database import Database
@@ -46,6 +46,8 @@ def test_whole_fields_tells_a_request_that_ends_at_its_last_byte() -> None:
     assert not whole_fields(b"\x00\x01")  # field number 0
     assert not whole_fields(b"\x0b\x0c")  # a group
     assert not whole_fields(b"\xff" * 11)  # a varint longer than 10 bytes
+    assert whole_fields(b"\x10\x00" * MOST_FIELDS)
+    assert not whole_fields(b"\x10\x00" * (MOST_FIELDS + 1))  # taken alone, not scanned on
 
 
 def test_a_torn_request_would_swallow_the_next_one_if_joined() -> None:
@@ -158,6 +160,72 @@ def test_a_torn_request_is_refused_alone_and_its_neighbour_stored_whole(
     assert isinstance(replies[0], MalformedRequest)
     assert replies[1:] == [ExportReply()] * 2
     assert stored(journaled, trace_id) == 5
+
+
+def test_a_batch_the_queue_has_no_room_for_refuses_only_whom_it_would_refuse_alone(
+    tmp_path: Path,
+) -> None:
+    database = Database(tmp_path / "a.duckdb")
+    database.open()
+    writer = Writer(database, WriterConfig(max_queue_rows=10), StoreMetrics(CollectorRegistry()))
+    waiting = decode_request("traces", "protobuf", body(5), 4096).table
+    assert waiting is not None
+    writer.submit("spans", waiting)  # 5 rows queued; the writer not started yet
+    ingest = make_ingest(writer, CollectorRegistry())
+    small_id = new_trace_id()
+
+    async def send() -> list:
+        sends = [
+            ingest.consume("traces", "protobuf", b, "grpc") for b in (body(1, small_id), body(8))
+        ]
+        replies = asyncio.gather(*sends, return_exceptions=True)
+        await asyncio.sleep(0.05)  # both queued or refused by now; the commit lets them answer
+        writer.start()
+        return await replies
+
+    try:
+        small, large = asyncio.run(send())  # alone: 5 + 1 fits, 6 + 8 does not
+        assert small == ExportReply()
+        assert isinstance(large, Overloaded)
+        assert stored(writer, small_id) == 1
+    finally:
+        writer.shutdown(deadline_in(5))
+        database.close()
+
+
+def test_requests_of_coalesce_bytes_or_more_share_the_journals_appends_as_alone(
+    tmp_path: Path,
+) -> None:
+    """Taken alone at once, not one after another behind a batch of one."""
+
+    def appends(coalesce_bytes: int) -> int:
+        directory = tmp_path / str(coalesce_bytes)
+        database = Database(directory / "a.duckdb")
+        database.open()
+        journal = Journal(directory / "journal", 1024 * 1024)
+        calls = []
+        append = journal.append
+
+        def slow(requests: list) -> object:
+            calls.append(len(requests))
+            threading.Event().wait(0.005)  # a slow disk's fsync
+            return append(requests)
+
+        journal.append = slow  # type: ignore[method-assign]
+        writer = Writer(
+            database, WriterConfig(), StoreMetrics(CollectorRegistry()), journal=journal
+        )
+        writer.start()
+        ingest = make_ingest(writer, CollectorRegistry(), coalesce_bytes=coalesce_bytes)
+        try:
+            replies = asyncio.run(together(ingest, [body() for _ in range(40)]))
+            assert replies == [ExportReply()] * 40
+        finally:
+            writer.shutdown(deadline_in(5))
+            database.close()
+        return len(calls)
+
+    assert appends(10) <= 2 * appends(0) < 40
 
 
 def test_protocols_and_json_are_never_joined(journaled: Writer) -> None:
