@@ -433,71 +433,72 @@ def session_results(store: Store) -> list[tuple[str, str, datetime]]:
         ).fetchall()
 
 
+@pytest.fixture
+def repeated(tmp_path: Path) -> Iterator[tuple[Store, FakeClock]]:
+    """A store under the pack of REPEATED, its stage started, and its clock."""
+    text = PackText("support-sessions", hashlib.sha256(REPEATED.encode()).hexdigest(), REPEATED)
+    store = Store(tmp_path / "sextant.duckdb", FakeClock(), Packs((text,)))
+    try:
+        assert isinstance(store.clock, FakeClock)
+        store.stage.tick()
+        yield store, store.clock
+    finally:
+        store.close()
+
+
+def turns_of(store: Store, clock: FakeClock, session: str, count: int) -> list[Trajectory]:
+    """`count` turns of `session`, the first two stored and evaluated a second apart."""
+    runs = [turn(clock, n, session, ago=40 - n) for n in range(1, count + 1)]
+    for t in runs[:2]:
+        store.commit(t)
+        store.stage.tick()
+        clock.advance(1)
+    return runs
+
+
+def revise_first_and_list(store: Store, stage: SessionStage, runs: list[Trajectory]) -> list:
+    """A late revision of the first turn, whose result is the same as before: the session's
+    results listed after it."""
+    late = replace(runs[0], revision=2, steps=[*runs[0].steps, llm(3)])
+    store.commit(replace(late, steps=[replace(s, span_id=f"r{s.seq}") for s in late.steps]))
+    stage.tick()
+    listed = session_results(store)
+    assert [(t, verdict) for t, verdict, _ in listed] == [(t.trace_id, "pass") for t in runs]
+    times = [at for _, _, at in listed]
+    assert times == sorted(set(times))  # each evaluated after the one before
+    return listed
+
+
 def test_a_result_read_back_and_one_handed_in_a_tick_are_in_order_and_not_stored_again(
-    tmp_path: Path,
+    repeated: tuple[Store, FakeClock],
 ) -> None:
     """After a restart, the start's read-back stores a session's result and the runs handed
     meanwhile store the next in the same tick: they are not evaluated at the same instant, so
     the later is its rule's last result, and a late revision of an earlier turn, whose
     result is that one again, stores nothing."""
-    text = PackText("support-sessions", hashlib.sha256(REPEATED.encode()).hexdigest(), REPEATED)
-    store = Store(tmp_path / "sextant.duckdb", FakeClock(), Packs((text,)))
-    try:
-        clock = store.clock
-        assert isinstance(clock, FakeClock)
-        store.stage.tick()
-        runs = [turn(clock, n, "conv-kill", ago=40 - n) for n in range(1, 5)]
-        for t in runs[:2]:
-            store.commit(t)
-            store.stage.tick()
-            clock.advance(1)
-        stage = store.new_stage()  # a restart: the store is read back at the first tick
-        store.commit(runs[2])  # closed before that read
-        stage.writer = CommitsAfterRecord(store.writer, [runs[3]], store.commit)  # type: ignore[assignment]
-        stage.tick()  # reads back runs[2], then makes runs[3], handed meanwhile
-        assert [t for t, _, _ in session_results(store)] == [t.trace_id for t in runs]
-        clock.advance(1)
-
-        late = replace(runs[0], revision=2, steps=[*runs[0].steps, llm(3)])
-        store.commit(replace(late, steps=[replace(s, span_id=f"r{s.seq}") for s in late.steps]))
-        stage.tick()
-        (found,) = store.sessions()
-        assert found["trace_ids"] == [t.trace_id for t in runs]
-        listed = session_results(store)
-        assert [(t, verdict) for t, verdict, _ in listed] == [(t.trace_id, "pass") for t in runs]
-        times = [at for _, _, at in listed]
-        assert times == sorted(set(times))  # each evaluated after the one before
-    finally:
-        store.close()
+    store, clock = repeated
+    runs = turns_of(store, clock, "conv-kill", 4)
+    stage = store.new_stage()  # a restart: the store is read back at the first tick
+    store.commit(runs[2])  # closed before that read
+    stage.writer = CommitsAfterRecord(store.writer, [runs[3]], store.commit)  # type: ignore[assignment]
+    stage.tick()  # reads back runs[2], then makes runs[3], handed meanwhile
+    assert [t for t, _, _ in session_results(store)] == [t.trace_id for t in runs]
+    clock.advance(1)
+    revise_first_and_list(store, stage, runs)
+    (found,) = store.sessions()
+    assert found["trace_ids"] == [t.trace_id for t in runs]
 
 
 def test_a_result_made_after_the_clock_stepped_back_is_still_its_rules_last(
-    tmp_path: Path,
+    repeated: tuple[Store, FakeClock],
 ) -> None:
     """The wall clock is set back across a restart: the next result is still evaluated after
     the ones before it, so a late revision that finds it again stores nothing."""
-    text = PackText("support-sessions", hashlib.sha256(REPEATED.encode()).hexdigest(), REPEATED)
-    store = Store(tmp_path / "sextant.duckdb", FakeClock(), Packs((text,)))
-    try:
-        clock = store.clock
-        assert isinstance(clock, FakeClock)
-        store.stage.tick()
-        runs = [turn(clock, n, "conv-clock", ago=40 - n) for n in range(1, 4)]
-        for t in runs[:2]:
-            store.commit(t)
-            store.stage.tick()
-            clock.advance(1)
-        stage = store.new_stage()
-        clock.advance(-5)  # set back while the process was down
-        store.commit(runs[2])
-        stage.tick()
-        clock.advance(1)
-        late = replace(runs[0], revision=2, steps=[*runs[0].steps, llm(3)])
-        store.commit(replace(late, steps=[replace(s, span_id=f"r{s.seq}") for s in late.steps]))
-        stage.tick()
-        listed = session_results(store)
-        assert [(t, verdict) for t, verdict, _ in listed] == [(t.trace_id, "pass") for t in runs]
-        times = [at for _, _, at in listed]
-        assert times == sorted(set(times))
-    finally:
-        store.close()
+    store, clock = repeated
+    runs = turns_of(store, clock, "conv-clock", 3)
+    stage = store.new_stage()
+    clock.advance(-5)  # set back while the process was down
+    store.commit(runs[2])
+    stage.tick()
+    clock.advance(1)
+    revise_first_and_list(store, stage, runs)
