@@ -161,16 +161,6 @@ def first_of_each_span(spans: pa.Table) -> pa.Table:
     return spans.take(pc.sort_indices(firsts["_row_min"]))
 
 
-def rows_of_trace(parts: list[tuple[HeldBatch, list[str]]], trace_id: str) -> list[dict[str, Any]]:
-    """One trace's rows of the held batches `parts`, each span once: the first time, as the
-    store keeps a span sent twice."""
-    rows: dict[str, dict[str, Any]] = {}
-    for batch, _ in parts:
-        for row in batch.rows_of(trace_id):
-            rows.setdefault(row["span_id"], row)
-    return list(rows.values())
-
-
 # Runs whose rows read so far are kept for the runtime guard: enough for the runs it is asked
 # about at once; one forgotten is read again from its batches.
 REMEMBERED_RUNS = 10_000

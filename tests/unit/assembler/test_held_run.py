@@ -4,11 +4,12 @@ same rows whether the batch is read whole (small) or by its index (large)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from collector.assembler.held import WHOLE_BATCH_ROWS, HeldRuns, HeldSpans, rows_of_trace
+from collector.assembler.held import WHOLE_BATCH_ROWS, HeldRuns, HeldSpans
 from collector.assembler.spans import SPAN_FIELDS
 
 AT = datetime(2026, 12, 2, 12, 0)
@@ -23,6 +24,13 @@ def batch(spans: list[tuple[str, str]]) -> pa.Table:
     return pa.table({k: pa.array(v, types.get(k, pa.string())) for k, v in columns.items()})
 
 
+def read_whole(held: HeldSpans, trace_id: str, batch_ids: list[int]) -> list[dict[str, Any]]:
+    """The run read from all its batches, nothing kept from an earlier call."""
+    runs = HeldRuns()
+    ids, kept, unread = runs.unread(trace_id, batch_ids)
+    return runs.read(trace_id, ids, kept, held.parts({trace_id: unread}))
+
+
 @pytest.mark.parametrize("size", [4, WHOLE_BATCH_ROWS * 3])
 def test_a_runs_rows_are_each_span_once_from_every_batch(size: int) -> None:
     held = HeldSpans(1 << 30)
@@ -30,11 +38,10 @@ def test_a_runs_rows_are_each_span_once_from_every_batch(size: int) -> None:
     first = held.add(batch([*others, ("a" * 32, "1" * 16)]), AT, ["a" * 32])
     # a retried export: the same span again, and one more
     second = held.add(batch([("a" * 32, "1" * 16), ("a" * 32, "2" * 16)]), AT, ["a" * 32])
-    parts = held.parts({"a" * 32: [first, second]})
     for _ in range(2):  # the second read is from what the first kept
-        rows = rows_of_trace(parts, "a" * 32)
+        rows = read_whole(held, "a" * 32, [first, second])
         assert [r["span_id"] for r in rows] == ["1" * 16, "2" * 16]
-    assert rows_of_trace(parts, "b" * 32) == []
+    assert read_whole(held, "b" * 32, [first, second]) == []
 
 
 def test_a_large_batch_asked_about_many_runs_gives_each_its_own_rows_throughout() -> None:
@@ -45,11 +52,10 @@ def test_a_large_batch_asked_about_many_runs_gives_each_its_own_rows_throughout(
     held = HeldSpans(1 << 30)
     batch_id = held.add(batch(spans), AT, traces)
     for i, trace in enumerate(traces):
-        parts = held.parts({trace: [batch_id]})
-        rows = rows_of_trace(parts, trace)
+        rows = read_whole(held, trace, [batch_id])
         assert [r["span_id"] for r in rows] == [f"{i:08x}{n:08x}" for n in range(2)]
         assert all(r["trace_id"] == trace for r in rows)
-    assert rows_of_trace(held.parts({"b" * 32: [batch_id]}), "b" * 32) == []
+    assert read_whole(held, "b" * 32, [batch_id]) == []
 
 
 def test_a_runs_rows_read_one_by_one_are_the_rows_the_store_gives() -> None:
@@ -67,7 +73,7 @@ def test_a_runs_rows_read_one_by_one_are_the_rows_the_store_gives() -> None:
     held = HeldSpans(1 << 30)
     batch_id = held.add(table, AT, traces)
     for trace in traces[:5]:
-        rows = rows_of_trace(held.parts({trace: [batch_id]}), trace)
+        rows = read_whole(held, trace, [batch_id])
         assert rows == [r for r in expected if r["trace_id"] == trace]
 
 
@@ -81,7 +87,7 @@ def test_a_run_asked_again_reads_only_its_new_batches_and_gives_the_same_rows() 
     def asked() -> list[str]:
         ids, kept, unread = runs.unread(run, batch_ids)
         rows = runs.read(run, ids, kept, held.parts({run: unread}))
-        assert rows == rows_of_trace(held.parts({run: batch_ids}), run)
+        assert rows == read_whole(held, run, batch_ids)
         return [r["span_id"] for r in rows]
 
     batch_ids.append(held.add(batch([(run, "1" * 16), ("b" * 32, "2" * 16)]), AT, [run]))
