@@ -128,15 +128,13 @@ class Guard:
         """Read the run (unless `held` is it), weigh it (the decision is read last, freshest).
         In a guard thread, unless the run is held in memory: then on the event loop, where it
         takes well under a millisecond and two hand-overs of the GIL cost more."""
-        grown = None
+        in_memory = held is not None
         if held is None:
             if not self._loaded(request.trace_id):
                 self.journal.settled().result(self.config.deadline_seconds)
             held = self.runs.run_so_far(request.trace_id)
-            rows = own_rows(held, request.service)
-        else:
-            rows = own_rows(held, request.service)
-            grown = self._grown(request, rows)
+        rows = own_rows(held, request.service)
+        grown = self._grown(request, rows) if in_memory else None
         agent = request.agent or next((r["agent_name"] for r in rows if r["agent_name"]), "")
         version = request.version or next(
             (r["service_version"] for r in rows if r["service_version"]), ""

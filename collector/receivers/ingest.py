@@ -269,11 +269,8 @@ class Ingest:
                 decoded = await self._decode_clean(signal, data)
                 if decoded is not None and not self.writer.fits(decoded.rows):
                     decoded = None  # refused together, some would have been taken alone
-                committed = (
-                    self._queue(signal, "protobuf", data, protocol, decoded)
-                    if decoded is not None
-                    else None
-                )
+                if decoded is not None:
+                    committed = self._queue(signal, "protobuf", data, protocol, decoded)
             if decoded is not None:
                 self.metrics.batch_requests.labels(protocol, signal).observe(len(bodies))
                 await self._acknowledge(signal, protocol, decoded, committed)
