@@ -44,6 +44,7 @@ PREFIXES = (
     ("sextant-alerts", "tickers"),
     ("sextant-export", "tickers"),
     ("sextant-retention", "tickers"),
+    ("sextant-gc", "gc"),
     ("sextant-embedded", "receive"),
     ("sextant-grpc", "receive"),
     ("grpc", "receive"),
@@ -72,6 +73,7 @@ STAGES = {
     "drift": "drift rounds: window rules",
     "decisions": "the decision engine's rounds",
     "tickers": "rule reloads, alerts, export, retention",
+    "gc": "Python's full garbage collections, once a minute (young ones count where they run)",
     "exited": "threads that ended during the window",
     "other": "threads nobody named (they carry the main thread's name), other processes",
 }

@@ -63,6 +63,7 @@ async def run_server(config: Any) -> int:
     import gc
     import signal
 
+    from collector.garbage import collect_on_a_clock
     from collector.pipeline import Pipeline
     from collector.threads import named_executor
 
@@ -76,7 +77,9 @@ async def run_server(config: Any) -> int:
     await pipeline.start()
     # What start-up built (modules, compiled packs, config) stays for the process's life: frozen,
     # full collections skip it, and a guard call or an export is not held up 0.1-0.5 s by one.
+    # What is built later is walked by a full collection once a minute (collector/garbage.py).
     gc.freeze()
+    stop_collecting = collect_on_a_clock(pipeline.registry)
     assert pipeline.failed is not None
     try:
         waits = [asyncio.ensure_future(e.wait()) for e in (stop, pipeline.failed)]
@@ -88,6 +91,7 @@ async def run_server(config: Any) -> int:
         log.info("signal received; draining in-flight requests and flushing")
         return 0
     finally:
+        stop_collecting.set()
         await pipeline.shutdown()
 
 
