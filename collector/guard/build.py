@@ -1,11 +1,13 @@
 """The guard wired to the pipeline's stages: the assembler's runs so far, the writer's journal,
-the packs in force, the decision engine's snapshot, ingest for its steps."""
+the packs in force, the decision engine's snapshot, the session stage's conversations, ingest
+for its steps."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from collector.assembler.prices import PriceTable
+from collector.guard.conversation import Conversations
 from collector.guard.metrics import GuardMetrics
 from collector.guard.record import RECORDED, GuardRecorder
 from collector.guard.service import Guard
@@ -37,6 +39,7 @@ def guard_for(pipeline: Pipeline) -> Guard:
         metrics,
         PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()}),
         pipeline.clock,
+        Conversations(config.sessions, pipeline.sessions, pipeline.database),
     )
     ingest.on_acknowledged = guard.acknowledged
     return guard
