@@ -50,27 +50,12 @@ class Conversations:
         self.stage = stage
         self.database = database
 
-    def session_of(self, rows: list[dict[str, Any]]) -> str | None:
-        """The run's session id as the stage reads it: the configured attribute on any of its
-        spans (the least, as the stage takes it), else the conventions' conversation id."""
-        attribute = self.config.attribute
-        if attribute:
-            found = [
-                str(value)
-                for r in rows
-                if attribute in (r["attributes"] or "")
-                and (value := orjson.loads(r["attributes"]).get(attribute)) is not None
-            ]
-            if found:
-                return min(found)
-        return next((r["conversation_id"] for r in rows if r["conversation_id"]), None)
-
     def of(
         self, request: GuardRequest, rows: list[dict[str, Any]], read: bool
     ) -> Conversation | None:
         """The run's conversation; None when its spans name none (session rules do not apply);
         NOT_HELD when its turns are not in memory and `read` is False."""
-        session_id = self.session_of(rows)
+        session_id = session_of(rows, self.config.attribute)
         if session_id is None:
             return None
         if not self.config.enabled:
@@ -90,3 +75,18 @@ class Conversations:
                 return Conversation(session_id, None, f"its turns could not be read: {exc}")
             self.stage.held.offer(key, turns)
         return Conversation(session_id, turns)
+
+
+def session_of(rows: list[dict[str, Any]], attribute: str | None) -> str | None:
+    """The run's session id as the stage reads it: the configured attribute on any of its
+    spans (the least, as the stage takes it), else the conventions' conversation id."""
+    if attribute:
+        found = [
+            str(value)
+            for r in rows
+            if attribute in (r["attributes"] or "")
+            and (value := orjson.loads(r["attributes"]).get(attribute)) is not None
+        ]
+        if found:
+            return min(found)
+    return next((r["conversation_id"] for r in rows if r["conversation_id"]), None)
