@@ -1,0 +1,227 @@
+"""The runtime guard asks session rules through the running server: earlier turns of a
+conversation exported by the real OTel SDK, then, in the next turn, the guard asked over HTTP
+before the write; the session rule's verdict afterwards (the agent runs the call whatever it was
+told) read from the admin API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.support.conversations import Call, Service
+from tests.support.guard import answer
+from tests.support.server import FAST, RunningServer, serve
+from tests.support.wait import wait_for
+
+BUDGET_PACK = """
+name: chat-budget
+version: "1"
+owner: chat-oncall
+selector: {service: budget-desk}
+rules:
+  - id: session-tool-calls
+    type: budget
+    scope: session
+    max_tool_calls: 4
+    reason: session_over_budget
+"""
+LIFETIME_PACK = """
+name: chat-approvals
+version: "1"
+owner: chat-oncall
+selector: {service: approval-desk}
+approvals: {tools: [request_approval]}
+rules:
+  - id: approval-two-turns
+    type: approval_lifetime
+    writes: {kind: tool, name: "update_*"}
+    max_turns: 2
+    max_age: 10m
+    same_resource: ["$.customer"]
+    reason: stale_approval
+"""
+LOOKUP = Call("lookup_customer", {"customer": "C-1"}, '{"tier": "gold"}')
+APPROVE = Call("request_approval", {"customer": "C-1"}, '{"approved": true}')
+WRITE = {"customer": "C-1", "email": "m@x.org"}
+SESSIONS = {"tick_seconds": 0.1}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    packs: dict[str, str | Path] = {"budget": BUDGET_PACK, "approvals": LIFETIME_PACK}
+    # one session's turns kept in memory: the other conversations' are read from the store
+    sessions = {**SESSIONS, "max_cached": 1}
+    running = serve(
+        tmp_path_factory.mktemp("guard-sessions"), packs, assembler=FAST, sessions=sessions
+    )
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def session(server: RunningServer, conversation: str, service: str, turns: int) -> dict:
+    """The conversation's session once it has `turns` turns."""
+
+    def fetch() -> dict | None:
+        url = f"{server.admin_url}/api/v1/sessions/{conversation}"
+        reply = requests.get(url, params={"service": service}, timeout=5)
+        found = reply.json() if reply.status_code == 200 else None
+        return found if found and found["turns"] == turns else None
+
+    return wait_for(fetch, timeout=15)
+
+
+def earlier_turns(
+    server: RunningServer, service: str, conversation: str, *turns: list[Call], ago: float = 0.0
+) -> None:
+    """Closed turns of the conversation (the first stamped `ago` seconds back), made into its
+    session before the next one asks."""
+    agent = Service(server, service, "1.0.0")
+    for i, calls in enumerate(turns):
+        agent.turn(conversation, calls, ago=0.0 if i else ago)
+    agent.shutdown()
+    session(server, conversation, service, len(turns))
+
+
+def asking_turn(
+    server: RunningServer, service: str, conversation: str
+) -> tuple[str, dict[str, Any]]:
+    """The next turn: the model asks for the write (its span names the conversation, as the
+    instrumentations write it on every span), the guard is asked, and the agent runs the write
+    whatever it was told, so that the verdict afterwards can be held against the answer."""
+    agent = Service(server, service, "1.0.0")
+    tracer = agent.provider.get_tracer("agent_loop")
+    attrs = {"gen_ai.conversation.id": conversation}
+    with tracer.start_as_current_span(
+        "invoke_agent support-agent",
+        attributes={
+            **attrs,
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "support-agent",
+        },
+    ) as root:
+        with tracer.start_as_current_span(
+            "chat gpt-4.1-mini", attributes={**attrs, "gen_ai.operation.name": "chat"}
+        ):
+            pass
+        agent.provider.force_flush()
+        trace_id = format(root.get_span_context().trace_id, "032x")
+        parent = format(root.get_span_context().span_id, "016x")
+        got = answer(
+            server, trace_id, "update_account", arguments=WRITE, parent=parent, service=service
+        )
+        with tracer.start_as_current_span(
+            "execute_tool update_account",
+            attributes={
+                **attrs,
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "update_account",
+                "gen_ai.tool.call.arguments": json.dumps(WRITE),
+                "gen_ai.tool.call.result": "ok",
+            },
+        ):
+            pass
+    agent.shutdown()
+    return trace_id, got
+
+
+def verdict_afterwards(
+    server: RunningServer, service: str, conversation: str, turns: int, rule: str, turn: str
+) -> tuple[str, str]:
+    """The session rule's result that names the asking turn, once it closed."""
+    session(server, conversation, service, turns)
+
+    def found() -> dict | None:
+        url = f"{server.admin_url}/api/v1/sessions/{conversation}"
+        results = requests.get(url, params={"service": service}, timeout=5).json()["results"]
+        return next((r for r in results if r["rule_id"] == rule and r["trace_id"] == turn), None)
+
+    result = wait_for(found, timeout=15)
+    return result["verdict"], result["reason"]
+
+
+def test_a_write_past_the_conversations_tool_call_budget_is_denied(server: RunningServer) -> None:
+    earlier_turns(server, "budget-desk", "conv-spent", [LOOKUP, LOOKUP], [LOOKUP, LOOKUP])
+    earlier_turns(server, "budget-desk", "conv-spare", [LOOKUP], [LOOKUP])
+
+    spent, got = asking_turn(server, "budget-desk", "conv-spent")
+    assert (got["answer"], got["reasons"]) == ("deny", ["session_over_budget"]), got
+    assert got["span_id"] in got["evidence"]
+    assert "tool calls 5 > 4" in got["messages"][0]
+    after = verdict_afterwards(server, "budget-desk", "conv-spent", 3, "session-tool-calls", spent)
+    assert after == ("fail", "session_over_budget")
+
+    spare, got = asking_turn(server, "budget-desk", "conv-spare")
+    assert (got["answer"], got["reasons"]) == ("allow", []), got
+    after = verdict_afterwards(server, "budget-desk", "conv-spare", 3, "session-tool-calls", spare)
+    assert after[0] == "pass"
+
+
+@pytest.mark.parametrize(
+    ("conversation", "turns", "ago", "expected"),
+    [
+        pytest.param("conv-fresh", [[APPROVE]], 0.0, ("allow", []), id="the-turn-before"),
+        pytest.param(
+            "conv-two-back",
+            [[APPROVE], [LOOKUP]],
+            0.0,
+            ("deny", ["stale_approval"]),
+            id="two-turns-back",
+        ),
+        pytest.param(
+            "conv-old", [[APPROVE]], 1200.0, ("deny", ["stale_approval"]), id="20-minutes-ago"
+        ),
+    ],
+)
+def test_an_approval_of_an_earlier_turn_covers_the_write_within_its_lifetime(
+    server: RunningServer,
+    conversation: str,
+    turns: list[list[Call]],
+    ago: float,
+    expected: tuple[str, list[str]],
+) -> None:
+    earlier_turns(server, "approval-desk", conversation, *turns, ago=ago)
+
+    asked, got = asking_turn(server, "approval-desk", conversation)
+    assert (got["answer"], got["reasons"]) == expected, got
+    verdict, reason = verdict_afterwards(
+        server, "approval-desk", conversation, len(turns) + 1, "approval-two-turns", asked
+    )
+    if expected[0] == "allow":
+        assert verdict == "pass"
+    else:
+        assert got["span_id"] in got["evidence"]
+        assert (verdict, reason) == ("fail", "stale_approval")
+
+
+def test_with_sessions_off_the_conversation_is_never_judged_as_if_it_had_no_turns(
+    tmp_path: Path,
+) -> None:
+    off = serve(tmp_path, {"budget": BUDGET_PACK}, assembler=FAST, sessions={"enabled": False})
+    try:
+        _, got = asking_turn(off, "budget-desk", "conv-unseen")
+        assert (got["answer"], got["reasons"]) == ("review", ["guard_session_unknown"]), got
+        assert "sessions.enabled: false" in got["messages"][0]
+    finally:
+        off.stop()
+
+
+def test_a_run_of_no_conversation_is_asked_no_session_rule(server: RunningServer) -> None:
+    agent = Service(server, "budget-desk", "1.0.0")
+    tracer = agent.provider.get_tracer("agent_loop")
+    with tracer.start_as_current_span("invoke_agent support-agent") as root:
+        with tracer.start_as_current_span(
+            "chat gpt-4.1-mini", attributes={"gen_ai.operation.name": "chat"}
+        ):
+            pass
+        agent.provider.force_flush()
+        trace_id = format(root.get_span_context().trace_id, "032x")
+        got = answer(server, trace_id, "update_account", arguments=WRITE, service="budget-desk")
+    agent.shutdown()
+    assert (got["answer"], got["reasons"]) == ("allow", [])
