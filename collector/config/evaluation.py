@@ -69,7 +69,7 @@ class SessionsConfig(Strict):
         10_000,
         ge=0,
         description="Open sessions kept in memory; another is read from its stored row when a"
-        " turn arrives.",
+        " turn arrives. As many sessions' turns are kept for the runtime guard.",
     )
 
 
