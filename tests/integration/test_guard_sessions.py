@@ -16,35 +16,9 @@ import requests
 from tests.support.conversations import Call, Service
 from tests.support.guard import answer
 from tests.support.server import FAST, RunningServer, serve
+from tests.support.session_packs import approval_lifetime, session_budget
 from tests.support.wait import wait_for
 
-BUDGET_PACK = """
-name: chat-budget
-version: "1"
-owner: chat-oncall
-selector: {service: budget-desk}
-rules:
-  - id: session-tool-calls
-    type: budget
-    scope: session
-    max_tool_calls: 4
-    reason: session_over_budget
-"""
-LIFETIME_PACK = """
-name: chat-approvals
-version: "1"
-owner: chat-oncall
-selector: {service: approval-desk}
-approvals: {tools: [request_approval]}
-rules:
-  - id: approval-two-turns
-    type: approval_lifetime
-    writes: {kind: tool, name: "update_*"}
-    max_turns: 2
-    max_age: 10m
-    same_resource: ["$.customer"]
-    reason: stale_approval
-"""
 LOOKUP = Call("lookup_customer", {"customer": "C-1"}, '{"tier": "gold"}')
 APPROVE = Call("request_approval", {"customer": "C-1"}, '{"approved": true}')
 WRITE = {"customer": "C-1", "email": "m@x.org"}
@@ -53,7 +27,10 @@ SESSIONS = {"tick_seconds": 0.1}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    packs: dict[str, str | Path] = {"budget": BUDGET_PACK, "approvals": LIFETIME_PACK}
+    packs: dict[str, str | Path] = {
+        "budget": session_budget("budget-desk"),
+        "approvals": approval_lifetime("approval-desk"),
+    }
     # one session's turns kept in memory: the other conversations' are read from the store
     sessions = {**SESSIONS, "max_cached": 1}
     running = serve(
@@ -154,12 +131,12 @@ def test_a_write_past_the_conversations_tool_call_budget_is_denied(server: Runni
     assert (got["answer"], got["reasons"]) == ("deny", ["session_over_budget"]), got
     assert got["span_id"] in got["evidence"]
     assert "tool calls 5 > 4" in got["messages"][0]
-    after = verdict_afterwards(server, "budget-desk", "conv-spent", 3, "session-tool-calls", spent)
+    after = verdict_afterwards(server, "budget-desk", "conv-spent", 3, "session-budget", spent)
     assert after == ("fail", "session_over_budget")
 
     spare, got = asking_turn(server, "budget-desk", "conv-spare")
     assert (got["answer"], got["reasons"]) == ("allow", []), got
-    after = verdict_afterwards(server, "budget-desk", "conv-spare", 3, "session-tool-calls", spare)
+    after = verdict_afterwards(server, "budget-desk", "conv-spare", 3, "session-budget", spare)
     assert after[0] == "pass"
 
 
@@ -191,7 +168,7 @@ def test_an_approval_of_an_earlier_turn_covers_the_write_within_its_lifetime(
     asked, got = asking_turn(server, "approval-desk", conversation)
     assert (got["answer"], got["reasons"]) == expected, got
     verdict, reason = verdict_afterwards(
-        server, "approval-desk", conversation, len(turns) + 1, "approval-two-turns", asked
+        server, "approval-desk", conversation, len(turns) + 1, "fresh-approval", asked
     )
     if expected[0] == "allow":
         assert verdict == "pass"
@@ -203,7 +180,12 @@ def test_an_approval_of_an_earlier_turn_covers_the_write_within_its_lifetime(
 def test_with_sessions_off_the_conversation_is_never_judged_as_if_it_had_no_turns(
     tmp_path: Path,
 ) -> None:
-    off = serve(tmp_path, {"budget": BUDGET_PACK}, assembler=FAST, sessions={"enabled": False})
+    off = serve(
+        tmp_path,
+        {"budget": session_budget("budget-desk")},
+        assembler=FAST,
+        sessions={"enabled": False},
+    )
     try:
         _, got = asking_turn(off, "budget-desk", "conv-unseen")
         assert (got["answer"], got["reasons"]) == ("review", ["guard_session_unknown"]), got

@@ -19,6 +19,7 @@ from evaluators.evaluate import evaluate_session_pack
 from evaluators.model import Trajectory
 from evaluators.rulepack import RulePack, load_text
 from evaluators.sessions import Session
+from tests.support.session_packs import approval_lifetime, session_budget
 from tests.support.span_rows import ROOT, TRACE, span_row
 
 PRICES = PriceTable({})
@@ -27,34 +28,8 @@ CALL = "f" * 16
 MINUTE = 60_000_000_000
 NOW = 1_800_000_000_000_000_000  # the guard's clock; turns are placed minutes before it
 WRITE = {"customer": "C-1", "email": "m@x.org"}
-BUDGET = """
-name: shop
-version: "1"
-owner: shop-oncall
-selector: {service: shop}
-rules:
-  - id: session-budget
-    type: budget
-    scope: session
-    max_tool_calls: 4
-    max_turns: 3
-    reason: session_over_budget
-"""
-LIFETIME = """
-name: shop
-version: "1"
-owner: shop-oncall
-selector: {service: shop}
-approvals: {tools: [request_approval]}
-rules:
-  - id: fresh-approval
-    type: approval_lifetime
-    writes: {kind: tool, name: "update_*"}
-    max_turns: 2
-    max_age: 10m
-    same_resource: ["$.customer"]
-    reason: stale_approval
-"""
+BUDGET = session_budget("shop")
+LIFETIME = approval_lifetime("shop")
 APPROVED = ("request_approval", {"customer": "C-1"}, '{"approved": true}')
 LOOKUP = ("lookup_customer", {"customer": "C-1"}, "gold")
 Call = tuple[str, dict[str, Any], str]
