@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from collector.assembler.prices import PriceTable
 from collector.guard.conversation import Conversations
+from collector.guard.in_flight import TurnsInFlight
 from collector.guard.metrics import GuardMetrics
 from collector.guard.record import RECORDED, GuardRecorder
 from collector.guard.service import Guard
@@ -29,6 +30,10 @@ def guard_for(pipeline: Pipeline) -> Guard:
         consume, config.guard.record_linger_seconds, config.guard.max_unrecorded, metrics
     )
     decisions = pipeline.decisions
+    # a run of a conversation is closed by the assembler at the latest this long after its
+    # last span, and made into its session within a few of the stage's ticks
+    horizon = config.assembler.max_trace_age_seconds + 10 * config.sessions.tick_seconds
+    in_flight = TurnsInFlight(config.sessions.across_services, horizon, pipeline.clock)
     guard = Guard(
         config.guard,
         pipeline.assembler,
@@ -39,7 +44,7 @@ def guard_for(pipeline: Pipeline) -> Guard:
         metrics,
         PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()}),
         pipeline.clock,
-        Conversations(config.sessions, pipeline.sessions, pipeline.database),
+        Conversations(config.sessions, pipeline.sessions, pipeline.database, in_flight),
     )
     ingest.on_acknowledged = guard.acknowledged
     return guard

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+import pyarrow as pa
 
 from collector.config.evaluation import SessionsConfig
 from collector.guard.call import GuardRequest
+from collector.guard.in_flight import TurnsInFlight
 from collector.sessions.held import HeldSessions, SessionTurns
 from collector.sessions.loaded import ACROSS, read_turns
 from collector.store.database import Database
@@ -45,10 +47,24 @@ NOT_HELD = Conversation("", None, "not held in memory")
 
 
 class Conversations:
-    def __init__(self, config: SessionsConfig, stage: SessionSource, database: Database) -> None:
+    def __init__(
+        self,
+        config: SessionsConfig,
+        stage: SessionSource,
+        database: Database,
+        in_flight: TurnsInFlight | None = None,
+    ) -> None:
         self.config = config
         self.stage = stage
         self.database = database
+        # runs of conversations not closed into their sessions yet; not told with a configured
+        # attribute (the id is in the spans' attributes, not read as they arrive)
+        self.in_flight = None if config.attribute else in_flight
+
+    def seen(self, spans: pa.Table) -> None:
+        """Ingest's hook: these spans are acknowledged."""
+        if self.in_flight is not None and self.config.enabled:
+            self.in_flight.seen(spans)
 
     def of(
         self, request: GuardRequest, rows: list[dict[str, Any]], read: bool
@@ -74,6 +90,11 @@ class Conversations:
             except Exception as exc:
                 return Conversation(session_id, None, f"its turns could not be read: {exc}")
             self.stage.held.offer(key, turns)
+        if self.in_flight is not None:
+            open_turns = self.in_flight.open_turns(key, request.trace_id, turns.traces)
+            if open_turns:
+                why = f"run {open_turns[0]} of the conversation has not closed into its session yet"
+                return Conversation(session_id, None, why)
         return Conversation(session_id, turns)
 
 

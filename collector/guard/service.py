@@ -108,6 +108,8 @@ class Guard:
         on what the agent did, and waiting for each answer's step would serialize the calls."""
         if protocol == RECORDED:
             return
+        if self.conversations is not None:
+            self.conversations.seen(spans)
         frame = self.journal.journal_progress()[0]
         if not frame:
             return  # no journal: acknowledged is loaded

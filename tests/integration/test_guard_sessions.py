@@ -6,7 +6,8 @@ told) read from the admin API."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,22 +67,21 @@ def earlier_turns(
     session(server, conversation, service, len(turns))
 
 
-def asking_turn(
-    server: RunningServer, service: str, conversation: str
-) -> tuple[str, dict[str, Any]]:
-    """The next turn: the model asks for the write (its span names the conversation, as the
-    instrumentations write it on every span), the guard is asked, and the agent runs the write
-    whatever it was told, so that the verdict afterwards can be held against the answer."""
+@contextmanager
+def turn_in_progress(
+    server: RunningServer, service: str, conversation: str, write: bool = True
+) -> Iterator[tuple[str, Callable[[], dict[str, Any]]]]:
+    """The next turn, open: the model has asked for the write (its span names the
+    conversation, as the instrumentations write it on every span); yields the run's trace id
+    and how to ask the guard about the write. Then the agent runs the write (whatever it was
+    told, so that the verdict afterwards can be held against the answer) unless `write` is
+    False, and the turn ends."""
     agent = Service(server, service, "1.0.0")
     tracer = agent.provider.get_tracer("agent_loop")
     attrs = {"gen_ai.conversation.id": conversation}
+    agent_span = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support-agent"}
     with tracer.start_as_current_span(
-        "invoke_agent support-agent",
-        attributes={
-            **attrs,
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": "support-agent",
-        },
+        "invoke_agent support-agent", attributes={**attrs, **agent_span}
     ) as root:
         with tracer.start_as_current_span(
             "chat gpt-4.1-mini", attributes={**attrs, "gen_ai.operation.name": "chat"}
@@ -90,21 +90,33 @@ def asking_turn(
         agent.provider.force_flush()
         trace_id = format(root.get_span_context().trace_id, "032x")
         parent = format(root.get_span_context().span_id, "016x")
-        got = answer(
-            server, trace_id, "update_account", arguments=WRITE, parent=parent, service=service
+        yield (
+            trace_id,
+            lambda: answer(
+                server, trace_id, "update_account", arguments=WRITE, parent=parent, service=service
+            ),
         )
-        with tracer.start_as_current_span(
-            "execute_tool update_account",
-            attributes={
-                **attrs,
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": "update_account",
-                "gen_ai.tool.call.arguments": json.dumps(WRITE),
-                "gen_ai.tool.call.result": "ok",
-            },
-        ):
-            pass
+        if write:
+            with tracer.start_as_current_span(
+                "execute_tool update_account",
+                attributes={
+                    **attrs,
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "update_account",
+                    "gen_ai.tool.call.arguments": json.dumps(WRITE),
+                    "gen_ai.tool.call.result": "ok",
+                },
+            ):
+                pass
     agent.shutdown()
+
+
+def asking_turn(
+    server: RunningServer, service: str, conversation: str
+) -> tuple[str, dict[str, Any]]:
+    """The next turn, whose write the guard is asked about once."""
+    with turn_in_progress(server, service, conversation) as (trace_id, ask):
+        got = ask()
     return trace_id, got
 
 
@@ -207,3 +219,24 @@ def test_a_run_of_no_conversation_is_asked_no_session_rule(server: RunningServer
         got = answer(server, trace_id, "update_account", arguments=WRITE, service="budget-desk")
     agent.shutdown()
     assert (got["answer"], got["reasons"]) == ("allow", [])
+
+
+def test_an_earlier_turn_not_closed_yet_is_never_judged_as_missing(tmp_path: Path) -> None:
+    """Its spans arrived; it closes once quiet for the quiet period, and only then is it a turn
+    of the session: until then the guard says it cannot see the conversation whole."""
+    packs: dict[str, str | Path] = {"budget": session_budget("budget-desk")}
+    slow = {**FAST, "quiet_period_seconds": 2.0, "max_trace_age_seconds": 30}
+    server = serve(tmp_path, packs, assembler=slow, sessions=SESSIONS)
+    try:
+        agent = Service(server, "budget-desk", "1.0.0")
+        first = agent.turn("conv-quick", [LOOKUP, LOOKUP, LOOKUP, LOOKUP])  # the budget, used
+        agent.shutdown()
+        with turn_in_progress(server, "budget-desk", "conv-quick", write=False) as (_, ask):
+            early = ask()
+            assert (early["answer"], early["reasons"]) == ("review", ["guard_session_unknown"])
+            assert first in early["messages"][0] and "not closed" in early["messages"][0]
+            session(server, "conv-quick", "budget-desk", 1)
+            closed = ask()
+            assert (closed["answer"], closed["reasons"]) == ("deny", ["session_over_budget"])
+    finally:
+        server.stop()
