@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from collector.guard.conversation import Conversation
 from collector.guard.verdicts import Verdicts, counted
+from collector.sessions.held import SessionTurns
 from collector.sessions.turns import on_session_clock
 from evaluators.base import Finding
 from evaluators.evaluate import proven, session_finding, session_read
@@ -44,18 +45,28 @@ def asks_sessions(packs: list[RulePack], service: str) -> bool:
     )
 
 
-def with_run(
-    earlier: list[Trajectory], t: Trajectory, now_ns: int
-) -> tuple[list[Trajectory], bool]:
-    """The turns with the run so far as the latest (it runs the call now, after every turn so
-    far; a run that closed already leaves its place), on the session's clock; whether the run
-    was a turn already. A run in progress is not an incomplete turn: its spans to come are
-    not lost ones."""
-    was_turn = any(x.trace_id == t.trace_id for x in earlier)
+def placed(held: SessionTurns, t: Trajectory, now_ns: int) -> Trajectory:
+    """The run so far as the session's latest turn (it runs the call now, after every turn so
+    far), on the session's clock. A run in progress is not an incomplete turn: its spans to
+    come are not lost ones."""
     run = replace(t, status="ok") if t.status == "incomplete" else t
-    turns = [x for x in earlier if x.trace_id != t.trace_id] + [run]
+    others = [x for x in held.turns if x.trace_id != t.trace_id]
     arrived = {t.trace_id: EPOCH + timedelta(microseconds=now_ns // 1000 + 1)}
-    return on_session_clock(turns, arrived), was_turn
+    return on_session_clock([*others, run], arrived)[-1]
+
+
+def earlier_read(
+    held: SessionTurns, pack: RulePack, rule: Rule, run: str
+) -> tuple[list[Trajectory], Finding | None]:
+    """The earlier turns as the pack reads them for the rule (those it selects, by its approval
+    recogniser, focused), but the run's own when it is one; read once per session version,
+    pack and rule, not at each call."""
+    key = (id(pack), rule.id)
+    found = held.read_by.get(key)
+    if found is None or found[0] is not pack:
+        read, failure = session_read(Session("", held.turns), pack)
+        found = held.read_by[key] = (pack, focused(read, rule, "").turns, failure)
+    return [x for x in found[1] if x.trace_id != run], found[2]
 
 
 def focused(session: Session, rule: Rule, span_id: str) -> Session:
@@ -95,20 +106,22 @@ def without_call(session: Session, span_id: str, was_turn: bool) -> Session:
 
 
 def session_verdicts(
-    pack: RulePack, whole: Session, truncated: bool, span_id: str, was_turn: bool
+    pack: RulePack, held: SessionTurns, session_id: str, run: Trajectory, span_id: str
 ) -> list[Verdicts]:
-    """The pack's session rules that can decide now, about the proposed call; the session's
-    turns end with the run so far (which the pack selects)."""
+    """The pack's session rules that can decide now, about the proposed call: over the earlier
+    turns `held` and the run so far (which the pack selects), placed as the latest turn."""
     rules = guard_session_rules(pack)
     if not rules:
         return []
-    read, failure = session_read(whole, pack)
+    was_turn = run.trace_id in held.traces
+    now, run_failure = session_read(Session(session_id, [run]), pack)
     out = []
     for rule in rules:
-        session = focused(read, rule, span_id)
-        finding = failure or session_finding(session, rule)
-        if truncated and not proven(rule.type, finding.verdict, finding.evidence):
-            message = f"{rule.id}: only the latest {len(whole.turns) - 1} earlier turns were read"
+        before, failure = earlier_read(held, pack, rule, run.trace_id)
+        session = Session(session_id, [*before, *focused(now, rule, span_id).turns])
+        finding = failure or run_failure or session_finding(session, rule)
+        if held.truncated and not proven(rule.type, finding.verdict, finding.evidence):
+            message = f"{rule.id}: only the latest {len(before)} earlier turns were read"
             out.append(Verdicts(pack.guard.on_unknown, TRUNCATED, message, (span_id,)))
             continue
         if finding.reason == "evaluator_error":  # the session without the call would err too
@@ -116,10 +129,10 @@ def session_verdicts(
             out.append(Verdicts(Answer.REVIEW, finding.reason, message, (span_id,)))
             continue
 
-        def before(session: Session = session, rule: Rule = rule) -> Finding:
+        def without(session: Session = session, rule: Rule = rule) -> Finding:
             return session_finding(without_call(session, span_id, was_turn), rule)
 
-        found = counted(rule, finding, span_id, before)
+        found = counted(rule, finding, span_id, without)
         if found is not None:
             out.append(found)
     return [v for v in out if v.answer != Answer.ALLOW]
@@ -141,7 +154,6 @@ def conversation_verdicts(
         answer = strongest_answer([p.guard.on_unknown for p in asking])
         message = f"conversation {conversation.session_id}: {conversation.why}"
         return [Verdicts(answer, SESSION_UNKNOWN, message, ())] if answer != Answer.ALLOW else []
-    turns, was_turn = with_run(conversation.turns.turns, t, now_ns)
-    whole = Session(conversation.session_id, turns)
-    truncated = conversation.turns.truncated
-    return [v for p in asking for v in session_verdicts(p, whole, truncated, span_id, was_turn)]
+    held, session_id = conversation.turns, conversation.session_id
+    run = placed(held, t, now_ns)
+    return [v for p in asking for v in session_verdicts(p, held, session_id, run, span_id)]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from evaluators.model import Trajectory
 
@@ -24,6 +25,8 @@ class SessionTurns:
 
     traces: tuple[str, ...]
     turns: list[Trajectory]
+    # how each pack's rule reads these turns (the guard's, kept with the turns they read)
+    read_by: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def truncated(self) -> bool:
