@@ -69,7 +69,14 @@ class SessionsConfig(Strict):
         10_000,
         ge=0,
         description="Open sessions kept in memory; another is read from its stored row when a"
-        " turn arrives. As many sessions' turns are kept for the runtime guard.",
+        " turn arrives.",
+    )
+    guard_cached: int = Field(
+        1_024,
+        ge=0,
+        description="Sessions whose turns are kept in memory for the runtime guard's session"
+        " rules, the least recently made or asked let go; another is read from the store at"
+        " its next guard call.",
     )
 
 

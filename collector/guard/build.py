@@ -34,6 +34,7 @@ def guard_for(pipeline: Pipeline) -> Guard:
     # last span, and made into its session within a few of the stage's ticks
     horizon = config.assembler.max_trace_age_seconds + 10 * config.sessions.tick_seconds
     in_flight = TurnsInFlight(config.sessions.across_services, horizon, pipeline.clock)
+    pipeline.sessions.held.keep(config.sessions.guard_cached)
     guard = Guard(
         config.guard,
         pipeline.assembler,

@@ -36,10 +36,16 @@ class SessionTurns:
 class HeldSessions:
     """A bounded map of session key -> its turns, the least recently used let go."""
 
-    def __init__(self, max_sessions: int) -> None:
-        self.max_sessions = max_sessions
+    def __init__(self, max_sessions: int = 0) -> None:
+        self.max_sessions = max_sessions  # none until a guard asks for them (`keep`)
         self._held: OrderedDict[Key, SessionTurns] = OrderedDict()
         self._lock = threading.Lock()
+
+    def keep(self, max_sessions: int) -> None:
+        """Keep this many sessions' turns from now on (the guard that reads them says how
+        many; without one, none are kept)."""
+        with self._lock:
+            self.max_sessions = max_sessions
 
     def put(self, key: Key, turns: SessionTurns) -> None:
         """The stage made the session: these are its turns now."""

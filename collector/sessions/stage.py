@@ -123,7 +123,8 @@ class SessionStage(ReadingStage):
         self._running: OrderedDict[Key, Running] = OrderedDict()  # recently touched sessions
         self._stored: MaybeStored | None = None  # which sessions may have a row (at start)
         self._uncounted: dict[str, int] = {}  # sessions opened, reopened, turns: once stored
-        self.held = HeldSessions(config.max_cached)  # sessions' turns, for the runtime guard
+        # sessions' turns as loaded for their rules, kept once the runtime guard asks for them
+        self.held = HeldSessions()
         self.loader = Loader(config, metrics, rules_metrics, self.held)  # made by loading turns
         self._sql = NEW_TURNS.format(session=CONFIGURED if config.attribute else CONVENTIONS)
 

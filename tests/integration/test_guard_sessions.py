@@ -33,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         "approvals": approval_lifetime("approval-desk"),
     }
     # one session's turns kept in memory: the other conversations' are read from the store
-    sessions = {**SESSIONS, "max_cached": 1}
+    sessions = {**SESSIONS, "guard_cached": 1}
     running = serve(
         tmp_path_factory.mktemp("guard-sessions"), packs, assembler=FAST, sessions=sessions
     )

@@ -28,3 +28,12 @@ def test_the_least_recently_asked_session_is_let_go() -> None:
     held.put(("c", "shop"), OLD)
     assert [held.get((k, "shop")) is not None for k in "abc"] == [True, False, True]
     assert SessionTurns(("t0", "t1"), []).truncated
+
+
+def test_no_session_is_kept_until_a_guard_asks_for_them() -> None:
+    held = HeldSessions()
+    held.put(("a", "shop"), OLD)
+    assert held.get(("a", "shop")) is None
+    held.keep(1)
+    held.put(("a", "shop"), OLD)
+    assert held.get(("a", "shop")) == OLD

@@ -294,6 +294,7 @@ def test_turns_loaded_for_session_rules_are_kept_for_the_guard_as_the_store_read
     text = PackText("elsewhere", hashlib.sha256(ELSEWHERE.encode()).hexdigest(), ELSEWHERE)
     store = Store(tmp_path / "sextant.duckdb", FakeClock(), Packs((text,)))
     try:
+        store.stage.held.keep(10)  # as the guard asks
         store.stage.tick()  # caught up with an empty store
         first = turn(store.clock, 1, "conv-g", ago=30)
         store.commit(first)
