@@ -225,7 +225,7 @@ def test_an_earlier_turn_not_closed_yet_is_never_judged_as_missing(tmp_path: Pat
     """Its spans arrived; it closes once quiet for the quiet period, and only then is it a turn
     of the session: until then the guard says it cannot see the conversation whole."""
     packs: dict[str, str | Path] = {"budget": session_budget("budget-desk")}
-    slow = {**FAST, "quiet_period_seconds": 2.0, "max_trace_age_seconds": 30}
+    slow = {**FAST, "quiet_period_seconds": 3.0, "max_trace_age_seconds": 30}
     server = serve(tmp_path, packs, assembler=slow, sessions=SESSIONS)
     try:
         agent = Service(server, "budget-desk", "1.0.0")
