@@ -149,6 +149,21 @@ def evaluate_session_pack(
     rules = [r for r in pack.rules if is_session_rule(r)]
     if not rules:
         return []
+    read, failure = session_read(session, pack)
+    if not read.turns:
+        return []
+    results = []
+    for rule in rules:
+        finding = failure or session_finding(read, rule)
+        if not finding.traces:
+            finding = replace(finding, traces=(read.turns[-1].trace_id,))
+        results.append(result_of(pack, pack_version, rule, finding))
+    return results
+
+
+def session_read(session: Session, pack: RulePack) -> tuple[Session, Finding | None]:
+    """The session as the pack reads it: the turns it selects, each read by its approval
+    recogniser; and the review every rule gets when it cannot tell whether it selects one."""
     taken: list[Trajectory] = []
     failure = None
     for t in session.turns:
@@ -157,17 +172,8 @@ def evaluate_session_pack(
             taken.append(t)
             if selector_error is not None and failure is None:
                 failure = replace(review_for(selector_error), traces=(t.trace_id,))
-    if not taken:
-        return []
     approvals = pack.approvals or DEFAULT_APPROVALS
-    read = Session(session.session_id, [with_approvals(t, approvals) for t in taken])
-    results = []
-    for rule in rules:
-        finding = failure or session_finding(read, rule)
-        if not finding.traces:
-            finding = replace(finding, traces=(taken[-1].trace_id,))
-        results.append(result_of(pack, pack_version, rule, finding))
-    return results
+    return Session(session.session_id, [with_approvals(t, approvals) for t in taken]), failure
 
 
 def session_finding(session: Session, rule: Rule) -> Finding:

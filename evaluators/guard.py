@@ -36,6 +36,10 @@ def strongest_answer(answers: list[Answer]) -> Answer:
 GUARD_RULE_TYPES = frozenset(
     {"absence", "tool_args", "precedes", "budget", "flow", "mcp", "secrets", "pii"}
 )
+# Session rule types that can decide before the call runs, over the conversation's earlier
+# turns plus the run so far: a session budget (steps, tool calls, repeats, turns) and an
+# approval's lifetime. `repeated_failures` needs the call's outcome and is not asked.
+GUARD_SESSION_RULE_TYPES = frozenset({"budget", "approval_lifetime"})
 
 
 class GuardSettings(Strict):

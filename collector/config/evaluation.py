@@ -71,6 +71,13 @@ class SessionsConfig(Strict):
         description="Open sessions kept in memory; another is read from its stored row when a"
         " turn arrives.",
     )
+    guard_cached: int = Field(
+        1_024,
+        ge=0,
+        description="Sessions whose turns are kept in memory for the runtime guard's session"
+        " rules, the least recently made or asked let go; another is read from the store at"
+        " its next guard call.",
+    )
 
 
 SentVerdict = Literal["pass", "fail", "review"]

@@ -1,11 +1,14 @@
 """The guard wired to the pipeline's stages: the assembler's runs so far, the writer's journal,
-the packs in force, the decision engine's snapshot, ingest for its steps."""
+the packs in force, the decision engine's snapshot, the session stage's conversations, ingest
+for its steps."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from collector.assembler.prices import PriceTable
+from collector.guard.conversation import Conversations
+from collector.guard.in_flight import TurnsInFlight
 from collector.guard.metrics import GuardMetrics
 from collector.guard.record import RECORDED, GuardRecorder
 from collector.guard.service import Guard
@@ -27,6 +30,11 @@ def guard_for(pipeline: Pipeline) -> Guard:
         consume, config.guard.record_linger_seconds, config.guard.max_unrecorded, metrics
     )
     decisions = pipeline.decisions
+    # a run of a conversation is closed by the assembler at the latest this long after its
+    # last span, and made into its session within a few of the stage's ticks
+    horizon = config.assembler.max_trace_age_seconds + 10 * config.sessions.tick_seconds
+    in_flight = TurnsInFlight(config.sessions.across_services, horizon, pipeline.clock)
+    pipeline.sessions.held.keep(config.sessions.guard_cached)
     guard = Guard(
         config.guard,
         pipeline.assembler,
@@ -37,6 +45,7 @@ def guard_for(pipeline: Pipeline) -> Guard:
         metrics,
         PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()}),
         pipeline.clock,
+        Conversations(config.sessions, pipeline.sessions, pipeline.database, in_flight),
     )
     ingest.on_acknowledged = guard.acknowledged
     return guard

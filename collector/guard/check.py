@@ -10,7 +10,7 @@ the run is the verdict's business afterwards, not a reason to refuse this call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -19,8 +19,11 @@ from collector.assembler.build import build_trajectory
 from collector.assembler.grow import GrownRun
 from collector.assembler.prices import PriceTable
 from collector.guard.call import GuardAnswer, GuardRequest
+from collector.guard.conversation import Conversation
+from collector.guard.session_rules import conversation_verdicts
+from collector.guard.verdicts import Verdicts, counted, error_verdict
 from evaluators.approvals import DEFAULT_APPROVALS, with_approvals
-from evaluators.base import Decision, Finding, Verdict
+from evaluators.base import Decision
 from evaluators.evaluate import selected, when_applies
 from evaluators.guard import GUARD_RULE_TYPES, Answer, GuardSettings, strongest_answer
 from evaluators.model import Trajectory
@@ -31,16 +34,6 @@ from evaluators.sessions import is_session_rule
 UNKNOWN = "guard_run_unknown"  # no span of this run (for this service) has arrived
 PARTIAL = "guard_run_partial"  # the model call that asked for the call has not arrived
 NO_PACK = "guard_no_pack"  # no pack in force selects the target
-
-
-@dataclass(frozen=True)
-class Verdicts:
-    """What one rule said about the proposed call."""
-
-    answer: Answer
-    reason: str
-    message: str
-    evidence: tuple[str, ...]
 
 
 def proposed_row(request: GuardRequest, span_id: str, parent: str | None, now_ns: int) -> dict:
@@ -128,24 +121,8 @@ def rule_verdict(t: Trajectory, rule: Rule, span_id: str) -> Verdicts | None:
     try:
         finding = evaluate(t, rule)
     except Exception as exc:
-        message = f"{rule.id}: evaluator error: {type(exc).__name__}: {exc}"
-        return Verdicts(Answer.REVIEW, "evaluator_error", message, (span_id,))
-    if finding.verdict not in (Verdict.FAIL, Verdict.REVIEW):
-        return None
-    if span_id not in finding.evidence and not caused_by_call(t, rule, span_id, finding):
-        return None
-    answer = Answer.DENY if finding.verdict == Verdict.FAIL else Answer.REVIEW
-    reason = finding.reason or (rule.reason if finding.verdict == Verdict.FAIL else "review")
-    evidence = tuple(dict.fromkeys((*finding.evidence, span_id)))
-    return Verdicts(answer, reason, f"{rule.id}: {finding.message}", evidence)
-
-
-def caused_by_call(t: Trajectory, rule: Rule, span_id: str, finding: Finding) -> bool:
-    """A finding that does not name the call (a total over budget) is the call's when the run
-    without it does not give the same verdict."""
-    evaluate = RULE_TYPES[rule.type].evaluate
-    assert evaluate is not None
-    return evaluate(without(t, span_id), rule).verdict != finding.verdict
+        return error_verdict(rule, exc, span_id)
+    return counted(rule, finding, span_id, lambda: evaluate(without(t, span_id), rule))
 
 
 def guard_rules(pack: RulePack) -> list[Rule]:
@@ -226,11 +203,15 @@ def judge_call(
     now_ns: int,
     prices: PriceTable,
     grown: GrownRun | None = None,
+    conversation: Conversation | None = None,
 ) -> GuardAnswer:
     """The answer to one guard call; `rows` are the run's stored spans of the request's
-    service (none: the run is unknown), `grown` their run kept from earlier calls. The answer
-    names the span the call runs under."""
-    answer = weigh_call(request, rows, packs, decision, span_id, now_ns, prices, grown)
+    service (none: the run is unknown), `grown` their run kept from earlier calls,
+    `conversation` the session they name (None: none). The answer names the span the call
+    runs under."""
+    answer = weigh_call(
+        request, rows, packs, decision, span_id, now_ns, prices, grown, conversation
+    )
     answer.parent_span_id = parent_of_call(request, rows, grown)
     return answer
 
@@ -244,6 +225,7 @@ def weigh_call(
     now_ns: int,
     prices: PriceTable,
     grown: GrownRun | None = None,
+    conversation: Conversation | None = None,
 ) -> GuardAnswer:
     service, agent, version = request.service, request.agent, request.version
     tool = request.tool.name
@@ -269,6 +251,7 @@ def weigh_call(
         if selects
         for v in pack_verdicts(t, pack, span_id, error)
     ]
+    found += conversation_verdicts(chosen, t, span_id, now_ns, conversation)
     if on_decision is not None:
         found.insert(0, on_decision)
     if not chosen and not found:

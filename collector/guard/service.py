@@ -22,8 +22,10 @@ from collector.config.guard import GuardConfig
 from collector.evaluation.packs import PackSource, compiled
 from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.check import PARTIAL, UNKNOWN, judge_call
+from collector.guard.conversation import NOT_HELD, Conversations
 from collector.guard.metrics import GuardMetrics
 from collector.guard.record import RECORDED, GuardRecorder, guard_span
+from collector.guard.session_rules import SESSION_UNKNOWN, asks_sessions
 from collector.targets import Target
 from collector.threads import named_executor
 from evaluators.base import Decision
@@ -80,8 +82,10 @@ class Guard:
         metrics: GuardMetrics,
         prices: PriceTable,
         clock: Clock | None = None,
+        conversations: Conversations | None = None,
     ) -> None:
         self.config = config
+        self.conversations = conversations  # the runs' sessions, for the session rules
         self.runs = runs
         self.journal = journal
         self._acked: OrderedDict[str, int] = OrderedDict()  # trace id -> its last frame
@@ -104,6 +108,8 @@ class Guard:
         on what the agent did, and waiting for each answer's step would serialize the calls."""
         if protocol == RECORDED:
             return
+        if self.conversations is not None:
+            self.conversations.seen(spans)
         frame = self.journal.journal_progress()[0]
         if not frame:
             return  # no journal: acknowledged is loaded
@@ -124,10 +130,11 @@ class Guard:
         span_id: str,
         now_ns: int,
         held: list[dict[str, Any]] | None = None,
-    ) -> GuardAnswer:
-        """Read the run (unless `held` is it), weigh it (the decision is read last, freshest).
-        In a guard thread, unless the run is held in memory: then on the event loop, where it
-        takes well under a millisecond and two hand-overs of the GIL cost more."""
+    ) -> GuardAnswer | None:
+        """Read the run (unless `held` is it) and its conversation, weigh it (the decision is
+        read last, freshest). In a guard thread, unless the run is held in memory: then on the
+        event loop, where it takes well under a millisecond and two hand-overs of the GIL cost
+        more; None there when the conversation's turns must be read from the store."""
         in_memory = held is not None
         if held is None:
             if not self._loaded(request.trace_id):
@@ -139,10 +146,22 @@ class Guard:
         version = request.version or next(
             (r["service_version"] for r in rows if r["service_version"]), ""
         )
+        packs = self._packs()
+        conversation = None
+        if self.conversations is not None and asks_sessions(packs, request.service):
+            conversation = self.conversations.of(request, rows, read=not in_memory)
+            if conversation is NOT_HELD:
+                return None
         decision = self.decision_of(Target(request.service, agent or "", version or ""))
         return judge_call(
-            request, rows, self._packs(), decision, span_id, now_ns, self.prices, grown
+            request, rows, packs, decision, span_id, now_ns, self.prices, grown, conversation
         )
+
+    def _judge_read(self, request: GuardRequest, span_id: str, now_ns: int) -> GuardAnswer:
+        """In a guard thread: everything the call needs may be read from the store."""
+        answer = self._judge(request, span_id, now_ns)
+        assert answer is not None  # only a run held in memory leaves its conversation unread
+        return answer
 
     def _grown(self, request: GuardRequest, rows: list[dict[str, Any]]) -> GrownRun | None:
         """The run of `rows` grown from the one kept at the previous call about it (on the event
@@ -178,7 +197,7 @@ class Guard:
         except Exception as exc:
             log.exception("guard call raised: %s", exc)
             answer, basis = self.unavailable(request, span_id, "error"), "unavailable"
-        if basis == "judged" and {UNKNOWN, PARTIAL} & set(answer.reasons):
+        if basis == "judged" and {UNKNOWN, PARTIAL, SESSION_UNKNOWN} & set(answer.reasons):
             basis = "unknown"
         self.metrics.answered(answer.answer.value, basis)
         end_ns = int(self.clock.wall() * 1e9)
@@ -196,12 +215,14 @@ class Guard:
         started = time.perf_counter()
         held = self.runs.held_run(request.trace_id) if self._loaded(request.trace_id) else None
         if held is not None:
-            return self._judge(request, span_id, start_ns, held), "judged"
+            answer = self._judge(request, span_id, start_ns, held)
+            if answer is not None:
+                return answer, "judged"
         if self._pending >= self.config.max_pending:
             return self.unavailable(request, span_id, "overloaded"), "unavailable"
         self._pending += 1
         loop = asyncio.get_running_loop()
-        work = loop.run_in_executor(self._threads, self._judge, request, span_id, start_ns)
+        work = loop.run_in_executor(self._threads, self._judge_read, request, span_id, start_ns)
         work.add_done_callback(self._done)
         try:
             answer = await asyncio.wait_for(asyncio.shield(work), self.config.deadline_seconds)

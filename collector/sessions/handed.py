@@ -38,6 +38,7 @@ class Handed:
         self.dropped = 0  # commits whose runs were not queued, ever
         self.commits = 0  # commit hooks returned, ever
         self._queue: deque[tuple[datetime, pa.Table]] = deque()
+        self._making: list[pa.Table] = []  # taken, not made into sessions yet
         self._runs = 0
         self._lock = threading.Lock()
 
@@ -77,15 +78,33 @@ class Handed:
         with self._lock:
             taken, self._runs = list(self._queue), 0
             self._queue.clear()
+            self._making = [table for _, table in taken]
         runs = [r for _, table in taken for r in table.to_pylist()]
         return runs, taken[0][0] if taken else None
 
     def put_back(self, runs: list[dict[str, Any]], received_at: datetime) -> None:
         """Runs taken and not made into sessions (the store failed): first in line again."""
-        if runs:
-            with self._lock:
+        with self._lock:
+            self._making = []
+            if runs:
                 self._queue.appendleft((received_at, pa.Table.from_pylist(runs)))
                 self._runs += len(runs)
+
+    def made(self) -> None:
+        """The runs taken are in their sessions (stored)."""
+        with self._lock:
+            self._making = []
+
+    def waiting(self, session_id: str) -> bool:
+        """Whether a run queued or being made may be a turn of this session: one with its
+        conversation id, or any when the id is a configured attribute looked up later."""
+        with self._lock:
+            tables = [table for _, table in self._queue] + self._making
+        if self.by_attribute:
+            return any(table.num_rows for table in tables)
+        return any(
+            pc.any(pc.equal(table["conversation_id"], session_id)).as_py() for table in tables
+        )
 
     def oldest(self) -> datetime | None:
         """When the oldest run waiting was committed."""

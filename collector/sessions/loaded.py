@@ -13,6 +13,7 @@ from typing import Any
 from collector.config.evaluation import SessionsConfig
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackText, compiled
+from collector.sessions.held import HeldSessions, Key, SessionTurns
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.rows import session_result_rows, session_row
 from collector.sessions.turns import on_session_clock
@@ -22,7 +23,6 @@ from evaluators.base import Decision, Result, Verdict
 from evaluators.evaluate import evaluate_session_pack, proven
 from evaluators.sessions import Session, is_session_rule
 
-Key = tuple[str, str]  # (session id, its service, or ACROSS)
 ACROSS = "*"  # the service of a session grouped across services
 SESSIONS_OF = "SELECT * FROM sessions WHERE session_id IN ?"
 # when a turn first closed (its first revision), and when its current revision began
@@ -47,11 +47,16 @@ class Loader:
     """Makes sessions from their loaded turns, counting them in the stage's metrics."""
 
     def __init__(
-        self, config: SessionsConfig, metrics: SessionMetrics, rules_metrics: RulesMetrics
+        self,
+        config: SessionsConfig,
+        metrics: SessionMetrics,
+        rules_metrics: RulesMetrics,
+        held: HeldSessions | None = None,
     ) -> None:
         self.config = config
         self.metrics = metrics
         self.rules_metrics = rules_metrics
+        self.held = held  # each session's turns as loaded, for the runtime guard
         self.failures: list[str] = []  # packs that raised past evaluate_session_pack
 
     def grouped(
@@ -89,6 +94,8 @@ class Loader:
             if not runs:
                 continue
             session = Session(sid, on_session_clock(runs, arrived))
+            if self.held is not None:
+                self.held.put(key, SessionTurns(tuple(traces), session.turns))
             found = self._evaluate(session, texts, truncated=len(traces) > len(runs))
             rows = session_result_rows(session, found, shas, after(now, latest.get(sid)))
             changed = [r for r in rows if last.get(result_key(sid, r)) != key_of(r)]
@@ -207,3 +214,21 @@ def truncate(r: Result, max_turns: int) -> Result:
 
 def has_session_rules(text: PackText) -> bool:
     return any(is_session_rule(r) for r in compiled(text).rules)
+
+
+def read_turns(cursor: Any, key: Key, window: int) -> SessionTurns:
+    """A session's turns from the store as the stage last made them (its row's turns, in
+    order, the latest `window` loaded); none when it has no row (no turn has closed)."""
+    session_id, service = key
+    rows = [
+        r for r in rows_of(cursor, SESSIONS_OF, [[session_id]]) if r["session_service"] == service
+    ]
+    if not rows:
+        return SessionTurns((), [])
+    ordered, arrived = in_order(cursor, {key: []}, {key: rows[0]})
+    traces = ordered[key]
+    loaded = {
+        t.trace_id: t for t in load_trajectories(DuckDBSource(cursor, "store"), traces[-window:])
+    }
+    runs = [loaded[t] for t in traces[-window:] if t in loaded]
+    return SessionTurns(tuple(traces), on_session_clock(runs, arrived))

@@ -40,6 +40,7 @@ from collector.config.evaluation import SessionsConfig
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackSource, PackText
 from collector.sessions.handed import Handed
+from collector.sessions.held import HeldSessions
 from collector.sessions.loaded import (
     ACROSS,
     SESSIONS_OF,
@@ -122,7 +123,9 @@ class SessionStage(ReadingStage):
         self._running: OrderedDict[Key, Running] = OrderedDict()  # recently touched sessions
         self._stored: MaybeStored | None = None  # which sessions may have a row (at start)
         self._uncounted: dict[str, int] = {}  # sessions opened, reopened, turns: once stored
-        self.loader = Loader(config, metrics, rules_metrics)  # sessions made by loading turns
+        # sessions' turns as loaded for their rules, kept once the runtime guard asks for them
+        self.held = HeldSessions()
+        self.loader = Loader(config, metrics, rules_metrics, self.held)  # made by loading turns
         self._sql = NEW_TURNS.format(session=CONFIGURED if config.attribute else CONVENTIONS)
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
@@ -194,6 +197,11 @@ class SessionStage(ReadingStage):
             self._caught_up, self._caught_drops = True, drops
         return len(sessions)
 
+    def waiting(self, session_id: str) -> bool:
+        """Whether a closed run may be a turn of this session that is not in it yet: handed and
+        not made, or stored and not read back (the stage is catching up)."""
+        return self._catching_up() or self._behind or self.handed.waiting(session_id)
+
     def _handed(self, texts: list[PackText], now: datetime) -> int:
         runs, first = self.handed.take()
         if first is None:
@@ -205,6 +213,7 @@ class SessionStage(ReadingStage):
                     cursor, self._identified(cursor, runs), texts, now
                 )
             self._store(sessions, results, states)
+            self.handed.made()
         except Interrupted:
             raise
         except Exception:  # made again at the next wake

@@ -12,16 +12,15 @@ import pytest
 
 from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
-from collector.assembler.spans import SPAN_FIELDS
 from collector.guard import wire
 from collector.guard.call import GuardRequest
 from collector.guard.check import decision_verdict, guard_rules, judge_call
 from evaluators.base import Decision
 from evaluators.guard import Answer, GuardSettings
 from evaluators.rulepack import load_text
+from tests.support.span_rows import ROOT, TRACE
+from tests.support.span_rows import span_row as row
 
-TRACE = "ab" * 16
-ROOT = "1" * 16
 PRICES = PriceTable({})
 WRITES = GuardSettings(writes=["update_*"])
 
@@ -59,28 +58,6 @@ def test_the_targets_decision_answers_as_the_packs_say(
 ) -> None:
     found = decision_verdict(decision, [], tool, settings)
     assert (None if found is None else (found.answer, found.reason)) == expected
-
-
-def row(span_id: str, name: str, start: int, **kw: Any) -> dict[str, Any]:
-    base: dict[str, Any] = dict.fromkeys(SPAN_FIELDS)
-    base.update(
-        trace_id=TRACE,
-        span_id=span_id,
-        parent_span_id=ROOT,
-        flags=0,
-        name=name,
-        kind="INTERNAL",
-        start_time_unix_nano=start,
-        end_time_unix_nano=start + 10,
-        status_code="OK",
-        step_kind="tool",
-        tool_name=name,
-        tool_arguments="{}",
-        service_name="shop",
-        attributes="{}",
-    )
-    base.update(kw)
-    return base
 
 
 BUDGET_PACK = """
@@ -210,9 +187,10 @@ def test_a_pack_that_cannot_tell_whether_it_selects_the_run_reviews_the_call() -
     assert judged(rows, on_root) == ("review", ["trace_incomplete"])
 
 
-def test_session_rules_are_not_asked_and_a_new_pack_version_has_its_own_rules() -> None:
-    """A session's budget needs the session's other runs: the guard leaves it to the verdict;
-    the pack's run rules are listed once per compiled version, and a new version is read anew."""
+def test_a_run_of_no_conversation_is_asked_no_session_rule_and_a_new_pack_has_its_own() -> None:
+    """A session's budget needs the session's other runs: a run that names no conversation
+    has none (tests/unit/guard/test_session_rules.py asks them of one that does); the pack's
+    run rules are listed once per compiled version, and a new version is read anew."""
     session = BUDGET_PACK.replace("max_tool_calls: 3", "max_tool_calls: 1\n    scope: session")
     rows = [row(f"{i:016x}", "search", 100 * i) for i in range(1, 3)]
     assert judged(rows, session) == ("allow", [])

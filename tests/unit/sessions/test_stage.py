@@ -24,6 +24,7 @@ from collector.config.sections import WriterConfig
 from collector.errors import ShuttingDown
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackText
+from collector.sessions.loaded import read_turns
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.stage import SessionStage
 from collector.sessions.turns import nanos, shifted
@@ -282,6 +283,42 @@ def test_a_row_kept_from_its_turns_is_the_row_loading_its_turns_makes(
     finally:
         kept.close()
         loaded.close()
+
+
+def test_turns_loaded_for_session_rules_are_kept_for_the_guard_as_the_store_reads_them(
+    tmp_path: Path,
+) -> None:
+    """The guard reads a session's turns from memory when the stage made it lately, and from
+    the store otherwise: the same turns on the same clock; a turn handed and not made yet is
+    said to be waiting, for its conversation only."""
+    text = PackText("elsewhere", hashlib.sha256(ELSEWHERE.encode()).hexdigest(), ELSEWHERE)
+    store = Store(tmp_path / "sextant.duckdb", FakeClock(), Packs((text,)))
+    try:
+        store.stage.held.keep(10)  # as the guard asks
+        store.stage.tick()  # caught up with an empty store
+        first = turn(store.clock, 1, "conv-g", ago=30)
+        store.commit(first)
+        assert store.stage.waiting("conv-g") and not store.stage.waiting("conv-other")
+        store.stage.tick()
+        assert not store.stage.waiting("conv-g")
+        ahead = turn(store.clock, 2, "conv-g", ago=-3600)  # a clock an hour fast
+        store.commit(ahead)
+        store.stage.tick()
+
+        key = ("conv-g", "support-desk")
+        held = store.stage.held.get(key)
+        assert held is not None and held.traces == (first.trace_id, ahead.trace_id)
+        assert held.turns[1].end_time_unix_nano <= nanos(store.clock.now())
+        with store.stage.reader.cursor() as cursor:
+            read = read_turns(cursor, key, 500)
+        assert read.traces == held.traces and not read.truncated
+        assert [(t.start_time_unix_nano, t.end_time_unix_nano) for t in read.turns] == [
+            (t.start_time_unix_nano, t.end_time_unix_nano) for t in held.turns
+        ]
+        with store.stage.reader.cursor() as cursor:
+            assert read_turns(cursor, ("conv-new", "support-desk"), 500).traces == ()
+    finally:
+        store.close()
 
 
 def test_a_restarted_stage_reads_back_what_it_had_not_made(store: Store) -> None:

@@ -1,0 +1,36 @@
+"""Runs of a conversation seen arriving and not yet turns of its session: the guard's earlier
+turns it cannot read, until they are turns or the assembler must have closed them."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from collector.clock import FakeClock
+from collector.guard.in_flight import TurnsInFlight
+
+
+def spans(*runs: tuple[str | None, str, str]) -> pa.Table:
+    """One span per (conversation id, service, trace id)."""
+    names = ["conversation_id", "service_name", "trace_id"]
+    return pa.table({n: [r[i] for r in runs] for i, n in enumerate(names)})
+
+
+def test_a_run_counts_until_it_is_a_turn_or_past_the_horizon() -> None:
+    clock = FakeClock()
+    flight = TurnsInFlight(False, 30.0, clock)
+    flight.seen(spans(("c-1", "shop", "t1"), ("c-1", "shop", "t2"), (None, "shop", "t3")))
+    flight.seen(spans(("c-1", "desk", "t4")))  # the same id, another service's session
+    key = ("c-1", "shop")
+    assert flight.open_turns(key, "t2", ()) == ["t1"]  # the asking run is not an earlier turn
+    assert flight.open_turns(key, "t9", ("t1",)) == ["t2"]
+    clock.advance(20)
+    flight.seen(spans(("c-1", "shop", "t2")))  # a late span: seen again
+    clock.advance(15)
+    assert flight.open_turns(key, "t9", ()) == ["t2"]
+    assert flight.open_turns(("c-2", "shop"), "t9", ()) == []
+
+
+def test_across_services_a_conversation_is_one() -> None:
+    flight = TurnsInFlight(True, 30.0, FakeClock())
+    flight.seen(spans(("c-1", "shop", "t1"), ("c-1", "desk", "t2")))
+    assert flight.open_turns(("c-1", "*"), "t9", ()) == ["t1", "t2"]
