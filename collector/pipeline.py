@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from collector.admin.server import AdminServer
@@ -27,7 +26,6 @@ from collector.decisions.engine import Coverage, DecisionEngine
 from collector.decisions.metrics import DecisionCollector, DecisionMetrics
 from collector.drift.metrics import DriftMetrics
 from collector.drift.scheduler import DriftScheduler
-from collector.errors import MalformedRequest
 from collector.evaluation.health import EvaluatorHealth
 from collector.evaluation.mcp import McpInventory
 from collector.evaluation.metrics import RulesMetrics, TargetMetrics
@@ -39,8 +37,8 @@ from collector.judges.events_out import EvaluationExport
 from collector.judges.metrics import EventMetrics, JudgeMetrics
 from collector.judges.stage import JudgeStage
 from collector.lifecycle import Stage, deadline_in
-from collector.normalize.wire import decode_request
 from collector.receivers.ingest import Ingest
+from collector.receivers.journaled import decode_journaled
 from collector.receivers.metrics import ReceiverMetrics
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
@@ -51,7 +49,7 @@ from collector.sessions.stage import SessionStage
 from collector.store.checkpointer import Checkpointer
 from collector.store.database import Database
 from collector.store.export import ParquetExporter
-from collector.store.journal import Frame, Journal
+from collector.store.journal import Journal
 from collector.store.metrics import StoreMetrics, StoreSizeCollector
 from collector.store.pending import CommitHook, fan_out
 from collector.store.retention import Retention, RetentionMetrics
@@ -347,18 +345,8 @@ class Pipeline:
     async def _replay_journal(self) -> None:
         """Loads what the last run acknowledged but had not loaded (it crashed), before any
         receiver takes new requests; the stages are running, so those spans are assembled."""
-
-        def decode(frame: Frame) -> pa.Table | None:
-            try:
-                return decode_request(
-                    frame.signal, frame.encoding, frame.payload, frame.max_attribute_length
-                ).table
-            except MalformedRequest as exc:  # it decoded when it was acknowledged
-                log.error("journal frame %d no longer decodes, skipped: %s", frame.seq, exc)
-                return None
-
         started = time.monotonic()
-        rows = await asyncio.to_thread(self.writer.replay, decode)
+        rows = await asyncio.to_thread(self.writer.replay, decode_journaled)
         if rows:
             log.info(
                 "loaded %d rows acknowledged before the last stop from the journal in %.1f s",

@@ -56,16 +56,30 @@ def whole_fields(data: bytes, most: int = MOST_FIELDS) -> bool:
     at its last byte: then its bytes cannot run on into those of a request placed after it.
     An export request's top-level fields are its resources, a few; a body of thousands of tiny
     fields is taken alone rather than scanned here, on the event loop."""
+    ends = field_ends(data, most)
+    return ends is not None and (not ends or ends[-1] == len(data))
+
+
+def split_fields(data: bytes) -> list[bytes] | None:
+    """Each top-level field of `data` (a resource, for an export request) as bytes of its own,
+    each a valid request alone; None when `data` is not whole fields."""
+    ends = field_ends(data, len(data))
+    if ends is None or (ends and ends[-1] != len(data)):
+        return None
+    return [data[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+
+
+def field_ends(data: bytes, most: int) -> list[int] | None:
+    """Where each of the first `most` top-level protobuf fields of `data` ends (the rest not
+    scanned); None when one is torn, of field number 0 or a group."""
     at, end = 0, len(data)
+    ends: list[int] = []
     try:
-        while at < end:
-            most -= 1
-            if most < 0:
-                return False
+        while at < end and len(ends) <= most:
             tag, at = _varint(data, at)
             wire, field = tag & 7, tag >> 3
             if field == 0:
-                return False
+                return None
             if wire == VARINT:
                 _, at = _varint(data, at)
             elif wire == LEN:
@@ -74,10 +88,11 @@ def whole_fields(data: bytes, most: int = MOST_FIELDS) -> bool:
             elif wire in FIXED:
                 at += FIXED[wire]
             else:
-                return False
+                return None
+            ends.append(at)
     except (IndexError, ValueError):
-        return False
-    return at == end
+        return None
+    return ends if len(ends) <= most else None
 
 
 @dataclass
