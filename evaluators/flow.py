@@ -116,20 +116,49 @@ def narrowed(value: Any, path: str | None) -> Any:
     return None if found is MISSING else found
 
 
+def flow_into(
+    given: list[tuple[Step | None, set[str]]], sink: Step
+) -> tuple[Step | None, Step, str] | None:
+    """The first source before the sink whose value reached it: (source, sink, value)."""
+    return next(
+        (
+            (src, sink, value)
+            for src, values in given
+            if (src is None or src.seq < sink.seq) and (value := flows(values, sink))
+        ),
+        None,
+    )
+
+
+def flow_step(t: Trajectory, rule: FlowRule, sink: Step) -> Finding | None:
+    """This sink's own verdict under the rule (None when it is no sink): what the runtime guard
+    asks of a proposed call, which an earlier flow must not hide."""
+    if not rule.sink.matches(sink):
+        return None
+    hit = flow_into(sources(t, rule), sink)
+    if rule.expect == "absent":
+        if hit is None:
+            return Finding(Verdict.PASS, f"no value of the source reached {sink.name}")
+        src, _, value = hit
+        where = "the user's input" if src is None else f"{src.name} (seq {src.seq})"
+        message = f"a value of {len(value)} characters from {where} reached {sink.name}"
+        return Finding(Verdict.FAIL, message, tuple(s.span_id for s in (src, sink) if s))
+    if hit is not None:
+        return Finding(Verdict.PASS, f"{sink.name} got a value from the source")
+    if t.status == "incomplete":
+        message = f"trace incomplete ({', '.join(t.incomplete_reasons)}); a sink got no value"
+        return Finding(Verdict.REVIEW, message, (sink.span_id,), reason="trace_incomplete")
+    message = f"{sink.name} (seq {sink.seq}) got no value from the source"
+    return Finding(Verdict.FAIL, message, (sink.span_id,))
+
+
 def evaluate_flow(t: Trajectory, rule: FlowRule) -> Finding:
     given = sources(t, rule)
     sinks = [s for s in t.steps if rule.sink.matches(s)]
     found: list[tuple[Step | None, Step, str]] = []
     unfed: list[Step] = []
     for sink in sinks:
-        hit = next(
-            (
-                (src, sink, value)
-                for src, values in given
-                if (src is None or src.seq < sink.seq) and (value := flows(values, sink))
-            ),
-            None,
-        )
+        hit = flow_into(given, sink)
         if hit is not None:
             found.append(hit)
         else:

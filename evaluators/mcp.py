@@ -65,6 +65,29 @@ def refusal(rule: McpRule, step: Step) -> str | None:
     return None
 
 
+def refused_why(rule: McpRule, step: Step) -> str | None:
+    """`refusal`, with a call to a server the trace does not name refused when the rule says
+    `unknown_server: fail` (`?` otherwise)."""
+    why = refusal(rule, step)
+    if why == "?" and rule.unknown_server == "fail":
+        return f"{step.tool_name} on a server the trace does not name"
+    return why
+
+
+def mcp_step(t: Trajectory, rule: McpRule, step: Step) -> Finding | None:
+    """This call's own verdict under the rule (None when it is no MCP tool call): what the
+    runtime guard asks of a proposed call, which an earlier refused call must not hide."""
+    if not (step.is_tool_call and step.mcp is not None):
+        return None
+    why = refused_why(rule, step)
+    if why is None or (why == "?" and rule.unknown_server != "review"):
+        return Finding(Verdict.PASS, f"{step.tool_name} allowed")
+    if why == "?":
+        message = f"{step.tool_name} to a server the trace does not name"
+        return Finding(Verdict.REVIEW, message, (step.span_id,), reason="mcp_server_unknown")
+    return Finding(Verdict.FAIL, why, (step.span_id,))
+
+
 def evaluate_mcp(t: Trajectory, rule: McpRule) -> Finding:
     calls = mcp_calls(t)
     if not calls:
@@ -72,11 +95,9 @@ def evaluate_mcp(t: Trajectory, rule: McpRule) -> Finding:
     refused: list[tuple[Step, str]] = []
     unknown: list[Step] = []
     for step in calls:
-        why = refusal(rule, step)
-        if why == "?" and rule.unknown_server != "fail":
+        why = refused_why(rule, step)
+        if why == "?":
             unknown.append(step)
-        elif why == "?":
-            refused.append((step, f"{step.tool_name} on a server the trace does not name"))
         elif why is not None:
             refused.append((step, why))
     if refused:

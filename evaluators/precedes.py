@@ -158,6 +158,15 @@ def same_subject(rule: PrecedesRule, b: Step, earlier: list[Step]) -> Outcome:
     return Outcome(Verdict.FAIL, rule.subject_reason, c.detail, (a, b))
 
 
+def precedes_step(t: Trajectory, rule: PrecedesRule, b: Step) -> Finding | None:
+    """This step's own verdict under the rule (None when it is no B): what the runtime guard
+    asks of a proposed call, which an earlier failing B must not hide."""
+    if not rule.then.matches(b):
+        return None
+    o = judge(t, rule, b)
+    return Finding(o.verdict, o.message, tuple(s.span_id for s in o.evidence), reason=o.reason)
+
+
 def evaluate_precedes(t: Trajectory, rule: PrecedesRule) -> Finding:
     guarded = [s for s in t.steps if rule.then.matches(s)]
     if not guarded:

@@ -10,6 +10,7 @@ the run is the verdict's business afterwards, not a reason to refuse this call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -23,10 +24,13 @@ from collector.guard.conversation import Conversation
 from collector.guard.session_rules import conversation_verdicts
 from collector.guard.verdicts import Verdicts, counted, error_verdict
 from evaluators.approvals import DEFAULT_APPROVALS, with_approvals
-from evaluators.base import Decision
+from evaluators.base import Decision, Finding, Verdict
 from evaluators.evaluate import selected, when_applies
+from evaluators.flow import flow_step
 from evaluators.guard import GUARD_RULE_TYPES, Answer, GuardSettings, strongest_answer
-from evaluators.model import Trajectory
+from evaluators.mcp import mcp_step
+from evaluators.model import Step, Trajectory
+from evaluators.precedes import precedes_step
 from evaluators.registry import RULE_TYPES, Rule
 from evaluators.rulepack import RulePack
 from evaluators.sessions import is_session_rule
@@ -114,11 +118,27 @@ def without(t: Trajectory, span_id: str) -> Trajectory:
     return replace(t, steps=[s for s in t.steps if s.span_id != span_id])
 
 
+NO_VERDICT = Finding(Verdict.NOT_APPLICABLE, "")
+# Rule types that judge each step on its own: the proposed call is asked its own verdict, since
+# the run's finding names only the first failure (an earlier flow, a failing B whose reason is
+# another, a refusal beside a review) and would hide the call's.
+STEP_JUDGES: dict[str, Callable[[Trajectory, Any, Step], Finding | None]] = {
+    "precedes": precedes_step,
+    "flow": flow_step,
+    "mcp": mcp_step,
+}
+
+
 def rule_verdict(t: Trajectory, rule: Rule, span_id: str) -> Verdicts | None:
     """deny / review when the rule's finding is about the proposed call; None when not."""
     evaluate = RULE_TYPES[rule.type].evaluate
     assert evaluate is not None  # GUARD_RULE_TYPES are all run rules
+    judge_step = STEP_JUDGES.get(rule.type)
     try:
+        if judge_step is not None:
+            call = next(s for s in t.steps if s.span_id == span_id)
+            own = judge_step(t, rule, call)  # without the call, it has no verdict of its own
+            return None if own is None else counted(rule, own, span_id, lambda: NO_VERDICT)
         finding = evaluate(t, rule)
     except Exception as exc:
         return error_verdict(rule, exc, span_id)
