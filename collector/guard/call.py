@@ -44,6 +44,13 @@ class GuardRequest(Strict):
     service: str = Field(min_length=1, max_length=256, description="The run's service.name.")
     agent: str | None = Field(None, max_length=256, description="The agent's name.")
     version: str | None = Field(None, max_length=256, description="The run's service.version.")
+    conversation_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="The run's conversation (session) when no span exported so far names it:"
+        " the agent's own span, which often carries it, has not ended yet.",
+    )
     tool: ProposedCall = Field(description="The proposed call.")
 
     @field_validator("trace_id", "parent_span_id", mode="before")

@@ -71,7 +71,7 @@ class Conversations:
     ) -> Conversation | None:
         """The run's conversation; None when its spans name none (session rules do not apply);
         NOT_HELD when its turns are not in memory and `read` is False."""
-        session_id = session_of(rows, self.config.attribute)
+        session_id = session_of(rows, self.config.attribute) or request.conversation_id
         if session_id is None:
             return None
         if not self.config.enabled:

@@ -34,6 +34,7 @@ FIELDS: dict[str, list[tuple[str, int, bool, str | None]]] = {
         ("agent", 4, False, None),
         ("version", 5, False, None),
         ("tool", 6, False, "ProposedCall"),
+        ("conversation_id", 7, False, None),
     ],
     "CheckResponse": [
         ("answer", 1, False, None),
@@ -97,6 +98,7 @@ def request_of(data: bytes) -> GuardRequest:
             "service": message.service,
             "agent": message.agent or None,
             "version": message.version or None,
+            "conversation_id": message.conversation_id or None,
             "tool": {
                 "name": tool.name,
                 "arguments": arguments,

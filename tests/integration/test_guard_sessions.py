@@ -221,6 +221,30 @@ def test_a_run_of_no_conversation_is_asked_no_session_rule(server: RunningServer
     assert (got["answer"], got["reasons"]) == ("allow", [])
 
 
+def test_a_conversation_named_only_on_the_open_agent_span_is_told_by_the_call(
+    server: RunningServer,
+) -> None:
+    """The agent's span carries the conversation id and has not ended when the agent asks: the
+    call says which conversation the run is of, and the session's budget is asked."""
+    earlier_turns(server, "budget-desk", "conv-told", [LOOKUP, LOOKUP], [LOOKUP, LOOKUP])
+    agent = Service(server, "budget-desk", "1.0.0")
+    tracer = agent.provider.get_tracer("agent_loop")
+    named = {"gen_ai.conversation.id": "conv-told", "gen_ai.operation.name": "invoke_agent"}
+    with tracer.start_as_current_span("invoke_agent support-agent", attributes=named) as root:
+        with tracer.start_as_current_span(
+            "chat gpt-4.1-mini", attributes={"gen_ai.operation.name": "chat"}
+        ):
+            pass
+        agent.provider.force_flush()
+        trace_id = format(root.get_span_context().trace_id, "032x")
+        ask = {"arguments": WRITE, "service": "budget-desk"}
+        untold = answer(server, trace_id, "update_account", **ask)
+        told = answer(server, trace_id, "update_account", **ask, conversation="conv-told")
+    agent.shutdown()
+    assert (untold["answer"], untold["reasons"]) == ("allow", [])
+    assert (told["answer"], told["reasons"]) == ("deny", ["session_over_budget"])
+
+
 def test_an_earlier_turn_not_closed_yet_is_never_judged_as_missing(tmp_path: Path) -> None:
     """Its spans arrived; it closes once quiet for the quiet period, and only then is it a turn
     of the session: until then the guard says it cannot see the conversation whole."""

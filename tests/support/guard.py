@@ -22,6 +22,7 @@ def ask(
     service: str = "support-desk",
     agent: str | None = "support-agent",
     version: str | None = None,
+    conversation: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> requests.Response:
     """POST /v1/guard on the OTLP/HTTP port."""
@@ -30,7 +31,13 @@ def ask(
         "service": service,
         "tool": {"name": tool, "arguments": arguments or {}},
     }
-    for key, value in (("agent", agent), ("version", version), ("parent_span_id", parent)):
+    given = (
+        ("agent", agent),
+        ("version", version),
+        ("parent_span_id", parent),
+        ("conversation_id", conversation),
+    )
+    for key, value in given:
         if value is not None:
             body[key] = value
     if tool_call_id is not None:
