@@ -176,9 +176,10 @@ def session_read(session: Session, pack: RulePack) -> tuple[Session, Finding | N
     return Session(session.session_id, [with_approvals(t, approvals) for t in taken]), failure
 
 
-def session_finding(session: Session, rule: Rule) -> Finding:
-    """One session rule; like a run's rule, an error is a review and a verdict that missing
-    steps could change is a review while a turn is incomplete."""
+def session_finding(session: Session, rule: Rule, wrapped: bool = True) -> Finding:
+    """One session rule; like a run's rule, an error is a review and (unless not `wrapped`:
+    the verdict the turns that are there give) a verdict that missing steps could change is a
+    review while a turn is incomplete."""
     kind = RULE_TYPES[rule.type]
     assert kind.session is not None  # is_session_rule holds only for such types
     broken = [t.trace_id for t in session.turns if BUILD_ERROR in (t.incomplete_reasons or ())]
@@ -193,6 +194,11 @@ def session_finding(session: Session, rule: Rule) -> Finding:
         finding = kind.session(session, rule)
     except Exception as exc:
         return error_finding(exc)
+    return incomplete_review(session, rule, finding) if wrapped else finding
+
+
+def incomplete_review(session: Session, rule: Rule, finding: Finding) -> Finding:
+    """The finding, or a review when a turn is incomplete and its missing steps could change it."""
     incomplete = [t for t in session.turns if t.status == "incomplete"]
     if not incomplete or finding.verdict == Verdict.REVIEW:
         return finding

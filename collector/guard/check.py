@@ -22,9 +22,9 @@ from collector.assembler.prices import PriceTable
 from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.conversation import Conversation
 from collector.guard.session_rules import conversation_verdicts
-from collector.guard.verdicts import Verdicts, counted, error_verdict
+from collector.guard.verdicts import NO_VERDICT, Verdicts, counted, error_verdict
 from evaluators.approvals import DEFAULT_APPROVALS, with_approvals
-from evaluators.base import Decision, Finding, Verdict
+from evaluators.base import Decision, Finding
 from evaluators.evaluate import selected, when_applies
 from evaluators.flow import flow_step
 from evaluators.guard import GUARD_RULE_TYPES, Answer, GuardSettings, strongest_answer
@@ -118,7 +118,6 @@ def without(t: Trajectory, span_id: str) -> Trajectory:
     return replace(t, steps=[s for s in t.steps if s.span_id != span_id])
 
 
-NO_VERDICT = Finding(Verdict.NOT_APPLICABLE, "")
 # Rule types that judge each step on its own: the proposed call is asked its own verdict, since
 # the run's finding names only the first failure (an earlier flow, a failing B whose reason is
 # another, a refusal beside a review) and would hide the call's.

@@ -40,10 +40,15 @@ class TurnsInFlight:
         named = spans.filter(pc.is_valid(ids)).select(COLUMNS)
         runs = dict.fromkeys(zip(*(named[c].to_pylist() for c in COLUMNS), strict=True))
         now = self.clock.monotonic()
+        oldest = now - self.horizon
         with self._lock:
             for conversation, service, trace_id in runs:
                 key = (conversation, ACROSS if self.across_services else service or "")
-                self._seen.setdefault(key, {})[trace_id] = now
+                known = self._seen.setdefault(key, {})
+                known.pop(trace_id, None)
+                known[trace_id] = now  # in the order last seen: the stale ones first
+                while (first := next(iter(known))) != trace_id and known[first] < oldest:
+                    del known[first]
                 self._seen.move_to_end(key)
             while len(self._seen) > REMEMBERED:
                 self._seen.popitem(last=False)

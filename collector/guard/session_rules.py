@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 
 from collector.guard.conversation import Conversation
-from collector.guard.verdicts import Verdicts, counted
+from collector.guard.verdicts import NO_VERDICT, Verdicts, counted
 from collector.sessions.held import SessionTurns
 from collector.sessions.turns import on_session_clock
 from evaluators.base import Finding
-from evaluators.evaluate import proven, session_finding, session_read
+from evaluators.evaluate import incomplete_review, proven, session_finding, session_read
 from evaluators.guard import GUARD_SESSION_RULE_TYPES, Answer, strongest_answer
 from evaluators.matchers import text_matches
 from evaluators.model import Trajectory
@@ -119,7 +120,8 @@ def session_verdicts(
     for rule in rules:
         before, failure = earlier_read(held, pack, rule, run.trace_id)
         session = Session(session_id, [*before, *focused(now, rule, span_id).turns])
-        finding = failure or run_failure or session_finding(session, rule)
+        judged = session_finding(session, rule, wrapped=False)
+        finding = failure or run_failure or incomplete_review(session, rule, judged)
         if held.truncated and not proven(rule.type, finding.verdict, finding.evidence):
             message = f"{rule.id}: only the latest {len(before)} earlier turns were read"
             out.append(Verdicts(pack.guard.on_unknown, TRUNCATED, message, (span_id,)))
@@ -129,13 +131,25 @@ def session_verdicts(
             out.append(Verdicts(Answer.REVIEW, finding.reason, message, (span_id,)))
             continue
 
-        def without(session: Session = session, rule: Rule = rule) -> Finding:
-            return session_finding(without_call(session, span_id, was_turn), rule)
-
-        found = counted(rule, finding, span_id, without)
+        unread = failure or run_failure  # no judgement of the turns: weighed as it is
+        weigh = partial(before_call, session, rule, span_id, was_turn, None if unread else judged)
+        found = counted(rule, finding, span_id, weigh)
         if found is not None:
             out.append(found)
     return [v for v in out if v.answer != Answer.ALLOW]
+
+
+def before_call(
+    session: Session, rule: Rule, span_id: str, was_turn: bool, judged: Finding | None
+) -> Finding:
+    """The session before the call. With `judged` (what the turns that are there say, not yet
+    a review for an incomplete turn), weighed by that: an incomplete earlier turn makes the
+    session a review with the call and without it, and must not hide what the call adds."""
+    before = without_call(session, span_id, was_turn)
+    if judged is None:
+        return session_finding(before, rule)
+    alone = session_finding(before, rule, wrapped=False)
+    return NO_VERDICT if alone.verdict != judged.verdict else incomplete_review(before, rule, alone)
 
 
 def conversation_verdicts(

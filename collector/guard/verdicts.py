@@ -9,6 +9,9 @@ from evaluators.base import Finding, Verdict
 from evaluators.guard import Answer
 from evaluators.registry import Rule
 
+# What a step has to say when it is not there: a finding with it is the call's whatever it is.
+NO_VERDICT = Finding(Verdict.NOT_APPLICABLE, "")
+
 
 @dataclass(frozen=True)
 class Verdicts:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,13 @@ class HeldSessions:
         with self._lock:
             if key not in self._held:
                 self._keep(key, turns)
+
+    def drop(self, keys: Iterable[Key]) -> None:
+        """The stage made these sessions without reading their turns (no pack has session
+        rules): what is kept of them is out of date."""
+        with self._lock:
+            for key in keys:
+                self._held.pop(key, None)
 
     def get(self, key: Key) -> SessionTurns | None:
         with self._lock:

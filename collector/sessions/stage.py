@@ -299,6 +299,7 @@ class SessionStage(ReadingStage):
         if texts:  # session rules read every turn: each touched session is loaded
             sessions, results = self.loader.grouped(cursor, closings(turns), texts, now)
             return sessions, results, {}
+        self.held.drop(turns)  # made without reading their turns: what is kept is stale
         sessions, states = self._folded(cursor, turns, now)
         return sessions, [], states
 

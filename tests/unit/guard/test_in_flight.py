@@ -34,3 +34,12 @@ def test_across_services_a_conversation_is_one() -> None:
     flight = TurnsInFlight(True, 30.0, FakeClock())
     flight.seen(spans(("c-1", "shop", "t1"), ("c-1", "desk", "t2")))
     assert flight.open_turns(("c-1", "*"), "t9", ()) == ["t1", "t2"]
+
+
+def test_a_conversation_never_asked_about_keeps_only_its_runs_within_the_horizon() -> None:
+    clock = FakeClock()
+    flight = TurnsInFlight(False, 30.0, clock)
+    for i in range(1_000):
+        flight.seen(spans(("c-long", "shop", f"t{i}")))
+        clock.advance(60)
+    assert len(flight._seen[("c-long", "shop")]) == 1

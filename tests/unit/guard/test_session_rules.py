@@ -215,3 +215,18 @@ def test_the_runs_conversation_is_read_as_the_session_stage_reads_it() -> None:
     ]
     assert session_of(tagged, "app.thread") == "t-1"
     assert session_of([span_row("a" * 16, "x", 1)], None) is None
+
+
+def test_an_incomplete_earlier_turn_does_not_hide_what_the_call_adds() -> None:
+    """A turn closed without its root is incomplete: the session is a review with the call and
+    without it, yet the call still opens a turn past `max_turns` (a review, as afterwards)."""
+    three = earlier([], [], [])
+    first = three[0].trace_id
+    broken = build_trajectory(first, rows_of(first, [LOOKUP], NOW - 6 * MINUTE, False), PRICES)
+    assert broken.status == "incomplete"
+    turns = [broken, *three[1:]]
+    got, pack, rows = asked(BUDGET, turns, [], tool="lookup_customer")
+    assert (got.answer.value, got.reasons) == ("review", ["trace_incomplete"])
+    assert afterwards(pack, turns, rows) == "review"
+    got, _, _ = asked(BUDGET, turns[:2], [], tool="lookup_customer")
+    assert got.answer.value == "allow"  # the third turn: within max_turns, incomplete or not

@@ -539,3 +539,34 @@ def test_a_result_made_after_the_clock_stepped_back_is_still_its_rules_last(
     stage.tick()
     clock.advance(1)
     revise_first_and_list(store, stage, runs)
+
+
+def test_turns_kept_for_the_guard_are_let_go_when_made_without_session_rules(
+    tmp_path: Path,
+) -> None:
+    """While no pack has session rules the stage makes sessions without reading their turns:
+    what it kept of them would be stale when a pack with session rules comes back."""
+    text = PackText("elsewhere", hashlib.sha256(ELSEWHERE.encode()).hexdigest(), ELSEWHERE)
+    packs = Packs((text,))
+    store = Store(tmp_path / "sextant.duckdb", FakeClock(), packs)
+    try:
+        store.stage.held.keep(10)
+        store.stage.tick()
+        first = turn(store.clock, 1, "conv-g", ago=30)
+        store.commit(first)
+        store.stage.tick()
+        key = ("conv-g", "support-desk")
+        kept = store.stage.held.get(key)
+        assert kept is not None and kept.traces == (first.trace_id,)
+        packs.texts = ()
+        store.commit(turn(store.clock, 2, "conv-g", ago=18))
+        store.stage.tick()
+        assert store.stage.held.get(key) is None  # the guard reads the store instead
+        packs.texts = (text,)
+        store.commit(turn(store.clock, 3, "conv-g", ago=10))
+        store.stage.tick()
+        kept = store.stage.held.get(key)
+        with store.stage.reader.cursor() as cursor:
+            assert kept is not None and kept.traces == read_turns(cursor, key, 500).traces
+    finally:
+        store.close()
