@@ -12,6 +12,7 @@ from collector.guard.in_flight import TurnsInFlight
 from collector.guard.metrics import GuardMetrics
 from collector.guard.record import RECORDED, GuardRecorder
 from collector.guard.service import Guard
+from collector.store.pending import fan_out
 
 if TYPE_CHECKING:
     from collector.pipeline import Pipeline
@@ -34,6 +35,9 @@ def guard_for(pipeline: Pipeline) -> Guard:
     # last span, and made into its session within a few of the stage's ticks
     horizon = config.assembler.max_trace_age_seconds + 10 * config.sessions.tick_seconds
     in_flight = TurnsInFlight(config.sessions.across_services, horizon, pipeline.clock)
+    pipeline.writer.on_commit = fan_out(
+        *filter(None, [pipeline.writer.on_commit, in_flight.closed])
+    )
     pipeline.sessions.held.keep(config.sessions.guard_cached)
     guard = Guard(
         config.guard,

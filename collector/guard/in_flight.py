@@ -53,6 +53,29 @@ class TurnsInFlight:
             while len(self._seen) > REMEMBERED:
                 self._seen.popitem(last=False)
 
+    def closed(self, tables: dict[str, pa.Table], received_at: object = None) -> None:
+        """Commit hook: runs stored closed that are no agent run (an MCP session's own spans
+        name it as their conversation) will never be turns: they stop counting at once rather
+        than at the horizon."""
+        runs = tables.get("trajectories")
+        if runs is None or not runs.num_rows:
+            return
+        ids = runs["conversation_id"]
+        if ids.null_count == len(ids):
+            return
+        no_turn = pc.and_(pc.is_valid(ids), pc.invert(pc.fill_null(runs["agent_run"], True)))
+        gone = runs.filter(no_turn).select(COLUMNS)
+        if not gone.num_rows:
+            return
+        with self._lock:
+            for conversation, service, trace_id in zip(
+                *(gone[c].to_pylist() for c in COLUMNS), strict=True
+            ):
+                key = (conversation, ACROSS if self.across_services else service or "")
+                known = self._seen.get(key)
+                if known is not None:
+                    known.pop(trace_id, None)
+
     def open_turns(self, key: Key, trace_id: str, turns: tuple[str, ...]) -> list[str]:
         """The conversation's runs other than `trace_id` seen within the horizon that are not
         among its session's `turns`."""

@@ -43,3 +43,19 @@ def test_a_conversation_never_asked_about_keeps_only_its_runs_within_the_horizon
         flight.seen(spans(("c-long", "shop", f"t{i}")))
         clock.advance(60)
     assert len(flight._seen[("c-long", "shop")]) == 1
+
+
+def test_a_run_stored_as_no_agent_run_stops_counting_at_once() -> None:
+    """An MCP session's own spans name it as their conversation: that trace is never a turn."""
+    flight = TurnsInFlight(False, 300.0, FakeClock())
+    flight.seen(spans(("c-1", "shop", "mcp"), ("c-1", "shop", "agent")))
+    stored = pa.table(
+        {
+            "trace_id": ["mcp", "agent"],
+            "conversation_id": ["c-1", "c-1"],
+            "service_name": ["shop", "shop"],
+            "agent_run": [False, True],
+        }
+    )
+    flight.closed({"trajectories": stored})
+    assert flight.open_turns(("c-1", "shop"), "t9", ()) == ["agent"]
