@@ -10,10 +10,17 @@ import pytest
 
 from collector.assembler.build import build_trajectory
 from collector.assembler.prices import PriceTable
+from collector.config.evaluation import SessionsConfig
 from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.check import judge_call
-from collector.guard.conversation import Conversation, session_of
-from collector.sessions.held import SessionTurns
+from collector.guard.conversation import (
+    LOOP_TURNS,
+    NOT_HELD,
+    Conversation,
+    Conversations,
+    session_of,
+)
+from collector.sessions.held import HeldSessions, SessionTurns
 from evaluators.base import Decision
 from evaluators.evaluate import evaluate_session_pack
 from evaluators.model import Trajectory
@@ -230,3 +237,31 @@ def test_an_incomplete_earlier_turn_does_not_hide_what_the_call_adds() -> None:
     assert afterwards(pack, turns, rows) == "review"
     got, _, _ = asked(BUDGET, turns[:2], [], tool="lookup_customer")
     assert got.answer.value == "allow"  # the third turn: within max_turns, incomplete or not
+
+
+class Stage:
+    """The session stage as the guard reads it: turns kept, nothing waiting."""
+
+    def __init__(self) -> None:
+        self.held = HeldSessions(4)
+
+    def waiting(self, session_id: str) -> bool:
+        return False
+
+
+@pytest.mark.parametrize(("count", "on_the_loop"), [(LOOP_TURNS, True), (LOOP_TURNS + 1, False)])
+def test_a_long_conversation_is_judged_off_the_event_loop(count: int, on_the_loop: bool) -> None:
+    stage = Stage()
+    turns = earlier(*([LOOKUP] for _ in range(count)), minutes_apart=1)
+    key = (CONVERSATION, "shop")
+    stage.held.put(key, SessionTurns(tuple(t.trace_id for t in turns), turns))
+    conversations = Conversations(SessionsConfig(), stage, None)  # type: ignore[arg-type]
+    request = GuardRequest.model_validate(
+        {"trace_id": TRACE, "service": "shop", "tool": {"name": "lookup_customer"}}
+    )
+    rows = [span_row("e" * 16, "chat", NOW, conversation_id=CONVERSATION)]
+    on_loop = conversations.of(request, rows, read=False)
+    assert (on_loop is not NOT_HELD) == on_the_loop
+    in_thread = conversations.of(request, rows, read=True)
+    assert in_thread is not None and in_thread.turns is not None
+    assert len(in_thread.turns.turns) == count
