@@ -17,7 +17,6 @@ import pytest
 from collector.assembler.build import build_trajectory
 from collector.assembler.grow import GrownRun
 from collector.assembler.prices import PriceTable
-from collector.assembler.spans import SPAN_FIELDS
 from collector.guard.call import GuardRequest
 from collector.guard.check import judge_call, parent_of_call, proposed_row
 from collector.guard.record import guard_span, otlp_body
@@ -25,6 +24,7 @@ from collector.normalize.wire import decode_request
 from evaluators.base import Decision
 from evaluators.rulepack import RulePack, load_text
 from tests.support.paths import ROOT, TESTDATA
+from tests.support.span_rows import span_row
 
 PRICES = PriceTable.load()
 CAPTURES = sorted(
@@ -181,24 +181,21 @@ def generated_run(rng: random.Random) -> tuple[str, list[dict[str, Any]]]:
 
 
 def span(trace_id: str, span_id: str, parent: str | None, start: int, end: int, kind: str):
-    row: dict[str, Any] = dict.fromkeys(SPAN_FIELDS)
-    row.update(
+    return span_row(
+        span_id,
+        f"{kind} {span_id[:4]}",
+        EPOCH + start,
         trace_id=trace_id,
-        span_id=span_id,
         parent_span_id=parent,
-        flags=0,
-        name=f"{kind} {span_id[:4]}",
-        kind="INTERNAL",
         scope_name="generated",
-        start_time_unix_nano=EPOCH + start,
         end_time_unix_nano=EPOCH + end,
         status_code="UNSET",
         step_kind=kind,
+        tool_name=None,
+        tool_arguments=None,
         service_name="support-desk",
         service_version="3.1.0",
-        attributes="{}",
     )
-    return row
 
 
 @pytest.mark.parametrize("seed", range(200))
