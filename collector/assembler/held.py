@@ -10,8 +10,6 @@ spilled), which keeps memory bounded whatever the load.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -31,10 +29,6 @@ WHOLE_BATCH_ROWS = 64
 # row, where a `take` of a run's rows cost 170 µs whatever the rows: Arrow's per-column cost),
 # and is read whole (3.5-4 µs a row) once the rows read one by one cost as much.
 ROW_AS_ROWS = 3
-# Within a larger batch, a chunk (one export request, or the guard's steps stored together) this
-# small is read into rows whole the first time a row of it is asked for: the runtime guard reads
-# its own earlier steps, one a call, from chunks of a few dozen.
-WHOLE_CHUNK_ROWS = 128
 
 
 @dataclass(slots=True)
@@ -48,8 +42,6 @@ class HeldBatch:
     _taken: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _read: int = 0  # rows read one by one
     _columns: list[pa.ChunkedArray] = field(default_factory=list)
-    _starts: list[int] = field(default_factory=list)  # where each chunk of the columns starts
-    _chunks: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # read whole
 
     def rows_of(self, trace_id: str) -> list[dict[str, Any]]:
         """One trace's rows of the batch (read-only), kept once read: a runtime guard asks
@@ -71,24 +63,15 @@ class HeldBatch:
                 index.setdefault(found, []).append(i)
             # (each access of `columns` makes new column objects; set before the index)
             self._columns = self.table.columns
-            self._starts = [0, *itertools.accumulate(len(c) for c in self._columns[0].chunks)]
             self._index = index
-        taken = [self._row(i) for i in self._index.get(trace_id, ())]
+        names, columns = self.table.column_names, self._columns
+        taken = [
+            dict(zip(names, [c[i].as_py() for c in columns], strict=True))
+            for i in self._index.get(trace_id, ())
+        ]
         self._read += len(taken)
         self._taken[trace_id] = taken
         return taken
-
-    def _row(self, i: int) -> dict[str, Any]:
-        """Row `i`: from its chunk read whole when the chunk is small, else a scalar a column."""
-        k = bisect.bisect_right(self._starts, i) - 1
-        start, end = self._starts[k], self._starts[k + 1]
-        if end - start > WHOLE_CHUNK_ROWS:
-            names = self.table.column_names
-            return dict(zip(names, [c[i].as_py() for c in self._columns], strict=True))
-        chunk = self._chunks.get(k)
-        if chunk is None:
-            chunk = self._chunks[k] = self.table.slice(start, end - start).to_pylist()
-        return chunk[i - start]
 
 
 class HeldSpans:
