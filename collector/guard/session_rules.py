@@ -120,8 +120,11 @@ def session_verdicts(
     for rule in rules:
         before, failure = earlier_read(held, pack, rule, run.trace_id)
         session = Session(session_id, [*before, *focused(now, rule, span_id).turns])
-        judged = session_finding(session, rule, wrapped=False)
-        finding = failure or run_failure or incomplete_review(session, rule, judged)
+        judged: Finding | None = None
+        finding = failure or run_failure  # no judgement of the turns: weighed as it is
+        if finding is None:
+            judged = session_finding(session, rule, wrapped=False)
+            finding = incomplete_review(session, rule, judged)
         if held.truncated and not proven(rule.type, finding.verdict, finding.evidence):
             message = f"{rule.id}: only the latest {len(before)} earlier turns were read"
             out.append(Verdicts(pack.guard.on_unknown, TRUNCATED, message, (span_id,)))
@@ -131,8 +134,7 @@ def session_verdicts(
             out.append(Verdicts(Answer.REVIEW, finding.reason, message, (span_id,)))
             continue
 
-        unread = failure or run_failure  # no judgement of the turns: weighed as it is
-        weigh = partial(before_call, session, rule, span_id, was_turn, None if unread else judged)
+        weigh = partial(before_call, session, rule, span_id, was_turn, judged)
         found = counted(rule, finding, span_id, weigh)
         if found is not None:
             out.append(found)
