@@ -33,12 +33,13 @@ def guard_for(pipeline: Pipeline) -> Guard:
     decisions = pipeline.decisions
     # a run of a conversation is closed by the assembler at the latest this long after its
     # last span, and made into its session within a few of the stage's ticks
-    horizon = config.assembler.max_trace_age_seconds + 10 * config.sessions.tick_seconds
-    in_flight = TurnsInFlight(config.sessions.across_services, horizon, pipeline.clock)
+    sessions = config.sessions
+    horizon = config.assembler.max_trace_age_seconds + 10 * sessions.tick_seconds
+    in_flight = TurnsInFlight(sessions.across_services, horizon, pipeline.clock, sessions.attribute)
     pipeline.writer.on_commit = fan_out(
         *filter(None, [pipeline.writer.on_commit, in_flight.closed])
     )
-    pipeline.sessions.held.keep(config.sessions.guard_cached)
+    pipeline.sessions.held.keep(sessions.guard_cached)
     guard = Guard(
         config.guard,
         pipeline.assembler,
@@ -49,7 +50,7 @@ def guard_for(pipeline: Pipeline) -> Guard:
         metrics,
         PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()}),
         pipeline.clock,
-        Conversations(config.sessions, pipeline.sessions, pipeline.database, in_flight),
+        Conversations(sessions, pipeline.sessions, pipeline.database, in_flight),
     )
     ingest.on_acknowledged = guard.acknowledged
     return guard

@@ -10,15 +10,16 @@ said so, never judged as if it had no earlier turn.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import orjson
 import pyarrow as pa
 
 from collector.config.evaluation import SessionsConfig
 from collector.guard.call import GuardRequest
-from collector.guard.in_flight import TurnsInFlight
+from collector.guard.in_flight import TurnsInFlight, attribute_value
 from collector.sessions.held import HeldSessions, SessionTurns
 from collector.sessions.loaded import ACROSS, read_turns
 from collector.store.database import Database
@@ -30,7 +31,7 @@ class SessionSource(Protocol):
 
     held: HeldSessions
 
-    def waiting(self, session_id: str) -> bool: ...
+    def waiting(self, session_id: str, may_be: Callable[[str], bool] | None = None) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,7 @@ class Conversations:
         self.config = config
         self.stage = stage
         self.database = database
-        # runs of conversations not closed into their sessions yet; not told with a configured
-        # attribute (the id is in the spans' attributes, not read as they arrive)
-        self.in_flight = None if config.attribute else in_flight
+        self.in_flight = in_flight  # runs of conversations not closed into their sessions yet
 
     def seen(self, spans: pa.Table) -> None:
         """Ingest's hook: these spans are acknowledged."""
@@ -81,7 +80,11 @@ class Conversations:
             return None
         if not self.config.enabled:
             return Conversation(session_id, None, "sessions are off (sessions.enabled: false)")
-        if self.stage.waiting(session_id):
+        in_flight = self.in_flight
+        may_be = None
+        if in_flight is not None and self.config.attribute:
+            may_be = functools.partial(in_flight.may_be_turn, session_id)
+        if self.stage.waiting(session_id, may_be):
             why = "a closed turn of the conversation is not in its session yet"
             return Conversation(session_id, None, why)
         key = (session_id, ACROSS if self.config.across_services else request.service)
@@ -95,8 +98,8 @@ class Conversations:
             except Exception as exc:
                 return Conversation(session_id, None, f"its turns could not be read: {exc}")
             self.stage.held.offer(key, turns)
-        if self.in_flight is not None:
-            open_turns = self.in_flight.open_turns(key, request.trace_id, turns.traces)
+        if in_flight is not None:
+            open_turns = in_flight.open_turns(key, request.trace_id, turns.traces)
             if open_turns:
                 why = f"run {open_turns[0]} of the conversation has not closed into its session yet"
                 return Conversation(session_id, None, why)
@@ -108,10 +111,9 @@ def session_of(rows: list[dict[str, Any]], attribute: str | None) -> str | None:
     spans (the least, as the stage takes it), else the conventions' conversation id."""
     if attribute:
         found = [
-            str(value)
+            value
             for r in rows
-            if attribute in (r["attributes"] or "")
-            and (value := orjson.loads(r["attributes"]).get(attribute)) is not None
+            if (value := attribute_value(r["attributes"], attribute)) is not None
         ]
         if found:
             return min(found)

@@ -6,13 +6,21 @@ Ingest tells the guard of every acknowledged span batch (on the event loop): the
 name a conversation are noted with when they were last seen. A run stops counting once it is
 a turn of the session the guard reads, or `horizon` seconds after its last span (by then the
 assembler has closed it: one that is still no turn is no agent run, or of another session).
+
+With the session id in a configured span attribute, a run's session is the least value of it
+on any of its spans, else the conventions' conversation id (as the session stage reads it), and
+spans arriving later can change it; so every run seen is remembered with the ids its spans
+named so far, which also tells which of the runs waiting for the session stage may be turns of
+a session (`may_be_turn`): one never seen, or forgotten, may be.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,29 +29,63 @@ from collector.sessions.held import Key
 from collector.sessions.loaded import ACROSS
 
 REMEMBERED = 100_000  # conversations whose runs are noted, the least recently seen let go
+REMEMBERED_RUNS = 100_000  # runs whose named ids are kept (a configured attribute)
 COLUMNS = ["conversation_id", "service_name", "trace_id"]
 
 
+class Named:
+    """The session ids a run's spans named so far: the configured attribute's values, the
+    conventions' conversation ids."""
+
+    __slots__ = ("attribute", "conventions")
+
+    def __init__(self) -> None:
+        self.attribute: set[str] = set()
+        self.conventions: set[str] = set()
+
+    def sessions(self) -> set[str]:
+        """The sessions the run may be a turn of, as its spans stand."""
+        return {min(self.attribute)} if self.attribute else self.conventions
+
+
+def attribute_value(attributes: str | None, attribute: str) -> str | None:
+    """The configured attribute's value on a span (its attributes' JSON text), as text."""
+    if not attributes or attribute not in attributes:
+        return None
+    value = orjson.loads(attributes).get(attribute)
+    return None if value is None else str(value)
+
+
 class TurnsInFlight:
-    def __init__(self, across_services: bool, horizon: float, clock: Clock) -> None:
+    def __init__(
+        self, across_services: bool, horizon: float, clock: Clock, attribute: str | None = None
+    ) -> None:
         self.across_services = across_services
         self.horizon = horizon
         self.clock = clock
+        self.attribute = attribute
         self._seen: OrderedDict[Key, dict[str, float]] = OrderedDict()
+        self._named: OrderedDict[str, Named] = OrderedDict()  # with a configured attribute
         self._lock = threading.Lock()  # noted on the event loop, read in guard threads too
+
+    def _key(self, session: str, service: str | None) -> Key:
+        return (session, ACROSS if self.across_services else service or "")
 
     def seen(self, spans: pa.Table) -> None:
         """Note the runs of these acknowledged spans that name a conversation."""
-        ids = spans["conversation_id"]
-        if ids.null_count == len(ids):
-            return
-        named = spans.filter(pc.is_valid(ids)).select(COLUMNS)
+        if self.attribute:
+            named = self._named_runs(spans)
+        else:
+            ids = spans["conversation_id"]
+            if ids.null_count == len(ids):
+                return
+            named = spans.filter(pc.is_valid(ids)).select(COLUMNS)
         runs = dict.fromkeys(zip(*(named[c].to_pylist() for c in COLUMNS), strict=True))
         now = self.clock.monotonic()
         oldest = now - self.horizon
         with self._lock:
-            for conversation, service, trace_id in runs:
-                key = (conversation, ACROSS if self.across_services else service or "")
+            for session, service, trace_id in runs:
+                key = self._key(session, service)
                 known = self._seen.setdefault(key, {})
                 known.pop(trace_id, None)
                 known[trace_id] = now  # in the order last seen: the stale ones first
@@ -53,6 +95,50 @@ class TurnsInFlight:
             while len(self._seen) > REMEMBERED:
                 self._seen.popitem(last=False)
 
+    def _named_runs(self, spans: pa.Table) -> pa.Table:
+        """Every run of the batch remembered with the ids its spans name; those that name one,
+        as (session id, service, trace id) rows."""
+        attribute = self.attribute
+        assert attribute is not None
+        key = orjson.dumps(attribute).decode()  # as it is written in the attributes' JSON
+        tagged = spans.filter(pc.fill_null(pc.match_substring(spans["attributes"], key), False))
+        ids, services, traces = [], [], []
+        for text, service, trace_id in zip(
+            *(tagged[c].to_pylist() for c in ("attributes", "service_name", "trace_id")),
+            strict=True,
+        ):
+            value = attribute_value(text, attribute)
+            if value is not None:
+                ids.append(value)
+                services.append(service)
+                traces.append(trace_id)
+        conventions = spans.filter(pc.is_valid(spans["conversation_id"])).select(COLUMNS)
+        with self._lock:
+            for trace_id in pc.unique(spans["trace_id"]).to_pylist():
+                self._named.setdefault(trace_id, Named())
+                self._named.move_to_end(trace_id)
+            for value, trace_id in zip(ids, traces, strict=True):
+                self._named[trace_id].attribute.add(value)
+            for value, trace_id in zip(
+                *(conventions[c].to_pylist() for c in ("conversation_id", "trace_id")),
+                strict=True,
+            ):
+                self._named[trace_id].conventions.add(value)
+            while len(self._named) > REMEMBERED_RUNS:
+                self._named.popitem(last=False)
+        tagged_runs = pa.table(
+            {"conversation_id": ids, "service_name": services, "trace_id": traces},
+            schema=conventions.schema,
+        )
+        return pa.concat_tables([tagged_runs, conventions])
+
+    def may_be_turn(self, session_id: str, trace_id: str) -> bool:
+        """Whether a run may be a turn of the session (a configured attribute): it was never
+        seen, or was forgotten, or its spans name the session."""
+        with self._lock:
+            named = self._named.get(trace_id)
+            return named is None or session_id in named.sessions()
+
     def closed(self, tables: dict[str, pa.Table], received_at: object = None) -> None:
         """Commit hook: runs stored closed that are no agent run (an MCP session's own spans
         name it as their conversation) will never be turns: they stop counting at once rather
@@ -60,25 +146,28 @@ class TurnsInFlight:
         runs = tables.get("trajectories")
         if runs is None or not runs.num_rows:
             return
-        ids = runs["conversation_id"]
-        if ids.null_count == len(ids):
+        if not self.attribute and runs["conversation_id"].null_count == runs.num_rows:
             return
-        no_turn = pc.and_(pc.is_valid(ids), pc.invert(pc.fill_null(runs["agent_run"], True)))
-        gone = runs.filter(no_turn).select(COLUMNS)
+        gone = runs.filter(pc.invert(pc.fill_null(runs["agent_run"], True))).select(COLUMNS)
         if not gone.num_rows:
             return
         with self._lock:
             for conversation, service, trace_id in zip(
                 *(gone[c].to_pylist() for c in COLUMNS), strict=True
             ):
-                key = (conversation, ACROSS if self.across_services else service or "")
-                known = self._seen.get(key)
-                if known is not None:
-                    known.pop(trace_id, None)
+                for session in self._sessions_of(trace_id, conversation):
+                    known = self._seen.get(self._key(session, service))
+                    if known is not None:
+                        known.pop(trace_id, None)
+
+    def _sessions_of(self, trace_id: str, conversation: str | None) -> Iterable[str]:
+        named = self._named.get(trace_id)
+        ids = set() if named is None else named.attribute | named.conventions
+        return ids | {conversation} if conversation else ids
 
     def open_turns(self, key: Key, trace_id: str, turns: tuple[str, ...]) -> list[str]:
         """The conversation's runs other than `trace_id` seen within the horizon that are not
-        among its session's `turns`."""
+        among its session's `turns` (nor, as their spans stand now, of another session)."""
         oldest = self.clock.monotonic() - self.horizon
         with self._lock:
             runs = self._seen.get(key)
@@ -86,4 +175,7 @@ class TurnsInFlight:
                 return []
             for gone in [t for t, at in runs.items() if at < oldest]:
                 del runs[gone]
-            return [t for t in runs if t != trace_id and t not in turns]
+            found = [t for t in runs if t != trace_id and t not in turns]
+            if not self.attribute:
+                return found
+        return [t for t in found if self.may_be_turn(key[0], t)]

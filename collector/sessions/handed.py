@@ -95,13 +95,16 @@ class Handed:
         with self._lock:
             self._making = []
 
-    def waiting(self, session_id: str) -> bool:
+    def waiting(self, session_id: str, may_be: Callable[[str], bool] | None = None) -> bool:
         """Whether a run queued or being made may be a turn of this session: one with its
-        conversation id, or any when the id is a configured attribute looked up later."""
+        conversation id; with the id a configured attribute looked up later, one `may_be` says
+        may be (by its trace id), any without it."""
         with self._lock:
             tables = [table for _, table in self._queue] + self._making
         if self.by_attribute:
-            return any(table.num_rows for table in tables)
+            if may_be is None:
+                return any(table.num_rows for table in tables)
+            return any(may_be(t) for table in tables for t in table["trace_id"].to_pylist())
         return any(
             pc.any(pc.equal(table["conversation_id"], session_id)).as_py() for table in tables
         )

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -197,10 +198,13 @@ class SessionStage(ReadingStage):
             self._caught_up, self._caught_drops = True, drops
         return len(sessions)
 
-    def waiting(self, session_id: str) -> bool:
+    def waiting(self, session_id: str, may_be: Callable[[str], bool] | None = None) -> bool:
         """Whether a closed run may be a turn of this session that is not in it yet: handed and
-        not made, or stored and not read back (the stage is catching up)."""
-        return self._catching_up() or self._behind or self.handed.waiting(session_id)
+        not made, or stored and not read back (the stage is catching up); `may_be` tells of a
+        handed run's trace id whether it may be the session's (a configured attribute)."""
+        if self._catching_up() or self._behind:
+            return True
+        return self.handed.waiting(session_id, may_be)
 
     def _handed(self, texts: list[PackText], now: datetime) -> int:
         runs, first = self.handed.take()

@@ -69,16 +69,20 @@ def earlier_turns(
 
 @contextmanager
 def turn_in_progress(
-    server: RunningServer, service: str, conversation: str, write: bool = True
+    server: RunningServer,
+    service: str,
+    conversation: str,
+    write: bool = True,
+    names: str = "gen_ai.conversation.id",
 ) -> Iterator[tuple[str, Callable[[], dict[str, Any]]]]:
     """The next turn, open: the model has asked for the write (its span names the
     conversation, as the instrumentations write it on every span); yields the run's trace id
     and how to ask the guard about the write. Then the agent runs the write (whatever it was
     told, so that the verdict afterwards can be held against the answer) unless `write` is
-    False, and the turn ends."""
+    False, and the turn ends. `names`: the attribute that names the conversation."""
     agent = Service(server, service, "1.0.0")
     tracer = agent.provider.get_tracer("agent_loop")
-    attrs = {"gen_ai.conversation.id": conversation}
+    attrs = {names: conversation}
     agent_span = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support-agent"}
     with tracer.start_as_current_span(
         "invoke_agent support-agent", attributes={**attrs, **agent_span}
@@ -245,17 +249,30 @@ def test_a_conversation_named_only_on_the_open_agent_span_is_told_by_the_call(
     assert (told["answer"], told["reasons"]) == ("deny", ["session_over_budget"])
 
 
-def test_an_earlier_turn_not_closed_yet_is_never_judged_as_missing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "attribute",
+    [
+        pytest.param(None, id="conventions"),
+        # OpenInference's session id, configured as the sessions' attribute
+        pytest.param("session.id", id="configured-attribute"),
+    ],
+)
+def test_an_earlier_turn_not_closed_yet_is_never_judged_as_missing(
+    tmp_path: Path, attribute: str | None
+) -> None:
     """Its spans arrived; it closes once quiet for the quiet period, and only then is it a turn
     of the session: until then the guard says it cannot see the conversation whole."""
     packs: dict[str, str | Path] = {"budget": session_budget("budget-desk")}
     slow = {**FAST, "quiet_period_seconds": 3.0, "max_trace_age_seconds": 30}
-    server = serve(tmp_path, packs, assembler=slow, sessions=SESSIONS)
+    sessions = {**SESSIONS, "attribute": attribute} if attribute else SESSIONS
+    names = attribute or "gen_ai.conversation.id"
+    server = serve(tmp_path, packs, assembler=slow, sessions=sessions)
     try:
-        agent = Service(server, "budget-desk", "1.0.0")
+        agent = Service(server, "budget-desk", "1.0.0", names=names)
         first = agent.turn("conv-quick", [LOOKUP, LOOKUP, LOOKUP, LOOKUP])  # the budget, used
         agent.shutdown()
-        with turn_in_progress(server, "budget-desk", "conv-quick", write=False) as (_, ask):
+        in_progress = turn_in_progress(server, "budget-desk", "conv-quick", False, names)
+        with in_progress as (_, ask):
             early = ask()
             assert (early["answer"], early["reasons"]) == ("review", ["guard_session_unknown"])
             assert first in early["messages"][0] and "not closed" in early["messages"][0]

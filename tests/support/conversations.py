@@ -29,18 +29,24 @@ class Service:
     """One service's agent, exporting through its own provider (its own service.name)."""
 
     def __init__(
-        self, server: RunningServer, service: str, version: str, agent: str = "support-agent"
+        self,
+        server: RunningServer,
+        service: str,
+        version: str,
+        agent: str = "support-agent",
+        names: str = "gen_ai.conversation.id",
     ) -> None:
         exporter = OTLPSpanExporter(endpoint=server.grpc_endpoint, insecure=True)
         self.provider = provider_for(exporter, service=service, version=version)
         self.agent = agent
+        self.names = names  # the attribute naming the conversation on every span
 
     def turn(self, conversation: str, calls: list[Call], ago: float = 0.0) -> str:
         """One turn of `conversation`, stamped `ago` seconds in the past (negative: ahead);
         its trace id once exported."""
         tracer = self.provider.get_tracer("agent_loop")
         clock = time.time_ns() - int(ago * 1e9)
-        attrs = {"gen_ai.conversation.id": conversation}
+        attrs = {self.names: conversation}
         root = tracer.start_span(
             f"invoke_agent {self.agent}",
             start_time=clock,

@@ -3,6 +3,8 @@ turns it cannot read, until they are turns or the assembler must have closed the
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 
 from collector.clock import FakeClock
@@ -59,3 +61,63 @@ def test_a_run_stored_as_no_agent_run_stops_counting_at_once() -> None:
     )
     flight.closed({"trajectories": stored})
     assert flight.open_turns(("c-1", "shop"), "t9", ()) == ["agent"]
+
+
+def tagged(*runs: tuple[str | None, dict | None, str]) -> pa.Table:
+    """One span of service `shop` per (conversation id, attributes, trace id)."""
+    return pa.table(
+        {
+            "conversation_id": pa.array([r[0] for r in runs], pa.string()),
+            "service_name": ["shop"] * len(runs),
+            "trace_id": [r[2] for r in runs],
+            "attributes": [None if r[1] is None else json.dumps(r[1]) for r in runs],
+        }
+    )
+
+
+def test_with_a_configured_attribute_a_run_counts_in_the_session_its_spans_name() -> None:
+    """The least value of the attribute on any span, else the conventions' id, as the session
+    stage reads it; a later span can move the run to another session."""
+    flight = TurnsInFlight(False, 300.0, FakeClock(), "app.thread")
+    flight.seen(
+        tagged(
+            ("c-9", None, "t1"),  # the conventions' id only, so far
+            (None, {"app.thread": "th-2", "other": 1}, "t2"),
+            (None, {"other": "app.thread"}, "t3"),  # the name as a value is no session
+            (None, {"app.thread": 7}, "t4"),  # read as text, as the stage's SQL reads it
+        )
+    )
+    assert flight.open_turns(("c-9", "shop"), "t9", ()) == ["t1"]
+    assert flight.open_turns(("th-2", "shop"), "t9", ()) == ["t2"]
+    assert flight.open_turns(("7", "shop"), "t9", ()) == ["t4"]
+    flight.seen(tagged(("c-9", {"app.thread": "th-1"}, "t1"), (None, {"app.thread": "th-3"}, "t2")))
+    assert flight.open_turns(("c-9", "shop"), "t9", ()) == []  # its attribute wins
+    assert flight.open_turns(("th-1", "shop"), "t9", ()) == ["t1"]
+    assert flight.open_turns(("th-2", "shop"), "t9", ()) == ["t2"]  # the least of th-2, th-3
+    assert flight.open_turns(("th-3", "shop"), "t9", ()) == []
+
+
+def test_with_a_configured_attribute_a_run_waiting_for_the_stage_may_be_a_turn() -> None:
+    """A run handed to the session stage and not made yet is one of the session's only when
+    its spans name it, or when it was never seen (after a restart): never silently none."""
+    flight = TurnsInFlight(False, 300.0, FakeClock(), "app.thread")
+    flight.seen(tagged((None, None, "plain"), (None, {"app.thread": "th-1"}, "named")))
+    assert not flight.may_be_turn("th-1", "plain")
+    assert flight.may_be_turn("th-1", "named")
+    assert not flight.may_be_turn("th-2", "named")
+    assert flight.may_be_turn("th-2", "never-seen")
+
+
+def test_with_a_configured_attribute_a_run_stored_as_no_agent_run_stops_counting() -> None:
+    flight = TurnsInFlight(False, 300.0, FakeClock(), "app.thread")
+    flight.seen(tagged((None, {"app.thread": "th-1"}, "mcp"), (None, {"app.thread": "th-1"}, "a")))
+    stored = pa.table(
+        {
+            "trace_id": ["mcp", "a"],
+            "conversation_id": pa.array([None, None], pa.string()),
+            "service_name": ["shop", "shop"],
+            "agent_run": [False, True],
+        }
+    )
+    flight.closed({"trajectories": stored})
+    assert flight.open_turns(("th-1", "shop"), "t9", ()) == ["a"]

@@ -4,6 +4,7 @@ the run so far with the proposed call, against the verdict the session stage giv
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -245,7 +246,7 @@ class Stage:
     def __init__(self) -> None:
         self.held = HeldSessions(4)
 
-    def waiting(self, session_id: str) -> bool:
+    def waiting(self, session_id: str, may_be: Callable[[str], bool] | None = None) -> bool:
         return False
 
 
