@@ -329,6 +329,8 @@ class Pipeline:
             for stage in self.stages():
                 await asyncio.to_thread(stage.start)
             await self._replay_journal()
+            if self.guard is not None:  # the runs open before the stop are in flight
+                await asyncio.to_thread(self.guard.recover)
             for edge in (self.admin, self.grpc, self.http):
                 await edge.start()
         except BaseException:

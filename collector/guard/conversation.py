@@ -11,6 +11,7 @@ said so, never judged as if it had no earlier turn.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +25,8 @@ from collector.sessions.held import HeldSessions, SessionTurns
 from collector.sessions.loaded import ACROSS, read_turns
 from collector.store.database import Database
 from collector.store.reader import Reader
+
+log = logging.getLogger(__name__)
 
 
 class SessionSource(Protocol):
@@ -68,6 +71,14 @@ class Conversations:
         """Ingest's hook: these spans are acknowledged."""
         if self.in_flight is not None and self.config.enabled:
             self.in_flight.seen(spans)
+
+    def recover(self) -> None:
+        """At a start: the runs open before the stop, recovered from the store or the journal,
+        are in flight (ingest never told of them)."""
+        if self.in_flight is not None and self.config.enabled:
+            with Reader(self.database).cursor() as cursor:
+                spans = self.in_flight.recover(cursor)
+            log.info("runs of conversations in flight after the start: %d spans read", spans)
 
     def of(
         self, request: GuardRequest, rows: list[dict[str, Any]], read: bool

@@ -19,6 +19,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -28,6 +30,19 @@ from collector.clock import Clock
 from collector.sessions.held import Key
 from collector.sessions.loaded import ACROSS
 
+# The spans of the last `horizon` seconds that no stored run covers: at a start, the runs open
+# before the stop (recovered by the assembler, or replayed from the journal) are in flight.
+UNCLOSED_RUNS = """
+SELECT s.conversation_id, s.service_name, s.trace_id,
+       CASE WHEN contains(s.attributes::VARCHAR, $key) THEN s.attributes::VARCHAR END
+FROM spans s
+LEFT JOIN (
+  SELECT trace_id, max(last_received_at) AS covered FROM trajectories
+  WHERE last_received_at >= $since GROUP BY 1
+) t USING (trace_id)
+WHERE s.received_at >= $since AND (t.covered IS NULL OR s.received_at > t.covered)
+  AND ($key IS NOT NULL OR s.conversation_id IS NOT NULL)
+"""
 REMEMBERED = 100_000  # conversations whose runs are noted, the least recently seen let go
 REMEMBERED_RUNS = 100_000  # runs whose named ids are kept (a configured attribute)
 COLUMNS = ["conversation_id", "service_name", "trace_id"]
@@ -94,6 +109,16 @@ class TurnsInFlight:
                 self._seen.move_to_end(key)
             while len(self._seen) > REMEMBERED:
                 self._seen.popitem(last=False)
+
+    def recover(self, cursor: Any) -> int:
+        """At a start: note the runs whose spans arrived within the horizon and are in no
+        stored run yet; how many spans named them."""
+        key = orjson.dumps(self.attribute).decode() if self.attribute else None
+        since = self.clock.now() - timedelta(seconds=self.horizon)
+        spans = cursor.sql(UNCLOSED_RUNS, params={"key": key, "since": since}).to_arrow_table()
+        spans = spans.rename_columns([*COLUMNS, "attributes"])
+        self.seen(spans)
+        return spans.num_rows
 
     def _named_runs(self, spans: pa.Table) -> pa.Table:
         """Every run of the batch remembered with the ids its spans name; those that name one,

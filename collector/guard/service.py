@@ -99,6 +99,11 @@ class Guard:
         self._built: OrderedDict[tuple[str, str], GrownRun] = OrderedDict()
         self._pending = 0
 
+    def recover(self) -> None:
+        """At a start, after the journal's replay: what was in flight before the stop."""
+        if self.conversations is not None:
+            self.conversations.recover()
+
     def _packs(self) -> list[RulePack]:
         return [compiled(text) for text in self.packs.snapshot()]
 

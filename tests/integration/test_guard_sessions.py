@@ -281,3 +281,32 @@ def test_an_earlier_turn_not_closed_yet_is_never_judged_as_missing(
             assert (closed["answer"], closed["reasons"]) == ("deny", ["session_over_budget"])
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("attribute", [None, "session.id"], ids=["conventions", "attribute"])
+def test_a_turn_open_across_a_restart_is_never_judged_as_missing(
+    tmp_path: Path, attribute: str | None
+) -> None:
+    """A turn whose spans were stored while it was open when the collector stopped: after the
+    start the assembler reopens it, and until it closes into the session the guard says it
+    cannot see the conversation whole (the spans came before the start, not through ingest)."""
+    packs: dict[str, str | Path] = {"budget": session_budget("budget-desk")}
+    slow = {**FAST, "quiet_period_seconds": 30.0, "max_trace_age_seconds": 60}
+    sessions = {**SESSIONS, "attribute": attribute} if attribute else SESSIONS
+    names = attribute or "gen_ai.conversation.id"
+    before = serve(tmp_path, packs, assembler=slow, sessions=sessions)
+    try:
+        agent = Service(before, "budget-desk", "1.0.0", names=names)
+        first = agent.turn("conv-restart", [LOOKUP, LOOKUP, LOOKUP, LOOKUP])  # the budget, used
+        agent.shutdown()
+        wait_for(lambda: before.query("SELECT count(*) FROM spans")[0][0] == 5)
+    finally:
+        before.stop()
+    after = serve(tmp_path, packs, assembler=slow, sessions=sessions)
+    try:
+        with turn_in_progress(after, "budget-desk", "conv-restart", False, names) as (_, ask):
+            got = ask()
+        assert (got["answer"], got["reasons"]) == ("review", ["guard_session_unknown"]), got
+        assert first in got["messages"][0] and "not closed" in got["messages"][0]
+    finally:
+        after.stop()
