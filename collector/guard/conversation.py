@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +20,7 @@ import pyarrow as pa
 from collector.config.evaluation import SessionsConfig
 from collector.guard.call import GuardRequest
 from collector.guard.in_flight import TurnsInFlight, attribute_value
+from collector.sessions.handed import MayBe
 from collector.sessions.held import HeldSessions, SessionTurns
 from collector.sessions.loaded import ACROSS, read_turns
 from collector.store.database import Database
@@ -34,7 +34,7 @@ class SessionSource(Protocol):
 
     held: HeldSessions
 
-    def waiting(self, session_id: str, may_be: Callable[[str], bool] | None = None) -> bool: ...
+    def waiting(self, session_id: str, may_be: MayBe | None = None) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class Conversations:
         in_flight = self.in_flight
         may_be = None
         if in_flight is not None and self.config.attribute:
-            may_be = functools.partial(in_flight.may_be_turn, session_id)
+            may_be = functools.partial(in_flight.may_be_turns, session_id)
         if self.stage.waiting(session_id, may_be):
             why = "a closed turn of the conversation is not in its session yet"
             return Conversation(session_id, None, why)

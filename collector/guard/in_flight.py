@@ -157,12 +157,14 @@ class TurnsInFlight:
         )
         return pa.concat_tables([tagged_runs, conventions])
 
-    def may_be_turn(self, session_id: str, trace_id: str) -> bool:
-        """Whether a run may be a turn of the session (a configured attribute): it was never
-        seen, or was forgotten, or its spans name the session."""
+    def may_be_turns(self, session_id: str, trace_ids: Iterable[str]) -> bool:
+        """Whether one of these runs may be a turn of the session (a configured attribute): it
+        was never seen, or was forgotten, or its spans name the session."""
         with self._lock:
-            named = self._named.get(trace_id)
-            return named is None or session_id in named.sessions()
+            return any(
+                (named := self._named.get(t)) is None or session_id in named.sessions()
+                for t in trace_ids
+            )
 
     def closed(self, tables: dict[str, pa.Table], received_at: object = None) -> None:
         """Commit hook: runs stored closed that are no agent run (an MCP session's own spans
@@ -203,4 +205,4 @@ class TurnsInFlight:
             found = [t for t in runs if t != trace_id and t not in turns]
             if not self.attribute:
                 return found
-        return [t for t in found if self.may_be_turn(key[0], t)]
+        return [t for t in found if self.may_be_turns(key[0], (t,))]

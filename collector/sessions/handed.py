@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,9 @@ import pyarrow.compute as pc
 from prometheus_client import Counter
 
 from collector.sessions.running import RUN_COLUMNS
+
+# Whether one of these trace ids may be a turn of the session asked about.
+MayBe = Callable[[Iterable[str]], bool]
 
 
 class Handed:
@@ -95,16 +98,17 @@ class Handed:
         with self._lock:
             self._making = []
 
-    def waiting(self, session_id: str, may_be: Callable[[str], bool] | None = None) -> bool:
+    def waiting(self, session_id: str, may_be: MayBe | None = None) -> bool:
         """Whether a run queued or being made may be a turn of this session: one with its
         conversation id; with the id a configured attribute looked up later, one `may_be` says
-        may be (by its trace id), any without it."""
+        may be (of their trace ids), any without it."""
         with self._lock:
             tables = [table for _, table in self._queue] + self._making
         if self.by_attribute:
             if may_be is None:
                 return any(table.num_rows for table in tables)
-            return any(may_be(t) for table in tables for t in table["trace_id"].to_pylist())
+            traces = [t for table in tables for t in table["trace_id"].to_pylist()]
+            return bool(traces) and may_be(traces)
         return any(
             pc.any(pc.equal(table["conversation_id"], session_id)).as_py() for table in tables
         )

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,7 +39,7 @@ from collector.clock import Clock, SystemClock
 from collector.config.evaluation import SessionsConfig
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackSource, PackText
-from collector.sessions.handed import Handed
+from collector.sessions.handed import Handed, MayBe
 from collector.sessions.held import HeldSessions
 from collector.sessions.loaded import (
     ACROSS,
@@ -198,10 +197,10 @@ class SessionStage(ReadingStage):
             self._caught_up, self._caught_drops = True, drops
         return len(sessions)
 
-    def waiting(self, session_id: str, may_be: Callable[[str], bool] | None = None) -> bool:
+    def waiting(self, session_id: str, may_be: MayBe | None = None) -> bool:
         """Whether a closed run may be a turn of this session that is not in it yet: handed and
-        not made, or stored and not read back (the stage is catching up); `may_be` tells of a
-        handed run's trace id whether it may be the session's (a configured attribute)."""
+        not made, or stored and not read back (the stage is catching up); `may_be` tells of handed
+        runs' trace ids whether one may be the session's (a configured attribute)."""
         if self._catching_up() or self._behind:
             return True
         return self.handed.waiting(session_id, may_be)

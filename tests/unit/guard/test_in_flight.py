@@ -102,10 +102,10 @@ def test_with_a_configured_attribute_a_run_waiting_for_the_stage_may_be_a_turn()
     its spans name it, or when it was never seen (after a restart): never silently none."""
     flight = TurnsInFlight(False, 300.0, FakeClock(), "app.thread")
     flight.seen(tagged((None, None, "plain"), (None, {"app.thread": "th-1"}, "named")))
-    assert not flight.may_be_turn("th-1", "plain")
-    assert flight.may_be_turn("th-1", "named")
-    assert not flight.may_be_turn("th-2", "named")
-    assert flight.may_be_turn("th-2", "never-seen")
+    assert not flight.may_be_turns("th-1", ["plain"])
+    assert flight.may_be_turns("th-1", ["plain", "named"])
+    assert not flight.may_be_turns("th-2", ["plain", "named"])
+    assert flight.may_be_turns("th-2", ["plain", "never-seen"])
 
 
 def test_with_a_configured_attribute_a_run_stored_as_no_agent_run_stops_counting() -> None:

@@ -4,7 +4,6 @@ the run so far with the proposed call, against the verdict the session stage giv
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from collector.guard.conversation import (
     Conversations,
     session_of,
 )
+from collector.sessions.handed import MayBe
 from collector.sessions.held import HeldSessions, SessionTurns
 from evaluators.base import Decision
 from evaluators.evaluate import evaluate_session_pack
@@ -246,7 +246,7 @@ class Stage:
     def __init__(self) -> None:
         self.held = HeldSessions(4)
 
-    def waiting(self, session_id: str, may_be: Callable[[str], bool] | None = None) -> bool:
+    def waiting(self, session_id: str, may_be: MayBe | None = None) -> bool:
         return False
 
 

@@ -37,9 +37,9 @@ def test_with_a_configured_attribute_the_guard_tells_which_waiting_runs_may_be_t
     which ones name the session, any may; with it, only those."""
     queue = handed(True, None, None)
     assert queue.waiting("th-1")
-    assert not queue.waiting("th-1", lambda trace_id: False)
-    assert queue.waiting("th-1", lambda trace_id: trace_id == "t1")
+    assert not queue.waiting("th-1", lambda trace_ids: False)
+    assert queue.waiting("th-1", lambda trace_ids: "t1" in trace_ids)
     queue.take()  # being made: still not in the session
-    assert queue.waiting("th-1", lambda trace_id: trace_id == "t1")
+    assert queue.waiting("th-1", lambda trace_ids: "t1" in trace_ids)
     queue.made()
-    assert not queue.waiting("th-1", lambda trace_id: True)
+    assert not queue.waiting("th-1", lambda trace_ids: True)
