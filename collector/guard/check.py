@@ -21,6 +21,7 @@ from collector.assembler.grow import GrownRun
 from collector.assembler.prices import PriceTable
 from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.conversation import Conversation
+from collector.guard.per_pack import PerPack
 from collector.guard.session_rules import conversation_verdicts
 from collector.guard.verdicts import NO_VERDICT, Verdicts, counted, error_verdict
 from evaluators.approvals import DEFAULT_APPROVALS, with_approvals
@@ -144,20 +145,10 @@ def rule_verdict(t: Trajectory, rule: Rule, span_id: str) -> Verdicts | None:
     return counted(rule, finding, span_id, lambda: evaluate(without(t, span_id), rule))
 
 
-def guard_rules(pack: RulePack) -> list[Rule]:
-    """The pack's rules the guard asks (run rules that can decide before the run ends), once
-    per compiled pack version."""
-    found = _guard_rules.get(id(pack))
-    if found is None or found[0] is not pack:
-        rules = [r for r in pack.rules if r.type in GUARD_RULE_TYPES and not is_session_rule(r)]
-        if len(_guard_rules) >= GUARD_RULE_PACKS:
-            _guard_rules.clear()
-        found = _guard_rules[id(pack)] = (pack, rules)
-    return found[1]
-
-
-GUARD_RULE_PACKS = 256  # pack versions whose guard rules are kept (the pack kept with them)
-_guard_rules: dict[int, tuple[RulePack, list[Rule]]] = {}
+# The pack's rules the guard asks: run rules that can decide before the run ends.
+guard_rules = PerPack(
+    lambda pack: [r for r in pack.rules if r.type in GUARD_RULE_TYPES and not is_session_rule(r)]
+)
 
 
 def pack_verdicts(

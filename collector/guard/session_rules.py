@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from collector.guard.conversation import Conversation
+from collector.guard.per_pack import PerPack
 from collector.guard.verdicts import NO_VERDICT, Verdicts, counted
 from collector.sessions.held import SessionTurns
 from collector.sessions.turns import on_session_clock
@@ -32,8 +33,11 @@ TRUNCATED = "session_truncated"  # longer than sessions.max_turns: only its late
 EPOCH = datetime(1970, 1, 1)
 
 
-def guard_session_rules(pack: RulePack) -> list[Rule]:
-    return [r for r in pack.rules if is_session_rule(r) and r.type in GUARD_SESSION_RULE_TYPES]
+guard_session_rules = PerPack(
+    lambda pack: [
+        r for r in pack.rules if is_session_rule(r) and r.type in GUARD_SESSION_RULE_TYPES
+    ]
+)
 
 
 def asks_sessions(packs: list[RulePack], service: str) -> bool:
