@@ -108,6 +108,11 @@ class SecretsRule(RuleBase):
         return Scanner(self.detectors, self.patterns)
 
 
+# Texts whose hits a scanner keeps, and how long each may be (at most 4 MiB a scanner).
+KEPT_TEXTS = 2_048
+KEPT_TEXT_CHARS = 2_048
+
+
 class Scanner:
     r"""A rule's detectors and patterns compiled once into one RE2 set: one pass over a text
     tells which of them could be in it, instead of one regex (and prefilter) per detector.
@@ -138,12 +143,24 @@ class Scanner:
                 self.set.Add(source)
                 self.named.append("api_key")
         self.set.Compile()
+        self._kept: dict[str, list[str]] = {}  # short texts scanned lately, and their hits
 
     def __reduce__(self) -> tuple[type[Scanner], tuple[list[str], dict[str, str]]]:
         return Scanner, self.made_from  # pickled and copied as what it was compiled from
 
     def hits(self, text: str) -> list[str]:
-        """The detectors and patterns found in `text`, in the rule's order."""
+        """The detectors and patterns found in `text`, in the rule's order. A short text's
+        answer is kept: the runtime guard scans a run's earlier calls again at each new one."""
+        if len(text) > KEPT_TEXT_CHARS:
+            return self._hits(text)
+        found = self._kept.get(text)
+        if found is None:
+            if len(self._kept) >= KEPT_TEXTS:
+                self._kept.clear()
+            found = self._kept[text] = self._hits(text)
+        return list(found)
+
+    def _hits(self, text: str) -> list[str]:
         if text.isascii():
             matched = self.set.Match(text)
             if matched is None:

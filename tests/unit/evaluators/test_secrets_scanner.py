@@ -88,6 +88,21 @@ def test_random_near_misses_give_the_same_detectors() -> None:
     assert all(count > 100 for count in hits.values()), hits  # the fragments do reach matches
 
 
+def test_a_text_scanned_again_gets_the_same_answer_from_what_was_kept() -> None:
+    """The guard scans a run's earlier calls at each new one: a short text's answer is kept
+    (more texts than are kept, so the kept ones are also let go), a long one scanned again."""
+    rng = random.Random(20261203)
+    scanner = Scanner(ALL, {})
+    checks = {name: DETECTORS[name] for name in ALL}
+    texts = [random_text(rng, FRAGMENTS) for _ in range(3_000)]
+    texts.append("sk-" + "a1B2" * 700)  # past the length whose answer is kept
+    for text in texts + texts[::-1]:
+        got = scanner.hits(text)
+        assert got == reference(checks, text), text
+        got.append("changed by its caller")
+    assert scanner.hits(texts[-2]) == reference(checks, texts[-2])
+
+
 def capture_texts() -> list[str]:
     prices = PriceTable.load()
     out = []
