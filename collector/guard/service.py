@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -60,6 +60,13 @@ REMEMBERED_TRACES = 100_000
 # once (a run of 40 spans kept built holds about 65 KiB beside its rows; one let go is built
 # whole at its next call).
 GROWN_RUNS = 1_024
+
+
+def new_span_id() -> str:
+    """A random span id, never all zeros, as the OTel SDKs make them: from Python's generator,
+    not a system call (on the event loop, a system call is a moment for the kernel to run
+    another thread instead)."""
+    return f"{random.getrandbits(64) or 1:016x}"
 
 
 def own_rows(rows: list[dict[str, Any]], service: str) -> list[dict[str, Any]]:
@@ -195,7 +202,7 @@ class Guard:
         """The answer, within the deadline whatever happens; recorded as a step of the run."""
         started = time.perf_counter()
         self.metrics.called(protocol)
-        span_id = os.urandom(8).hex()
+        span_id = new_span_id()
         start_ns = int(self.clock.wall() * 1e9)
         try:
             answer, basis = await self._answer(request, span_id, start_ns)
