@@ -75,10 +75,16 @@ class Conversations:
     def recover(self) -> None:
         """At a start: the runs open before the stop, recovered from the store or the journal,
         are in flight (ingest never told of them)."""
-        if self.in_flight is not None and self.config.enabled:
+        if self.in_flight is None or not self.config.enabled:
+            return
+        try:
             with Reader(self.database).cursor() as cursor:
                 spans = self.in_flight.recover(cursor)
-            log.info("runs of conversations in flight after the start: %d spans read", spans)
+        except Exception as exc:  # the start goes on; every conversation is unread meanwhile
+            self.in_flight.blind()
+            log.warning("runs open before the stop not read (conversations unread): %s", exc)
+            return
+        log.info("runs of conversations in flight after the start: %d spans read", spans)
 
     def of(
         self, request: GuardRequest, rows: list[dict[str, Any]], read: bool

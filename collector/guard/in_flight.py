@@ -43,6 +43,8 @@ LEFT JOIN (
 WHERE s.received_at >= $since AND (t.covered IS NULL OR s.received_at > t.covered)
   AND ($key IS NOT NULL OR s.conversation_id IS NOT NULL)
 """
+# What stands for the runs open before a start when they could not be read.
+UNREAD = "unknown (the runs open before the start could not be read)"
 REMEMBERED = 100_000  # conversations whose runs are noted, the least recently seen let go
 REMEMBERED_RUNS = 100_000  # runs whose named ids are kept (a configured attribute)
 COLUMNS = ["conversation_id", "service_name", "trace_id"]
@@ -82,6 +84,7 @@ class TurnsInFlight:
         self._seen: OrderedDict[Key, dict[str, float]] = OrderedDict()
         self._named: OrderedDict[str, Named] = OrderedDict()  # with a configured attribute
         self._lock = threading.Lock()  # noted on the event loop, read in guard threads too
+        self._blind_until = float("-inf")  # monotonic: runs before it may have gone unseen
 
     def _key(self, session: str, service: str | None) -> Key:
         return (session, ACROSS if self.across_services else service or "")
@@ -119,6 +122,11 @@ class TurnsInFlight:
         spans = spans.rename_columns([*COLUMNS, "attributes"])
         self.seen(spans)
         return spans.num_rows
+
+    def blind(self) -> None:
+        """The runs open before the start could not be read: any conversation may have one in
+        flight until the horizon has passed."""
+        self._blind_until = self.clock.monotonic() + self.horizon
 
     def _named_runs(self, spans: pa.Table) -> pa.Table:
         """Every run of the batch remembered with the ids its spans name; those that name one,
@@ -195,7 +203,10 @@ class TurnsInFlight:
     def open_turns(self, key: Key, trace_id: str, turns: tuple[str, ...]) -> list[str]:
         """The conversation's runs other than `trace_id` seen within the horizon that are not
         among its session's `turns` (nor, as their spans stand now, of another session)."""
-        oldest = self.clock.monotonic() - self.horizon
+        now = self.clock.monotonic()
+        if now < self._blind_until:
+            return [UNREAD]
+        oldest = now - self.horizon
         with self._lock:
             runs = self._seen.get(key)
             if runs is None:

@@ -8,7 +8,9 @@ import json
 import pyarrow as pa
 
 from collector.clock import FakeClock
-from collector.guard.in_flight import TurnsInFlight
+from collector.config.evaluation import SessionsConfig
+from collector.guard.conversation import Conversations
+from collector.guard.in_flight import UNREAD, TurnsInFlight
 
 
 def spans(*runs: tuple[str | None, str, str]) -> pa.Table:
@@ -121,3 +123,22 @@ def test_with_a_configured_attribute_a_run_stored_as_no_agent_run_stops_counting
     )
     flight.closed({"trajectories": stored})
     assert flight.open_turns(("th-1", "shop"), "t9", ()) == ["a"]
+
+
+class Unreadable:
+    """A store whose reads fail."""
+
+    def cursor(self) -> None:
+        raise OSError("disk gone")
+
+
+def test_runs_open_before_a_start_that_could_not_be_read_leave_every_conversation_unread() -> None:
+    """Ingest never told of them: until the horizon has passed, any conversation may have one
+    in flight, and the guard says it cannot read the conversation rather than judge it."""
+    clock = FakeClock()
+    flight = TurnsInFlight(False, 30.0, clock)
+    conversations = Conversations(SessionsConfig(), None, Unreadable(), flight)  # type: ignore[arg-type]
+    conversations.recover()
+    assert flight.open_turns(("c-1", "shop"), "t9", ()) == [UNREAD]
+    clock.advance(31)
+    assert flight.open_turns(("c-1", "shop"), "t9", ()) == []
