@@ -110,8 +110,10 @@ class TurnsInFlight:
                 while (first := next(iter(known))) != trace_id and known[first] < oldest:
                     del known[first]
                 self._seen.move_to_end(key)
-            while len(self._seen) > REMEMBERED:
-                self._seen.popitem(last=False)
+            # in the order last seen: conversations quiet past the horizon first, let go
+            seen = self._seen
+            while seen and (len(seen) > REMEMBERED or _last(next(iter(seen.values()))) < oldest):
+                seen.popitem(last=False)
 
     def recover(self, cursor: Any) -> int:
         """At a start: note the runs whose spans arrived within the horizon and are in no
@@ -217,3 +219,8 @@ class TurnsInFlight:
             if not self.attribute:
                 return found
         return [t for t in found if self.may_be_turns(key[0], (t,))]
+
+
+def _last(runs: dict[str, float]) -> float:
+    """When a conversation's latest run was last seen (its runs are in the order seen)."""
+    return next(reversed(runs.values()), float("-inf"))

@@ -53,8 +53,8 @@ class Journal(Protocol):
 
 
 DecisionOf = Callable[[Target], tuple[Decision, list[str]]]
-# Traces whose latest acknowledged spans are remembered with their journal frame: enough for
-# every run in progress; an older one forgotten is one whose spans were loaded long ago.
+# Traces whose latest acknowledged spans are remembered with their journal frame until it is
+# loaded, at most: an older one forgotten is one whose spans were loaded long ago.
 REMEMBERED_TRACES = 100_000
 # Runs kept built between calls, the least recently asked let go: the runs being asked about at
 # once (a run of 40 spans kept built holds about 65 KiB beside its rows; one let go is built
@@ -122,14 +122,16 @@ class Guard:
             return
         if self.conversations is not None:
             self.conversations.seen(spans)
-        frame = self.journal.journal_progress()[0]
+        frame, loaded = self.journal.journal_progress()
         if not frame:
             return  # no journal: acknowledged is loaded
+        acked = self._acked
         for trace_id in pc.unique(spans["trace_id"]).to_pylist():
-            self._acked[trace_id] = frame
-            self._acked.move_to_end(trace_id)
-        while len(self._acked) > REMEMBERED_TRACES:
-            self._acked.popitem(last=False)
+            acked[trace_id] = frame
+            acked.move_to_end(trace_id)
+        # in the order acknowledged, so in frame order: the loaded ones first, let go
+        while acked and (len(acked) > REMEMBERED_TRACES or next(iter(acked.values())) <= loaded):
+            acked.popitem(last=False)
 
     def _loaded(self, trace_id: str) -> bool:
         """Whether the run's acknowledged spans are all loaded (and so held by the assembler)."""

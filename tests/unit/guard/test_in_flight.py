@@ -142,3 +142,28 @@ def test_runs_open_before_a_start_that_could_not_be_read_leave_every_conversatio
     assert flight.open_turns(("c-1", "shop"), "t9", ()) == [UNREAD]
     clock.advance(31)
     assert flight.open_turns(("c-1", "shop"), "t9", ()) == []
+
+
+def test_conversations_quiet_past_the_horizon_are_let_go_as_others_arrive() -> None:
+    clock = FakeClock()
+    flight = TurnsInFlight(False, 30.0, clock)
+    for i in range(100):
+        flight.seen(spans((f"c-{i}", "shop", f"t{i}")))
+    flight.closed(
+        {
+            "trajectories": pa.table(
+                {
+                    "trace_id": ["t0"],
+                    "conversation_id": ["c-0"],
+                    "service_name": ["shop"],
+                    "agent_run": [False],
+                }
+            )
+        }
+    )  # its only run gone: nothing left of the conversation
+    clock.advance(20)
+    flight.seen(spans(("c-new", "shop", "t-new")))
+    assert len(flight._seen) == 100 and ("c-0", "shop") not in flight._seen
+    clock.advance(20)  # the first hundred are 40 s quiet, past the 30 s horizon
+    flight.seen(spans(("c-newer", "shop", "t-newer")))
+    assert list(flight._seen) == [("c-new", "shop"), ("c-newer", "shop")]
