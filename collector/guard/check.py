@@ -173,10 +173,15 @@ def pack_verdicts(
     return out
 
 
+QUARANTINED = (Decision.QUARANTINE, Decision.ROLLBACK)  # the pack's `guard.quarantine` says
+
+
 def decision_verdict(
     decision: Decision, fired: list[str], tool: str, settings: list[GuardSettings]
 ) -> Verdicts | None:
     """What the target's current decision says about this call."""
+    if decision not in (Decision.DISABLE, Decision.DOWNGRADE, *QUARANTINED):
+        return None
     writes = any(s.is_write(tool) for s in settings)
     because = f" ({', '.join(fired)})" if fired else ""
     if decision == Decision.DISABLE:
@@ -189,7 +194,7 @@ def decision_verdict(
             message = f"the target is DOWNGRADEd to read-only{because}; {tool} writes"
             return Verdicts(Answer.DENY, "target_downgraded", message, ())
         return None
-    if decision in (Decision.QUARANTINE, Decision.ROLLBACK):
+    if decision in QUARANTINED:
         policies = [s.quarantine for s in settings] or ["deny_writes"]
         answers = [
             Answer.DENY if p == "deny_writes" and writes else Answer(p)
