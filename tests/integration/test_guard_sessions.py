@@ -249,28 +249,41 @@ def test_a_conversation_named_only_on_the_open_agent_span_is_told_by_the_call(
     assert (told["answer"], told["reasons"]) == ("deny", ["session_over_budget"])
 
 
-@pytest.mark.parametrize(
-    "attribute",
-    [
-        pytest.param(None, id="conventions"),
-        # OpenInference's session id, configured as the sessions' attribute
-        pytest.param("session.id", id="configured-attribute"),
-    ],
-)
+# What names a run's conversation: the GenAI conventions' id, or a configured attribute
+# (OpenInference's session id).
+NAMED_BY = [
+    pytest.param(None, id="conventions"),
+    pytest.param("session.id", id="configured-attribute"),
+]
+
+
+def budget_desk(tmp_path: Path, attribute: str | None, quiet: float) -> tuple[RunningServer, str]:
+    """A server asking `budget-desk`'s session budget, closing a run `quiet` seconds after its
+    last span; and the attribute that names a conversation on every span."""
+    packs: dict[str, str | Path] = {"budget": session_budget("budget-desk")}
+    slow = {**FAST, "quiet_period_seconds": quiet, "max_trace_age_seconds": max(30, 2 * quiet)}
+    sessions = {**SESSIONS, "attribute": attribute} if attribute else SESSIONS
+    server = serve(tmp_path, packs, assembler=slow, sessions=sessions)
+    return server, attribute or "gen_ai.conversation.id"
+
+
+def spent_turn(server: RunningServer, conversation: str, names: str) -> str:
+    """A closed turn that uses the conversation's whole budget; its trace id."""
+    agent = Service(server, "budget-desk", "1.0.0", names=names)
+    first = agent.turn(conversation, [LOOKUP, LOOKUP, LOOKUP, LOOKUP])
+    agent.shutdown()
+    return first
+
+
+@pytest.mark.parametrize("attribute", NAMED_BY)
 def test_an_earlier_turn_not_closed_yet_is_never_judged_as_missing(
     tmp_path: Path, attribute: str | None
 ) -> None:
     """Its spans arrived; it closes once quiet for the quiet period, and only then is it a turn
     of the session: until then the guard says it cannot see the conversation whole."""
-    packs: dict[str, str | Path] = {"budget": session_budget("budget-desk")}
-    slow = {**FAST, "quiet_period_seconds": 3.0, "max_trace_age_seconds": 30}
-    sessions = {**SESSIONS, "attribute": attribute} if attribute else SESSIONS
-    names = attribute or "gen_ai.conversation.id"
-    server = serve(tmp_path, packs, assembler=slow, sessions=sessions)
+    server, names = budget_desk(tmp_path, attribute, quiet=3.0)
     try:
-        agent = Service(server, "budget-desk", "1.0.0", names=names)
-        first = agent.turn("conv-quick", [LOOKUP, LOOKUP, LOOKUP, LOOKUP])  # the budget, used
-        agent.shutdown()
+        first = spent_turn(server, "conv-quick", names)
         in_progress = turn_in_progress(server, "budget-desk", "conv-quick", False, names)
         with in_progress as (_, ask):
             early = ask()
@@ -283,26 +296,20 @@ def test_an_earlier_turn_not_closed_yet_is_never_judged_as_missing(
         server.stop()
 
 
-@pytest.mark.parametrize("attribute", [None, "session.id"], ids=["conventions", "attribute"])
+@pytest.mark.parametrize("attribute", NAMED_BY)
 def test_a_turn_open_across_a_restart_is_never_judged_as_missing(
     tmp_path: Path, attribute: str | None
 ) -> None:
     """A turn whose spans were stored while it was open when the collector stopped: after the
     start the assembler reopens it, and until it closes into the session the guard says it
     cannot see the conversation whole (the spans came before the start, not through ingest)."""
-    packs: dict[str, str | Path] = {"budget": session_budget("budget-desk")}
-    slow = {**FAST, "quiet_period_seconds": 30.0, "max_trace_age_seconds": 60}
-    sessions = {**SESSIONS, "attribute": attribute} if attribute else SESSIONS
-    names = attribute or "gen_ai.conversation.id"
-    before = serve(tmp_path, packs, assembler=slow, sessions=sessions)
+    before, names = budget_desk(tmp_path, attribute, quiet=30.0)
     try:
-        agent = Service(before, "budget-desk", "1.0.0", names=names)
-        first = agent.turn("conv-restart", [LOOKUP, LOOKUP, LOOKUP, LOOKUP])  # the budget, used
-        agent.shutdown()
+        first = spent_turn(before, "conv-restart", names)
         wait_for(lambda: before.query("SELECT count(*) FROM spans")[0][0] == 5)
     finally:
         before.stop()
-    after = serve(tmp_path, packs, assembler=slow, sessions=sessions)
+    after, _ = budget_desk(tmp_path, attribute, quiet=30.0)
     try:
         with turn_in_progress(after, "budget-desk", "conv-restart", False, names) as (_, ask):
             got = ask()
