@@ -51,18 +51,22 @@ COLUMNS = ["conversation_id", "service_name", "trace_id"]
 
 
 class Named:
-    """The session ids a run's spans named so far: the configured attribute's values, the
-    conventions' conversation ids."""
+    """The session ids a run's spans named so far: the least value of the configured attribute
+    (the one the session stage takes), the conventions' conversation ids. Small: one is kept
+    for each of the last 100,000 runs."""
 
     __slots__ = ("attribute", "conventions")
 
     def __init__(self) -> None:
-        self.attribute: set[str] = set()
-        self.conventions: set[str] = set()
+        self.attribute: str | None = None
+        self.conventions: tuple[str, ...] = ()
 
-    def sessions(self) -> set[str]:
+    def sessions(self) -> tuple[str, ...]:
         """The sessions the run may be a turn of, as its spans stand."""
-        return {min(self.attribute)} if self.attribute else self.conventions
+        return (self.attribute,) if self.attribute is not None else self.conventions
+
+    def ids(self) -> tuple[str, ...]:
+        return (*self.conventions, *(() if self.attribute is None else (self.attribute,)))
 
 
 def attribute_value(attributes: str | None, attribute: str) -> str | None:
@@ -153,12 +157,16 @@ class TurnsInFlight:
                 self._named.setdefault(trace_id, Named())
                 self._named.move_to_end(trace_id)
             for value, trace_id in zip(ids, traces, strict=True):
-                self._named[trace_id].attribute.add(value)
+                named = self._named[trace_id]
+                if named.attribute is None or value < named.attribute:
+                    named.attribute = value
             for value, trace_id in zip(
                 *(conventions[c].to_pylist() for c in ("conversation_id", "trace_id")),
                 strict=True,
             ):
-                self._named[trace_id].conventions.add(value)
+                named = self._named[trace_id]
+                if value not in named.conventions:
+                    named.conventions += (value,)
             while len(self._named) > REMEMBERED_RUNS:
                 self._named.popitem(last=False)
         tagged_runs = pa.table(
@@ -199,7 +207,7 @@ class TurnsInFlight:
 
     def _sessions_of(self, trace_id: str, conversation: str | None) -> Iterable[str]:
         named = self._named.get(trace_id)
-        ids = set() if named is None else named.attribute | named.conventions
+        ids = set() if named is None else set(named.ids())
         return ids | {conversation} if conversation else ids
 
     def open_turns(self, key: Key, trace_id: str, turns: tuple[str, ...]) -> list[str]:
