@@ -11,7 +11,7 @@ With the session id in a configured span attribute, a run's session is the least
 on any of its spans, else the conventions' conversation id (as the session stage reads it), and
 spans arriving later can change it; so every run seen is remembered with the ids its spans
 named so far, which also tells which of the runs waiting for the session stage may be turns of
-a session (`may_be_turn`): one never seen, or forgotten, may be.
+a session (`may_be_turns`): one never seen, or forgotten, may be.
 """
 
 from __future__ import annotations

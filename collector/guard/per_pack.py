@@ -14,6 +14,9 @@ PACK_VERSIONS = 256  # pack versions whose reading is kept (the pack kept with i
 
 
 class PerPack(Generic[T]):
+    """`read(pack)`, kept with the pack it was read from: a later pack that Python gives the
+    same id is read anew."""
+
     def __init__(self, read: Callable[[RulePack], T]) -> None:
         self.read = read
         self._kept: dict[int, tuple[RulePack, T]] = {}
