@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -85,6 +85,8 @@ class TurnsInFlight:
         self.horizon = horizon
         self.clock = clock
         self.attribute = attribute
+        # the attribute's name as the attributes' JSON writes it (matched in the spans' text)
+        self._quoted = orjson.dumps(attribute).decode() if attribute else None
         self._seen: OrderedDict[Key, dict[str, float]] = OrderedDict()
         self._named: OrderedDict[str, Named] = OrderedDict()  # with a configured attribute
         self._lock = threading.Lock()  # noted on the event loop, read in guard threads too
@@ -96,13 +98,12 @@ class TurnsInFlight:
     def seen(self, spans: pa.Table) -> None:
         """Note the runs of these acknowledged spans that name a conversation."""
         if self.attribute:
-            named = self._named_runs(spans)
+            runs = self._named_runs(spans)
         else:
             ids = spans["conversation_id"]
             if ids.null_count == len(ids):
                 return
-            named = spans.filter(pc.is_valid(ids)).select(COLUMNS)
-        runs = dict.fromkeys(zip(*(named[c].to_pylist() for c in COLUMNS), strict=True))
+            runs = dict.fromkeys(columns(spans.filter(pc.is_valid(ids)), COLUMNS))
         now = self.clock.monotonic()
         oldest = now - self.horizon
         with self._lock:
@@ -122,9 +123,9 @@ class TurnsInFlight:
     def recover(self, cursor: Any) -> int:
         """At a start: note the runs whose spans arrived within the horizon and are in no
         stored run yet; how many spans named them."""
-        key = orjson.dumps(self.attribute).decode() if self.attribute else None
         since = self.clock.now() - timedelta(seconds=self.horizon)
-        spans = cursor.sql(UNCLOSED_RUNS, params={"key": key, "since": since}).to_arrow_table()
+        params = {"key": self._quoted, "since": since}
+        spans = cursor.sql(UNCLOSED_RUNS, params=params).to_arrow_table()
         spans = spans.rename_columns([*COLUMNS, "attributes"])
         self.seen(spans)
         return spans.num_rows
@@ -134,55 +135,46 @@ class TurnsInFlight:
         flight until the horizon has passed."""
         self._blind_until = self.clock.monotonic() + self.horizon
 
-    def _named_runs(self, spans: pa.Table) -> pa.Table:
+    def _named_runs(self, spans: pa.Table) -> dict[tuple[str, str, str], None]:
         """Every run of the batch remembered with the ids its spans name; those that name one,
-        as (session id, service, trace id) rows."""
-        attribute = self.attribute
-        assert attribute is not None
-        key = orjson.dumps(attribute).decode()  # as it is written in the attributes' JSON
-        tagged = spans.filter(pc.fill_null(pc.match_substring(spans["attributes"], key), False))
-        ids, services, traces = [], [], []
-        for text, service, trace_id in zip(
-            *(tagged[c].to_pylist() for c in ("attributes", "service_name", "trace_id")),
-            strict=True,
-        ):
-            value = attribute_value(text, attribute)
-            if value is not None:
-                ids.append(value)
-                services.append(service)
-                traces.append(trace_id)
-        conventions = spans.filter(pc.is_valid(spans["conversation_id"])).select(COLUMNS)
+        as (session id, service, trace id), each once."""
+        attribute, quoted = self.attribute, self._quoted
+        assert attribute is not None and quoted is not None
+        matched = pc.fill_null(pc.match_substring(spans["attributes"], quoted), False)
+        tagged = [
+            (value, service, trace_id)
+            for text, service, trace_id in columns(
+                spans.filter(matched), ("attributes", "service_name", "trace_id")
+            )
+            if (value := attribute_value(text, attribute)) is not None
+        ]
+        conventions = list(columns(spans.filter(pc.is_valid(spans["conversation_id"])), COLUMNS))
         with self._lock:
             for trace_id in pc.unique(spans["trace_id"]).to_pylist():
                 self._named.setdefault(trace_id, Named())
                 self._named.move_to_end(trace_id)
-            for value, trace_id in zip(ids, traces, strict=True):
+            for value, _, trace_id in tagged:
                 named = self._named[trace_id]
                 if named.attribute is None or value < named.attribute:
                     named.attribute = value
-            for value, trace_id in zip(
-                *(conventions[c].to_pylist() for c in ("conversation_id", "trace_id")),
-                strict=True,
-            ):
+            for value, _, trace_id in conventions:
                 named = self._named[trace_id]
                 if value not in named.conventions:
                     named.conventions += (value,)
             while len(self._named) > REMEMBERED_RUNS:
                 self._named.popitem(last=False)
-        tagged_runs = pa.table(
-            {"conversation_id": ids, "service_name": services, "trace_id": traces},
-            schema=conventions.schema,
-        )
-        return pa.concat_tables([tagged_runs, conventions])
+        return dict.fromkeys([*tagged, *conventions])
 
     def may_be_turns(self, session_id: str, trace_ids: Iterable[str]) -> bool:
         """Whether one of these runs may be a turn of the session (a configured attribute): it
         was never seen, or was forgotten, or its spans name the session."""
         with self._lock:
-            return any(
-                (named := self._named.get(t)) is None or session_id in named.sessions()
-                for t in trace_ids
-            )
+            return any(self._may_be(session_id, t) for t in trace_ids)
+
+    def _may_be(self, session_id: str, trace_id: str) -> bool:
+        """(The lock held.)"""
+        named = self._named.get(trace_id)
+        return named is None or session_id in named.sessions()
 
     def closed(self, tables: dict[str, pa.Table], received_at: object = None) -> None:
         """Commit hook: runs stored closed that are no agent run (an MCP session's own spans
@@ -193,13 +185,11 @@ class TurnsInFlight:
             return
         if not self.attribute and runs["conversation_id"].null_count == runs.num_rows:
             return
-        gone = runs.filter(pc.invert(pc.fill_null(runs["agent_run"], True))).select(COLUMNS)
+        gone = runs.filter(pc.invert(pc.fill_null(runs["agent_run"], True)))
         if not gone.num_rows:
             return
         with self._lock:
-            for conversation, service, trace_id in zip(
-                *(gone[c].to_pylist() for c in COLUMNS), strict=True
-            ):
+            for conversation, service, trace_id in columns(gone, COLUMNS):
                 for session in self._sessions_of(trace_id, conversation):
                     known = self._seen.get(self._key(session, service))
                     if known is not None:
@@ -223,12 +213,20 @@ class TurnsInFlight:
                 return []
             for gone in [t for t, at in runs.items() if at < oldest]:
                 del runs[gone]
-            found = [t for t in runs if t != trace_id and t not in turns]
-            if not self.attribute:
-                return found
-        return [t for t in found if self.may_be_turns(key[0], (t,))]
+            return [
+                t
+                for t in runs
+                if t != trace_id
+                and t not in turns
+                and (not self.attribute or self._may_be(key[0], t))
+            ]
 
 
 def _last(runs: dict[str, float]) -> float:
     """When a conversation's latest run was last seen (its runs are in the order seen)."""
     return next(reversed(runs.values()), float("-inf"))
+
+
+def columns(table: pa.Table, names: Iterable[str]) -> Iterator[tuple[Any, ...]]:
+    """The table's rows as tuples of these columns."""
+    return zip(*(table[c].to_pylist() for c in names), strict=True)
