@@ -143,15 +143,14 @@ DEFAULT_APPROVALS = Approvals()
 
 def with_approvals(t: Trajectory, approvals: Approvals) -> Trajectory:
     """The trajectory as this recogniser reads it: a copy only when some step changes."""
-    steps = list(t.steps)
-    changed = False
-    for i, step in enumerate(steps):
+    steps: list[Step] | None = None  # copied at the first step that changes
+    for i, step in enumerate(t.steps):
         if not step.is_tool_call and step.kind != "approval":
             continue
         is_approval, status = approvals.recognise(step)
         if not is_approval:
             continue
         if step.kind != "approval" or step.approval_status != status:
+            steps = list(t.steps) if steps is None else steps
             steps[i] = replace(step, kind="approval", approval_status=status)
-            changed = True
-    return replace(t, steps=steps) if changed else t
+    return t if steps is None else replace(t, steps=steps)

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.dispatch import Dispatch
-from collector.assembler.held import HeldRuns, HeldSpans, rows_of
+from collector.assembler.held import HeldRuns, HeldSpans, RunSoFar, rows_of
 from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.pace import Pace
 from collector.assembler.read_back import (
@@ -127,24 +127,24 @@ class Assembler(TickingStage):
                 if trace is not None and trace.read_back is None:
                     trace.read_back = "spilled"
 
-    def held_run(self, trace_id: str) -> list[dict[str, Any]] | None:
-        """The spans stored so far of one open trace, each once, as rows (for the runtime
-        guard), when memory holds them all; None when the store must be read (the trace
-        closed, was recovered at a restart, or spilled)."""
+    def held_run(self, trace_id: str) -> RunSoFar | None:
+        """One open trace's stored spans so far, each once (for the runtime guard), when memory
+        holds them all; None when the store must be read (closed, recovered or spilled)."""
         with self._lock:
             trace = self._buffers.get(trace_id)
-            if trace is None or trace.read_back is not None or not self._held.holds(trace.batches):
+            if trace is None or trace.read_back is not None:
                 return None
-            ids, kept, unread = self._runs.unread(trace_id, trace.batches)
-            parts = self._held.parts({trace_id: unread})
-        return self._runs.read(trace_id, ids, kept, parts)
+            run, unread = self._runs.unread(trace_id, trace, trace.batches)
+            parts = self._held.held(unread)
+        return None if parts is None else self._runs.read(trace_id, run, parts)
 
     def run_so_far(self, trace_id: str) -> list[dict[str, Any]]:
         """The spans stored so far of one trace, each once, as rows: from memory when it
         holds them, else from the store. Empty when none is stored."""
         held = self.held_run(trace_id)
-        limit = self.config.max_spans_per_trace
-        return held if held is not None else run_from_store(self.database, trace_id, limit)
+        if held is not None:
+            return held.as_list()
+        return run_from_store(self.database, trace_id, self.config.max_spans_per_trace)
 
     def backlog(self, limit: int = 1_000_000) -> int:
         """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""

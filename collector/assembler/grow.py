@@ -120,13 +120,10 @@ class GrownRun:
             return None
         return self.spans.get(parent)
 
-    def grow(self, rows: list[dict[str, Any]]) -> bool:
-        """Take `rows` (the rows this run was built from, then newer ones) as the run now;
-        False when it cannot (build it whole: this object is then spent)."""
-        known = len(self.rows)
-        if len(rows) < known or rows[:known] != self.rows:
-            return False
-        return all(self._add(row) for row in rows[known:])
+    def grow_by(self, rows: list[dict[str, Any]]) -> bool:
+        """Add `rows`, spans that came after the run's; False when one does not land at the
+        run's end (build it whole: this object is then spent)."""
+        return all(self._add(row) for row in rows)
 
     def _place(self, span: SpanView) -> int | None:
         """The depth `span` lands at when it lands last in causal order; None when not."""

@@ -122,6 +122,11 @@ class HeldSpans:
             if not batch.waiting:
                 self.drop(batch_id)
 
+    def held(self, batch_ids: list[int]) -> list[tuple[int, HeldBatch]] | None:
+        """These batches with their ids, when all are still held; None when not."""
+        batches = [(b, found) for b in batch_ids if (found := self._batches.get(b)) is not None]
+        return batches if len(batches) == len(batch_ids) else None
+
     def holds(self, batch_ids: Iterable[int]) -> bool:
         return all(batch_id in self._batches for batch_id in batch_ids)
 
@@ -166,49 +171,73 @@ def first_of_each_span(spans: pa.Table) -> pa.Table:
 REMEMBERED_RUNS = 10_000
 
 
-class HeldRuns:
-    """The rows read so far of the runs a runtime guard asks about, with the batches they came
-    from: asked again, a run reads only the batches that came since (its own earlier guard
-    steps make a run of tens of batches, each read again on every call otherwise).
+@dataclass(slots=True)
+class ReadRows:
+    """One open trace's rows read so far, each span once, in the order first read; `rows` only
+    grows, so what a reader was handed stays as it was at the list's front."""
 
-    Held batches never change, and batch ids grow with arrival, so rows read from a run's
-    oldest batches stay its rows of those batches, each span the first time."""
+    trace: object  # the open trace the batches are of: one reopened or restored is another
+    batches: list[int] = field(default_factory=list)  # read, in arrival order
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    spans: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSoFar:
+    """A run's rows as read at one moment: the first `count` of `rows` (a list that only
+    grows). A reader that kept an earlier one takes what came since as `rows[count:]` of the
+    newer, without a pass over the whole run."""
+
+    rows: list[dict[str, Any]]
+    count: int
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return self.rows[: self.count]
+
+
+class HeldRuns:
+    """The rows read so far of the runs a runtime guard asks about: asked again, a run reads
+    only the batches that came since (its own earlier guard steps make a run of tens of
+    batches, each read again on every call otherwise), and hands them out without copying the
+    rows read before.
+
+    A trace's batch ids grow with arrival and its list of them only grows while it is open,
+    so the batches read are a prefix of that list, and held batches never change."""
 
     def __init__(self, capacity: int = REMEMBERED_RUNS) -> None:
         self.capacity = capacity
-        self._runs: OrderedDict[str, tuple[list[int], dict[str, dict[str, Any]]]] = OrderedDict()
+        self._runs: OrderedDict[str, ReadRows] = OrderedDict()
         self._lock = threading.Lock()
 
     def unread(
-        self, trace_id: str, batch_ids: list[int]
-    ) -> tuple[list[int], dict[str, dict[str, Any]], list[int]]:
-        """The run's batches in arrival order, its rows read so far (span id -> row) and the
+        self, trace_id: str, trace: object, batch_ids: list[int]
+    ) -> tuple[ReadRows, list[int]]:
+        """The run's rows read so far (of `trace`, the open trace `batch_ids` are of) and the
         batches not read yet."""
-        ids = sorted(batch_ids)
-        done, kept = self._runs.get(trace_id, ([], {}))
-        if ids[: len(done)] != done:
-            return ids, {}, ids
-        return ids, kept, ids[len(done) :]
-
-    def read(
-        self,
-        trace_id: str,
-        ids: list[int],
-        kept: dict[str, dict[str, Any]],
-        parts: list[tuple[HeldBatch, list[str]]],
-    ) -> list[dict[str, Any]]:
-        """The run's rows, each span once, once `parts` (the batches `unread` named) are read.
-        What is kept is replaced, never changed: two readers at once each get a whole run."""
-        rows = dict(kept)
-        for batch, _ in parts:
-            for row in batch.rows_of(trace_id):
-                rows.setdefault(row["span_id"], row)
         with self._lock:
-            self._runs[trace_id] = (ids, rows)
+            run = self._runs.get(trace_id)
+            if run is None or run.trace is not trace or len(batch_ids) < len(run.batches):
+                run = self._runs[trace_id] = ReadRows(trace)
             self._runs.move_to_end(trace_id)
             while len(self._runs) > self.capacity:
                 self._runs.popitem(last=False)
-        return list(rows.values())
+            return run, batch_ids[len(run.batches) :]
+
+    def read(self, trace_id: str, run: ReadRows, parts: list[tuple[int, HeldBatch]]) -> RunSoFar:
+        """The run once `parts` (the batches `unread` named, with their ids) are read; a batch
+        another reader added meanwhile is not added twice."""
+        taken = [(batch_id, batch.rows_of(trace_id)) for batch_id, batch in parts]
+        with self._lock:
+            last = run.batches[-1] if run.batches else -1
+            for batch_id, rows in taken:
+                if batch_id <= last:
+                    continue
+                run.batches.append(batch_id)
+                for row in rows:
+                    if row["span_id"] not in run.spans:
+                        run.spans.add(row["span_id"])
+                        run.rows.append(row)
+            return RunSoFar(run.rows, len(run.rows))
 
     def forget(self, trace_id: str) -> None:
         with self._lock:

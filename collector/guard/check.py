@@ -108,11 +108,18 @@ def run_with_call(
         t = build_trajectory(request.trace_id, [*rows, row], prices)
     t.agent_name = request.agent or t.agent_name
     t.service_version = request.version or t.service_version
-    call = next(s for s in t.steps if s.span_id == span_id)
+    call = call_step(t, span_id)
     call.agent_name = call.agent_name or request.agent
     if request.tool.kind == "mcp":
         call.mcp = {"method": "tools/call", "server": request.tool.mcp_server}
     return t
+
+
+def call_step(t: Trajectory, span_id: str) -> Step:
+    """The proposed call's step: the run's last, unless the build placed it before others."""
+    if t.steps and t.steps[-1].span_id == span_id:
+        return t.steps[-1]
+    return next(s for s in t.steps if s.span_id == span_id)
 
 
 def without(t: Trajectory, span_id: str) -> Trajectory:
@@ -136,8 +143,8 @@ def rule_verdict(t: Trajectory, rule: Rule, span_id: str) -> Verdicts | None:
     judge_step = STEP_JUDGES.get(rule.type)
     try:
         if judge_step is not None:
-            call = next(s for s in t.steps if s.span_id == span_id)
-            own = judge_step(t, rule, call)  # without the call, it has no verdict of its own
+            # without the call, it has no verdict of its own
+            own = judge_step(t, rule, call_step(t, span_id))
             return None if own is None else counted(rule, own, span_id, lambda: NO_VERDICT)
         finding = evaluate(t, rule)
     except Exception as exc:
@@ -152,14 +159,23 @@ guard_rules = PerPack(
 
 
 def pack_verdicts(
-    t: Trajectory, pack: RulePack, span_id: str, error: Exception | None = None
+    t: Trajectory,
+    pack: RulePack,
+    span_id: str,
+    error: Exception | None = None,
+    read: dict[int, Trajectory] | None = None,
 ) -> list[Verdicts]:
     """Every rule of the pack that can decide now, about the proposed call; the pack selects
-    the run (`error`: it could not tell)."""
+    the run (`error`: it could not tell). `read` keeps the run as each approval recogniser
+    reads it, for the other packs of the call (most share the default one)."""
     if error is not None:
         message = f"{pack.name}: cannot tell whether the pack selects the run: {error}"
         return [Verdicts(Answer.REVIEW, "trace_incomplete", message, (span_id,))]
-    t = with_approvals(t, pack.approvals or DEFAULT_APPROVALS)
+    approvals = pack.approvals or DEFAULT_APPROVALS
+    read = {} if read is None else read
+    if id(approvals) not in read:
+        read[id(approvals)] = with_approvals(t, approvals)
+    t = read[id(approvals)]
     out = []
     for rule in guard_rules(pack):
         try:
@@ -253,18 +269,19 @@ def weigh_call(
     selections = [(p, selected(p, t)) for p in packs]
     chosen = [p for p, (selects, _) in selections if selects]
     on_decision = decision_verdict(*decision, tool, [p.guard for p in chosen])
-    call = next(s for s in t.steps if s.span_id == span_id)
+    call = call_step(t, span_id)
     if request.tool.tool_call_id and call.requested_by is None:
         message = (
             f"no model call of the run so far asked for call {request.tool.tool_call_id};"
             " flush the span processor before asking"
         )
         return unknown(chosen, PARTIAL, message, span_id, decision[0], on_decision)
+    read: dict[int, Trajectory] = {}
     found = [
         v
         for pack, (selects, error) in selections
         if selects
-        for v in pack_verdicts(t, pack, span_id, error)
+        for v in pack_verdicts(t, pack, span_id, error, read)
     ]
     found += conversation_verdicts(chosen, t, span_id, now_ns, conversation)
     if on_decision is not None:

@@ -16,10 +16,12 @@ import pytest
 
 from collector.assembler.build import build_trajectory
 from collector.assembler.grow import GrownRun
+from collector.assembler.held import RunSoFar
 from collector.assembler.prices import PriceTable
 from collector.guard.call import GuardRequest
 from collector.guard.check import judge_call, parent_of_call, proposed_row
 from collector.guard.record import guard_span, otlp_body
+from collector.guard.service import KeptRun
 from collector.normalize.wire import decode_request
 from evaluators.base import Decision
 from evaluators.rulepack import RulePack, load_text
@@ -74,6 +76,7 @@ class Asking:
         self.trace_id = trace_id
         self.arrived: list[dict[str, Any]] = []
         self.grown: GrownRun | None = None
+        self.kept: dict[str, KeptRun] = {}  # by service, as the guard keeps them
         self.grew = self.built = 0
         self.calls = self.fast = 0
 
@@ -85,11 +88,18 @@ class Asking:
         """Judge the call both ways; the guard's step as the store would give it back."""
         self.calls += 1
         rows = [r for r in self.arrived if r["service_name"] == request.service]
-        if self.grown is not None and self.grown.grow(rows):
+        held = RunSoFar(self.arrived, len(self.arrived))  # a list that only grows, as held
+        kept = self.kept.pop(request.service, None)
+        if kept is not None and kept.grow(held, request.service):
+            self.grown = kept.run
             self.grew += 1
         else:
             self.grown = GrownRun.build(self.trace_id, rows, PRICES)
+            kept = None if self.grown is None else KeptRun(self.grown, held)
             self.built += 1
+        if kept is not None:
+            self.kept[request.service] = kept
+        assert self.grown is None or self.grown.rows == rows
         span_id = f"{self.calls:016x}"
         if rows and self.grown is not None:
             row = proposed_row(request, span_id, parent_of_call(request, rows), now_ns)

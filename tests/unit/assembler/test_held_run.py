@@ -24,11 +24,17 @@ def batch(spans: list[tuple[str, str]]) -> pa.Table:
     return pa.table({k: pa.array(v, types.get(k, pa.string())) for k, v in columns.items()})
 
 
+def read(runs: HeldRuns, held: HeldSpans, trace_id: str, trace: object, batch_ids: list[int]):
+    """The run as `held_run` reads it: the batches not read yet, added to what was."""
+    run, unread = runs.unread(trace_id, trace, batch_ids)
+    parts = held.held(unread)
+    assert parts is not None
+    return runs.read(trace_id, run, parts)
+
+
 def read_whole(held: HeldSpans, trace_id: str, batch_ids: list[int]) -> list[dict[str, Any]]:
     """The run read from all its batches, nothing kept from an earlier call."""
-    runs = HeldRuns()
-    ids, kept, unread = runs.unread(trace_id, batch_ids)
-    return runs.read(trace_id, ids, kept, held.parts({trace_id: unread}))
+    return read(HeldRuns(), held, trace_id, object(), batch_ids).as_list()
 
 
 @pytest.mark.parametrize("size", [4, WHOLE_BATCH_ROWS * 3])
@@ -79,29 +85,54 @@ def test_a_runs_rows_read_one_by_one_are_the_rows_the_store_gives() -> None:
 
 def test_a_run_asked_again_reads_only_its_new_batches_and_gives_the_same_rows() -> None:
     """The guard's own steps arrive batch after batch: each call reads the batches that came
-    since the last one, and the run is the one every batch read again would give."""
+    since the last one, and the run is the one every batch read again would give; the rows
+    handed out earlier stay as they were."""
     held, runs = HeldSpans(1 << 30), HeldRuns()
-    run = "a" * 32
-    batch_ids = []
+    run, trace = "a" * 32, object()
+    batch_ids: list[int] = []
 
     def asked() -> list[str]:
-        ids, kept, unread = runs.unread(run, batch_ids)
-        rows = runs.read(run, ids, kept, held.parts({run: unread}))
-        assert rows == read_whole(held, run, batch_ids)
-        return [r["span_id"] for r in rows]
+        got = read(runs, held, run, trace, batch_ids)
+        assert got.as_list() == read_whole(held, run, batch_ids)
+        return [r["span_id"] for r in got.as_list()]
 
     batch_ids.append(held.add(batch([(run, "1" * 16), ("b" * 32, "2" * 16)]), AT, [run]))
     assert asked() == ["1" * 16]
+    first = read(runs, held, run, trace, batch_ids)
     # a retried export of the first span, and a new one
     batch_ids.append(held.add(batch([(run, "1" * 16), (run, "3" * 16)]), AT, [run]))
-    assert runs.unread(run, batch_ids)[2] == batch_ids[1:]
+    assert runs.unread(run, trace, batch_ids)[1] == batch_ids[1:]
     assert asked() == ["1" * 16, "3" * 16]
-    assert runs.unread(run, batch_ids)[2] == []
-    assert asked() == ["1" * 16, "3" * 16]
-    # the run closed and came back with late spans: none of its old batches
-    runs_batches = [held.add(batch([(run, "4" * 16)]), AT, [run])]
-    ids, kept, unread = runs.unread(run, runs_batches)
-    assert (kept, unread) == ({}, runs_batches)
-    assert [r["span_id"] for r in runs.read(run, ids, kept, held.parts({run: unread}))] == [
-        "4" * 16
-    ]
+    assert runs.unread(run, trace, batch_ids)[1] == []
+    again = read(runs, held, run, trace, batch_ids)
+    assert again.rows is first.rows and (first.count, again.count) == (1, 2)
+    assert [r["span_id"] for r in first.as_list()] == ["1" * 16]
+    # the run closed and came back with late spans: another open trace, none of its old batches
+    late = [held.add(batch([(run, "4" * 16)]), AT, [run])]
+    assert runs.unread(run, object(), late)[1] == late
+    assert [r["span_id"] for r in read(runs, held, run, object(), late).as_list()] == ["4" * 16]
+
+
+def test_two_readers_of_the_same_new_batch_add_its_rows_once() -> None:
+    """A guard thread and the event loop may read a run's new batch at once; its rows are
+    added by whichever finishes first, and the other's are not added again."""
+    held, runs = HeldSpans(1 << 30), HeldRuns()
+    run, trace = "a" * 32, object()
+    batch_ids = [held.add(batch([(run, "1" * 16)]), AT, [run])]
+    one, unread_one = runs.unread(run, trace, batch_ids)
+    two, unread_two = runs.unread(run, trace, batch_ids)
+    assert one is two and unread_one == unread_two == batch_ids
+    for unread in (unread_one, unread_two):
+        parts = held.held(unread)
+        assert parts is not None
+        got = runs.read(run, one, parts)
+    assert [r["span_id"] for r in got.as_list()] == ["1" * 16]
+
+
+def test_a_batch_let_go_is_not_read() -> None:
+    held = HeldSpans(1 << 30)
+    kept = held.add(batch([("a" * 32, "1" * 16)]), AT, ["a" * 32])
+    gone = held.add(batch([("a" * 32, "2" * 16)]), AT, ["a" * 32])
+    held.drop(gone)
+    assert held.held([kept, gone]) is None
+    assert [b for b, _ in held.held([kept]) or []] == [kept]
