@@ -202,32 +202,24 @@ def gen_keyword_text(rng: random.Random) -> str:
 PATTERNS = {"acme": r"ACME-\d{4}", "ref": r"\bref\s*:\s*\d+", "odd": r"[^a[\s]]+@", "vt": r"x\Sy"}
 
 
+def pick(rng: random.Random, *options: Any) -> Any:
+    """One of the options, each as likely; one given as a function is made only if picked
+    (generating every alternative to keep one cost most of the fuzzing's time)."""
+    chosen = options[int(rng.random() * len(options))]  # (rng.choice, at a third of its cost)
+    return chosen() if callable(chosen) else chosen
+
+
 def gen_json(rng: random.Random, depth: int = 0) -> Any:
     roll = rng.random()
     if depth > 6 or roll < 0.35:
-        return rng.choice(
-            [
-                None,
-                True,
-                False,
-                0,
-                1,
-                -1,
-                2020,
-                2019.5,
-                1.0,
-                -0.0,
-                1e300,
-                (1 << 63) - 1,
-                -(1 << 63),
-                (1 << 64) - 1,
-                9007199254740993,
-                0.1,
-                rng.randint(-5, 5),
-                rng.choice(TEXTS),
-                rng.choice(SECRETS),
-                gen_keyword_text(rng),
-            ]
+        return pick(
+            rng,
+            *(None, True, False, 0, 1, -1, 2020, 2019.5, 1.0, -0.0, 1e300),
+            *((1 << 63) - 1, -(1 << 63), (1 << 64) - 1, 9007199254740993, 0.1),
+            lambda: rng.randint(-5, 5),
+            lambda: rng.choice(TEXTS),
+            lambda: rng.choice(SECRETS),
+            lambda: gen_keyword_text(rng),
         )
     if roll < 0.7:
         keys = ["customer_id", "year_from", "amount", "q", "nested", "ü"]
@@ -288,24 +280,24 @@ def flow_value(rng: random.Random) -> Any:
 def gen_flow_result(rng: random.Random) -> str:
     """A tool result carrying flow values, in the envelopes tools put around them."""
     value = flow_value(rng)
-    inner: Any = rng.choice(
-        [
-            {"token": value, "items": [rng.choice(FLOW_VALUES)], "ok": True},
-            f"your code is {value}. Use it!",
-            [value, {"nested": {"q": rng.choice(FLOW_VALUES)}}],
-            value,
-        ]
+    inner: Any = pick(
+        rng,
+        lambda: {"token": value, "items": [rng.choice(FLOW_VALUES)], "ok": True},
+        lambda: f"your code is {value}. Use it!",
+        lambda: [value, {"nested": {"q": rng.choice(FLOW_VALUES)}}],
+        value,
     )
     text = inner if isinstance(inner, str) else orjson.dumps(inner).decode()
-    return rng.choice(
-        [
-            text,
-            orjson.dumps({"content": [{"type": "text", "text": text}], "isError": False}).decode(),
-            orjson.dumps({"output": inner}).decode(),
-            f"{{'token': {value!r}}}",
-            "{'token': (1, 2)}",
-            f"  {text}  ",
-        ]
+    return pick(
+        rng,
+        text,
+        lambda: orjson.dumps(
+            {"content": [{"type": "text", "text": text}], "isError": False}
+        ).decode(),
+        lambda: orjson.dumps({"output": inner}).decode(),
+        lambda: f"{{'token': {value!r}}}",
+        "{'token': (1, 2)}",
+        lambda: f"  {text}  ",
     )
 
 
@@ -313,14 +305,13 @@ def gen_flow_args(rng: random.Random) -> Any:
     """Tool arguments that may carry a flow value on (changed in case and spacing)."""
     value = str(flow_value(rng))
     value = rng.choice([value, value.upper(), value.lower(), value.replace(" ", "  \t")])
-    return rng.choice(
-        [
-            {"to": "bob@example.com", "body": f"here: {value}"},
-            {"code": value},
-            [value[1:]],
-            {"n": rng.choice(FLOW_VALUES)},
-            value,
-        ]
+    return pick(
+        rng,
+        lambda: {"to": "bob@example.com", "body": f"here: {value}"},
+        lambda: {"code": value},
+        lambda: [value[1:]],
+        lambda: {"n": rng.choice(FLOW_VALUES)},
+        value,
     )
 
 
@@ -403,18 +394,17 @@ def gen_step(rng: random.Random, seq: int, ids: list[str], base: int = 0) -> Ste
         agent_name=rng.choice(AGENTS),
         tool_name=rng.choice([None, "", name, name, rng.choice(NAMES)]),
         tool_call_id=rng.choice([None, f"call_{seq}"]),
-        arguments=rng.choice(
-            [
-                *(None, gen_json(rng), {"q": "same"}, rng.choice(SUBJECTS)),
-                *(gen_flow_args(rng), gen_flow_args(rng)),
-            ]
+        arguments=pick(
+            rng,
+            *(None, lambda: gen_json(rng), lambda: {"q": "same"}, lambda: rng.choice(SUBJECTS)),
+            *(lambda: gen_flow_args(rng), lambda: gen_flow_args(rng)),
         ),
-        result=rng.choice(
-            [
-                *(None, "", "done", rng.choice(SECRETS), '{"ok": true}'),
-                *(gen_keyword_text(rng), gen_flow_result(rng), gen_flow_result(rng)),
-                *(rng.choice(APPROVAL_RESULTS), rng.choice(APPROVAL_RESULTS)),
-            ]
+        result=pick(
+            rng,
+            *(None, "", "done", lambda: rng.choice(SECRETS), '{"ok": true}'),
+            *(lambda: gen_keyword_text(rng), lambda: gen_flow_result(rng)),
+            lambda: gen_flow_result(rng),
+            *(lambda: rng.choice(APPROVAL_RESULTS), lambda: rng.choice(APPROVAL_RESULTS)),
         ),
         approval_status=rng.choice([None, None, "approved", "denied", "pending"]),
         # the model call that asked for it: an earlier step, itself, or one not in the run
@@ -448,10 +438,10 @@ def gen_run(rng: random.Random, n: int) -> Trajectory:
         steps += [replace(steps[-1], seq=len(steps) + i, span_id=f"loop{i}") for i in range(6)]
     if rng.random() < 0.5:  # one after the other, within the clocks' slack of each other
         clock = base + rng.randint(0, 10**12)
-        for i, step in enumerate(steps):
+        for step in steps:  # (each a step of this run alone, the loop's copies too)
             start = max(0, clock + rng.choice([-2, -1, 0, 0, 1, 2]) * 500_000)
             clock = start + rng.choice([0, 1_000_000, 10**8])
-            steps[i] = replace(step, start_time_unix_nano=start, end_time_unix_nano=clock)
+            step.start_time_unix_nano, step.end_time_unix_nano = start, clock
     status = rng.choice(["ok", "error", "incomplete"])
     start = rng.randint(0, 10**15)
     return Trajectory(
@@ -707,7 +697,7 @@ def fuzz(seed: int, count: int, deadline: float | None = None) -> tuple[int, lis
         if deadline is not None and time.monotonic() > deadline:
             break
         pack = gen_pack(rng, rng.randint(1, 6))
-        runs = [gen_run(rng, 12) for _ in range(rng.randint(1, 8))]
+        runs = [gen_run(rng, 12) for _ in range(rng.randint(1, 40))]
         done += 1
         if pack is None:
             continue
