@@ -23,6 +23,7 @@ from evaluators.evaluate import evaluate_pack
 from evaluators.model import STEP_KINDS, Step, Trajectory
 from evaluators.rulepack import RulePack
 from tests.support.paths import TESTDATA
+from tests.support.picking import pick
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 FIELDS = (
@@ -200,13 +201,6 @@ def gen_keyword_text(rng: random.Random) -> str:
 
 
 PATTERNS = {"acme": r"ACME-\d{4}", "ref": r"\bref\s*:\s*\d+", "odd": r"[^a[\s]]+@", "vt": r"x\Sy"}
-
-
-def pick(rng: random.Random, *options: Any) -> Any:
-    """One of the options, each as likely; one given as a function is made only if picked
-    (generating every alternative to keep one cost most of the fuzzing's time)."""
-    chosen = options[int(rng.random() * len(options))]  # (rng.choice, at a third of its cost)
-    return chosen() if callable(chosen) else chosen
 
 
 def gen_json(rng: random.Random, depth: int = 0) -> Any:

@@ -22,6 +22,7 @@ from collector.assembler.spans import SPAN_FIELDS
 from collector.assembler.work import Closing
 from collector.normalize.wire import decode_request
 from tests.support.otlp import kv
+from tests.support.picking import pick
 
 BASE_TIME = 1_790_000_000_000_000_000
 NOW = datetime(2026, 12, 1, 12, 0, 0)
@@ -68,37 +69,22 @@ class Generator:
     # ---- values ----------------------------------------------------------------------
     def text(self) -> str:
         r = self.r
-        return r.choice(
-            [
-                r.choice(WORDS),
-                "".join(
-                    r.choice("abcXYZ _-\n\t\"'\\{}[]é日😀\u00a0\u2028")
-                    for _ in range(r.randint(0, 12))
-                ),
-                f"word{r.randint(0, 99)}",
-            ]
+        return pick(
+            r,
+            lambda: r.choice(WORDS),
+            lambda: "".join(
+                r.choice("abcXYZ _-\n\t\"'\\{}[]é日😀\u00a0\u2028") for _ in range(r.randint(0, 12))
+            ),
+            lambda: f"word{r.randint(0, 99)}",
         )
 
     def scalar(self) -> Any:
         r = self.r
-        return r.choice(
-            [
-                None,
-                True,
-                False,
-                0,
-                1,
-                -1,
-                r.randint(-(2**70), 2**70),
-                INT64_MAX,
-                2**64,
-                1.5,
-                -0.0,
-                1e16,
-                1e-7,
-                r.random() * 10 ** r.randint(-10, 30),
-                self.text(),
-            ]
+        return pick(
+            r,
+            *(None, True, False, 0, 1, -1, lambda: r.randint(-(2**70), 2**70), INT64_MAX),
+            *(2**64, 1.5, -0.0, 1e16, 1e-7, lambda: r.random() * 10 ** r.randint(-10, 30)),
+            self.text,
         )
 
     def value(self, depth: int = 0) -> Any:
@@ -133,30 +119,29 @@ class Generator:
     def result(self) -> Any:
         r = self.r
         word = r.choice(WORDS)
-        return r.choice(
-            [
-                word,
-                json.dumps({"approved": r.choice([True, False, 1, "yes"])}),
-                json.dumps({"status": word}),
-                json.dumps({"decision": word}),
-                f"{{'approved': {r.choice(['True', 'False', 'None'])}}}",
-                f"{{'status': '{r.choice(['approved', 'denied'])}', 'n': [1, 2.5, -3]}}",
-                json.dumps({"output": json.dumps({"decision": word}), "kwargs": {}}),
-                json.dumps({"type": "tool", "data": {"content": json.dumps({"status": word})}}),
-                json.dumps({"lc": 1, "type": "constructor", "kwargs": {"content": word}}),
-                json.dumps({"content": [{"type": "text", "text": word}], "isError": False}),
-                json.dumps({"structuredContent": {"approved": True}, "content": []}),
-                json.dumps([{"type": "text", "text": "approved"}]),
-                "[APPROVED] by manager",
-                "{not json",
-                json.dumps(self.value()),
-                f'"{word}"',
-            ]
+        return pick(
+            r,
+            word,
+            lambda: json.dumps({"approved": r.choice([True, False, 1, "yes"])}),
+            lambda: json.dumps({"status": word}),
+            lambda: json.dumps({"decision": word}),
+            lambda: f"{{'approved': {r.choice(['True', 'False', 'None'])}}}",
+            lambda: f"{{'status': '{r.choice(['approved', 'denied'])}', 'n': [1, 2.5, -3]}}",
+            lambda: json.dumps({"output": json.dumps({"decision": word}), "kwargs": {}}),
+            lambda: json.dumps({"type": "tool", "data": {"content": json.dumps({"status": word})}}),
+            lambda: json.dumps({"lc": 1, "type": "constructor", "kwargs": {"content": word}}),
+            lambda: json.dumps({"content": [{"type": "text", "text": word}], "isError": False}),
+            lambda: json.dumps({"structuredContent": {"approved": True}, "content": []}),
+            lambda: json.dumps([{"type": "text", "text": "approved"}]),
+            "[APPROVED] by manager",
+            "{not json",
+            lambda: json.dumps(self.value()),
+            f'"{word}"',
         )
 
     # ---- spans ---------------------------------------------------------------------------
     def new_id(self, n: int) -> bytes:
-        return bytes(self.r.randrange(1, 256) for _ in range(n))
+        return (self.r.getrandbits(8 * n) | 1).to_bytes(n, "big")  # never all zeros
 
     def trace(self) -> list[dict[str, Any]]:
         """One trace's span specs (each with a resource and scope)."""
@@ -495,7 +480,7 @@ class Generator:
 
     def round(self, traces: int | None = None) -> Round:
         r = self.r
-        traces = traces or r.randint(1, 6)
+        traces = traces or r.randint(1, 24)
         tables = []
         at = NOW
         for _ in range(traces):
