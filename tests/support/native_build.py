@@ -95,3 +95,41 @@ def differences(
             got.select(["trace_id", "span_id", "attributes"]),
         )
     return out
+
+
+@dataclass
+class Fuzzed:
+    """What one process's share of the generated rounds found."""
+
+    rounds: int = 0
+    spans: int = 0
+    refused: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def fuzz_share(worker: int, workers: int, deadline: float) -> Fuzzed:
+    """Seeded rounds (`span_trees.Generator`) worker, worker + workers, ... until `deadline`
+    (at least 20 between the processes). The only refusal allowed is a tool result that looks
+    like a Python literal of a form the native reader leaves to Python."""
+    import time
+
+    from collector.assembler.native_build import Unsupported
+    from tests.support.span_trees import Generator
+
+    out = Fuzzed()
+    seed = worker
+    while out.rounds * workers < 20 or time.monotonic() < deadline:
+        r = Generator(seed).round()
+        try:
+            found = differences(r.spans, r.closing, r.overrides, r.closed_at)
+        except Unsupported as exc:
+            if "Python literal" not in str(exc):
+                out.failures.append(f"seed {seed}: {exc}")
+            out.refused += 1
+            found = []
+        if found:
+            out.failures.append(f"seed {seed}:\n" + "\n".join(found[:20]))
+        out.spans += r.spans.num_rows
+        out.rounds += 1
+        seed += workers
+    return out

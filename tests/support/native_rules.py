@@ -678,6 +678,11 @@ def gen_pack(rng: random.Random, n: int) -> RulePack | None:
         return None
 
 
+def fuzz_share(worker: int, workers: int, deadline: float) -> tuple[int, list[str], int]:
+    """One process's share of the differential test (`on_every_core`): its own seed."""
+    return fuzz(worker, 10**9, deadline)
+
+
 def fuzz(seed: int, count: int, deadline: float | None = None) -> tuple[int, list[str], int]:
     """`count` generated rounds (pack and runs) from `seed`; (rounds run, differences,
     deferred results). Stops early at `deadline` (time.monotonic())."""

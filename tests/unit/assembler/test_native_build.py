@@ -20,10 +20,10 @@ from collector.assembler.native_build import Unsupported, build_round
 from collector.assembler.spans import SPAN_FIELDS
 from collector.assembler.work import Closing, build_batch
 from collector.normalize.wire import decode_request
-from tests.support.native_build import differences, table_differences
+from tests.support.every_core import on_every_core
+from tests.support.native_build import differences, fuzz_share, table_differences
 from tests.support.otlp import new_span_id, new_trace_id, trace_request
 from tests.support.paths import TESTDATA
-from tests.support.span_trees import Generator
 
 NOW = datetime(2026, 12, 1, 12, 0, 0)
 CAPTURES = sorted(
@@ -197,24 +197,14 @@ def test_a_round_without_spans_or_with_deleted_traces_builds_nothing() -> None:
 
 def test_generated_rounds_build_the_same_tables() -> None:
     """Seeded random rounds, as many as run in the time given (60 s unless
-    SEXTANT_NATIVE_BUILD_SECONDS says otherwise), seed by seed from 0. The only refusal
-    allowed is a tool result that looks like a Python literal of a form the native reader
-    leaves to Python (random text opening with a bracket), and it stays rare."""
-    deadline = time.monotonic() + FUZZ_SECONDS
-    seed = built = refused = 0
-    while seed < 20 or time.monotonic() < deadline:
-        r = Generator(seed).round()
-        try:
-            found = differences(r.spans, r.closing, r.overrides, r.closed_at)
-        except Unsupported as exc:
-            assert "Python literal" in str(exc), f"seed {seed}: {exc}"
-            refused += 1
-            found = []
-        assert not found, f"seed {seed}:\n" + "\n".join(found[:20])
-        built += r.spans.num_rows
-        seed += 1
-    assert built > 0
-    assert refused <= seed // 100
+    SEXTANT_NATIVE_BUILD_SECONDS says otherwise) on every core, seed by seed from 0. The only
+    refusal allowed is a tool result that looks like a Python literal of a form the native
+    reader leaves to Python (random text opening with a bracket), and it stays rare."""
+    shares = on_every_core(fuzz_share, time.monotonic() + FUZZ_SECONDS)
+    failures = [f for share in shares for f in share.failures]
+    assert not failures, "\n".join(failures[:5])
+    assert sum(share.spans for share in shares) > 0
+    assert sum(share.refused for share in shares) <= sum(share.rounds for share in shares) // 100
 
 
 def test_a_difference_names_the_trace_table_row_column_and_values() -> None:

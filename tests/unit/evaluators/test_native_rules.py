@@ -24,13 +24,14 @@ from collector.evaluation.native_round import per_run
 from collector.normalize import _native
 from evaluators.model import Step, Trajectory
 from evaluators.rulepack import RulePack, RulePackError, load_pack
+from tests.support.every_core import on_every_core
 from tests.support.native_rules import (
     PATTERNS,
     SECRETS,
     capture_files,
     capture_runs,
     differences,
-    fuzz,
+    fuzz_share,
     round_tables,
     variants,
 )
@@ -137,9 +138,10 @@ def test_captures_cover_the_support_packs_approval_boundaries(
 
 
 def test_generated_runs_and_rules_get_the_python_results() -> None:
-    rounds, found, _ = fuzz(seed=0, count=1_000_000, deadline=time.monotonic() + FUZZ_SECONDS)
-    assert rounds >= 100
-    assert found == []
+    """Generated packs and runs on every core for the seconds given, a seed per process."""
+    shares = on_every_core(fuzz_share, time.monotonic() + FUZZ_SECONDS)
+    assert sum(rounds for rounds, _, _ in shares) >= 100
+    assert [f for _, found, _ in shares for f in found] == []
 
 
 def test_packs_together_and_scattered_steps_give_the_same_results(
