@@ -4,8 +4,9 @@ runs and rules (seeded) for the differential test and scripts/fuzz-native-rules.
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -678,29 +679,39 @@ def gen_pack(rng: random.Random, n: int) -> RulePack | None:
         return None
 
 
-def fuzz_share(worker: int, workers: int, deadline: float) -> tuple[int, list[str], int]:
+@dataclass
+class Fuzzed:
+    """What generated rounds found: rounds and runs compared, differences, results the
+    interpreter left to Python."""
+
+    rounds: int = 0
+    runs: int = 0
+    found: list[str] = dataclasses.field(default_factory=list)
+    deferred: int = 0
+
+
+def fuzz_share(worker: int, workers: int, deadline: float) -> Fuzzed:
     """One process's share of the differential test (`on_every_core`): its own seed."""
     return fuzz(worker, 10**9, deadline)
 
 
-def fuzz(seed: int, count: int, deadline: float | None = None) -> tuple[int, list[str], int]:
-    """`count` generated rounds (pack and runs) from `seed`; (rounds run, differences,
-    deferred results). Stops early at `deadline` (time.monotonic())."""
+def fuzz(seed: int, count: int, deadline: float | None = None) -> Fuzzed:
+    """`count` generated rounds (a pack and its runs) from `seed`, compared; stops early at
+    `deadline` (time.monotonic())."""
     import time
 
     rng = random.Random(seed)
-    found: list[str] = []
-    deferred = 0
-    done = 0
+    out = Fuzzed()
     for i in range(count):
         if deadline is not None and time.monotonic() > deadline:
             break
         pack = gen_pack(rng, rng.randint(1, 6))
         runs = [gen_run(rng, 12) for _ in range(rng.randint(1, 40))]
-        done += 1
+        out.rounds += 1
         if pack is None:
             continue
-        diffs, d = differences(runs, pack, f"seed {seed} round {i}", round_tables(runs))
-        found += diffs
-        deferred += d
-    return done, found, deferred
+        diffs, deferred = differences(runs, pack, f"seed {seed} round {i}", round_tables(runs))
+        out.runs += len(runs)
+        out.found += diffs
+        out.deferred += deferred
+    return out
