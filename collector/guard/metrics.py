@@ -44,6 +44,16 @@ class GuardMetrics:
             ["reason"],
             registry=registry,
         )
+        self.runs = Counter(
+            "sextant_guard_runs",
+            "How each judgement had its run so far: grown (the run kept from the previous call"
+            " about it, with the spans since), built (built whole from the spans held in"
+            " memory), read (read from the store in a guard thread: closed, recovered, spilled"
+            " or still loading). Many built or read calls cost the event loop or the deadline.",
+            ["how"],
+            registry=registry,
+        )
+        self._runs = {how: self.runs.labels(how) for how in ("grown", "built", "read")}
         # each call counts twice: the labelled counters are looked up once, not on every call
         self._calls: dict[str, Counter] = {}
         self._answers = {
@@ -59,6 +69,9 @@ class GuardMetrics:
         if counter is None:
             counter = self._calls[protocol] = self.calls.labels(protocol)
         counter.inc()
+
+    def had_run(self, how: str) -> None:
+        self._runs[how].inc()
 
     def answered(self, answer: str, basis: str) -> None:
         counter = self._answers.get((answer, basis))

@@ -175,6 +175,7 @@ class Guard:
             if not self._loaded(request.trace_id):
                 self.journal.settled().result(self.config.deadline_seconds)
             rows = own_rows(self.runs.run_so_far(request.trace_id), request.service)
+            self.metrics.had_run("read")
         else:
             grown, rows = self._grown(request, held)
         agent = request.agent or next((r["agent_name"] for r in rows if r["agent_name"]), "")
@@ -210,7 +211,9 @@ class Guard:
         grown: GrownRun | None
         if kept is not None and kept.grow(held, request.service):
             grown, rows = kept.run, kept.run.rows
+            self.metrics.had_run("grown")
         else:
+            self.metrics.had_run("built")
             rows = own_rows(held.as_list(), request.service)
             grown = GrownRun.build(request.trace_id, rows, self.prices)
             kept = None if grown is None else KeptRun(grown, held)

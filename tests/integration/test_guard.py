@@ -127,8 +127,15 @@ def result(t: dict[str, Any], rule: str) -> dict[str, Any] | None:
 def test_an_unapproved_write_is_denied_before_it_runs_and_the_verdict_agrees(
     server: RunningServer,
 ) -> None:
+    def had(how: str) -> float:
+        return scraped(server, "sextant_guard_runs_total", how=how) or 0.0
+
+    before = {how: had(how) for how in ("grown", "built", "read")}
     trace_id, got = account_change(server, "5.0.0", approve=False)
     assert (got["answer"], got["reasons"]) == ("deny", ["approval_boundary_violation"]), got
+    # open: judged on the run built from the spans in memory, or read once loaded
+    assert had("built") + had("read") - before["built"] - before["read"] == 1
+    before["read"] = had("read")
     assert got["span_id"] in got["evidence"]
 
     t = trajectory(server, trace_id)
@@ -148,6 +155,7 @@ def test_an_unapproved_write_is_denied_before_it_runs_and_the_verdict_agrees(
         headers={"Authorization": f"Bearer {TOKEN}"},
     )
     assert (again["answer"], again["reasons"]) == ("deny", ["approval_boundary_violation"])
+    assert had("read") - before["read"] == 1
 
     # An agent that runs the call anyway is failed afterwards for the reason it was told.
     ignored, told = account_change(server, "5.0.1", approve=False, obey=False)
