@@ -74,10 +74,14 @@ def same_call(step: Step) -> object:
     return step.tool_name, orjson.dumps(step.arguments, option=orjson.OPT_SORT_KEYS)
 
 
-def repeat_checks(rule: BudgetRule, tools: list[Step]) -> list[tuple[int, list[list[Step]], str]]:
-    """(limit, groups of calls, what the calls share) of each repeat limit the rule sets; a
-    call's arguments are serialized once, however many limits compare them."""
-    checks = []
+def repeat_checks(rule: BudgetRule, steps: list[Step]) -> list[tuple[int, list[list[Step]], str]]:
+    """(limit, groups of tool calls, what the calls share) of each repeat limit the rule sets;
+    a call's arguments are serialized once, however many limits compare them."""
+    checks: list[tuple[int, list[list[Step]], str]] = []
+    limits = (rule.max_same_call, rule.max_consecutive_same_call, rule.max_same_tool)
+    if all(limit is None for limit in limits):
+        return checks  # a rule of totals alone: no pass over the calls
+    tools = [s for s in steps if s.is_tool_call]
     if rule.max_same_call is not None or rule.max_consecutive_same_call is not None:
         calls = [same_call(s) for s in tools]
         if rule.max_same_call is not None:
@@ -106,8 +110,7 @@ def evaluate_budget(t: Trajectory, rule: BudgetRule) -> Finding:
         value = value_of() if limit is not None else None  # only the totals the rule limits
         if limit is not None and value is not None and value > limit:
             over.append(f"{name} {value:g} > {limit:g}")
-    tools = [s for s in t.steps if s.is_tool_call]
-    for limit, groups, label in repeat_checks(rule, tools):
+    for limit, groups, label in repeat_checks(rule, t.steps):
         for group in groups:
             if len(group) > limit:
                 over.append(f"{group[0].tool_name} called {len(group)} times {label} (> {limit})")
