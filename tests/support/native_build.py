@@ -102,6 +102,7 @@ class Fuzzed:
     """What one process's share of the generated rounds found."""
 
     rounds: int = 0
+    traces: int = 0
     spans: int = 0
     refused: int = 0
     failures: list[str] = field(default_factory=list)
@@ -130,6 +131,7 @@ def fuzz_share(worker: int, workers: int, deadline: float) -> Fuzzed:
         if found:
             out.failures.append(f"seed {seed}:\n" + "\n".join(found[:20]))
         out.spans += r.spans.num_rows
+        out.traces += len(r.closing)
         out.rounds += 1
         seed += workers
     return out
