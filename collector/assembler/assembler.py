@@ -134,9 +134,9 @@ class Assembler(TickingStage):
             trace = self._buffers.get(trace_id)
             if trace is None or trace.read_back is not None:
                 return None
-            run, unread = self._runs.unread(trace_id, trace, trace.batches)
+            run, start, unread = self._runs.unread(trace_id, trace, trace.batches)
             parts = self._held.held(unread)
-        return None if parts is None else self._runs.read(trace_id, run, parts)
+        return None if parts is None else self._runs.read(trace_id, run, start, parts)
 
     def run_so_far(self, trace_id: str) -> list[dict[str, Any]]:
         """The spans stored so far of one trace, each once, as rows: from memory when it

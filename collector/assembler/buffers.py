@@ -110,7 +110,7 @@ class TraceBuffers:
                 trace.root_seen |= newer.root_seen
                 trace.last_seen = max(trace.last_seen, newer.last_seen)
                 trace.last_received = max(trace.last_received, newer.last_received)
-                trace.batches += newer.batches
+                trace.batches = sorted(trace.batches + newer.batches)  # in arrival order
                 trace.read_back = trace.read_back or newer.read_back
             self._by_age[trace.trace_id] = trace
             self._by_activity[trace.trace_id] = trace

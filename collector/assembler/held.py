@@ -211,27 +211,35 @@ class HeldRuns:
 
     def unread(
         self, trace_id: str, trace: object, batch_ids: list[int]
-    ) -> tuple[ReadRows, list[int]]:
-        """The run's rows read so far (of `trace`, the open trace `batch_ids` are of) and the
-        batches not read yet."""
+    ) -> tuple[ReadRows, int, list[int]]:
+        """The run's rows read so far (of `trace`, the open trace `batch_ids` are of), how many
+        of its batches they are, and the batches not read yet. The ids are in arrival order
+        (a restored trace's merged in order), so the batches read are still a prefix of them
+        when the last read is still in its place; else the run is read anew."""
         with self._lock:
             run = self._runs.get(trace_id)
-            if run is None or run.trace is not trace or len(batch_ids) < len(run.batches):
-                run = self._runs[trace_id] = ReadRows(trace)
+            read = len(run.batches) if run is not None else 0
+            if (
+                run is None
+                or run.trace is not trace
+                or len(batch_ids) < read
+                or (read and batch_ids[read - 1] != run.batches[-1])
+            ):
+                run, read = ReadRows(trace), 0
+                self._runs[trace_id] = run
             self._runs.move_to_end(trace_id)
             while len(self._runs) > self.capacity:
                 self._runs.popitem(last=False)
-            return run, batch_ids[len(run.batches) :]
+            return run, read, batch_ids[read:]
 
-    def read(self, trace_id: str, run: ReadRows, parts: list[tuple[int, HeldBatch]]) -> RunSoFar:
-        """The run once `parts` (the batches `unread` named, with their ids) are read; a batch
-        another reader added meanwhile is not added twice."""
+    def read(
+        self, trace_id: str, run: ReadRows, start: int, parts: list[tuple[int, HeldBatch]]
+    ) -> RunSoFar:
+        """The run once `parts` (the batches `unread` named from position `start`, with their
+        ids) are read; those another reader added meanwhile are not added twice."""
         taken = [(batch_id, batch.rows_of(trace_id)) for batch_id, batch in parts]
         with self._lock:
-            last = run.batches[-1] if run.batches else -1
-            for batch_id, rows in taken:
-                if batch_id <= last:
-                    continue
+            for batch_id, rows in taken[len(run.batches) - start :]:
                 run.batches.append(batch_id)
                 for row in rows:
                     if row["span_id"] not in run.spans:

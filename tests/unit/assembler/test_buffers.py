@@ -86,6 +86,22 @@ def test_restore_merges_spans_that_arrived_meanwhile() -> None:
     )
 
 
+def test_a_trace_restored_after_two_failed_rounds_keeps_its_batches_in_arrival_order() -> None:
+    """Round 1 takes a trace, late spans reopen it, round 2 takes those; both rounds fail and
+    are put back, the later one last: its trace holds the earlier batches too, first."""
+    clock, b = FakeClock(), buffers()
+    b.add("a", 1, True, T0, clock.monotonic(), batch=0)
+    b.add("a", 1, False, T0, clock.monotonic(), batch=1)
+    clock.advance(6)
+    ((first, _),) = b.due(clock.monotonic())
+    b.add("a", 1, False, T0, clock.monotonic(), batch=2)
+    clock.advance(6)
+    ((second, _),) = b.due(clock.monotonic())
+    b.restore([first])
+    b.restore([second])
+    assert b.get("a") is second and second.batches == [0, 1, 2]
+
+
 def test_over_max_open_traces_the_oldest_closes_early() -> None:
     clock, b = FakeClock(), buffers()
     for trace_id in "abc":

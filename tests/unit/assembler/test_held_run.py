@@ -26,10 +26,10 @@ def batch(spans: list[tuple[str, str]]) -> pa.Table:
 
 def read(runs: HeldRuns, held: HeldSpans, trace_id: str, trace: object, batch_ids: list[int]):
     """The run as `held_run` reads it: the batches not read yet, added to what was."""
-    run, unread = runs.unread(trace_id, trace, batch_ids)
+    run, start, unread = runs.unread(trace_id, trace, batch_ids)
     parts = held.held(unread)
     assert parts is not None
-    return runs.read(trace_id, run, parts)
+    return runs.read(trace_id, run, start, parts)
 
 
 def read_whole(held: HeldSpans, trace_id: str, batch_ids: list[int]) -> list[dict[str, Any]]:
@@ -101,32 +101,50 @@ def test_a_run_asked_again_reads_only_its_new_batches_and_gives_the_same_rows() 
     first = read(runs, held, run, trace, batch_ids)
     # a retried export of the first span, and a new one
     batch_ids.append(held.add(batch([(run, "1" * 16), (run, "3" * 16)]), AT, [run]))
-    assert runs.unread(run, trace, batch_ids)[1] == batch_ids[1:]
+    assert runs.unread(run, trace, batch_ids)[2] == batch_ids[1:]
     assert asked() == ["1" * 16, "3" * 16]
-    assert runs.unread(run, trace, batch_ids)[1] == []
+    assert runs.unread(run, trace, batch_ids)[2] == []
     again = read(runs, held, run, trace, batch_ids)
     assert again.rows is first.rows and (first.count, again.count) == (1, 2)
     assert [r["span_id"] for r in first.as_list()] == ["1" * 16]
     # the run closed and came back with late spans: another open trace, none of its old batches
     late = [held.add(batch([(run, "4" * 16)]), AT, [run])]
-    assert runs.unread(run, object(), late)[1] == late
+    assert runs.unread(run, object(), late)[2] == late
     assert [r["span_id"] for r in read(runs, held, run, object(), late).as_list()] == ["4" * 16]
 
 
-def test_two_readers_of_the_same_new_batch_add_its_rows_once() -> None:
-    """A guard thread and the event loop may read a run's new batch at once; its rows are
-    added by whichever finishes first, and the other's are not added again."""
+@pytest.mark.parametrize("first", ["fewer", "more"])
+def test_two_readers_at_once_add_each_new_batch_once_and_miss_none(first: str) -> None:
+    """A guard thread and the event loop may read a run's new batches at once, one of them
+    seeing a batch more; each batch's rows are added once, whichever finishes first, and the
+    batch after them is read at the next call."""
     held, runs = HeldSpans(1 << 30), HeldRuns()
     run, trace = "a" * 32, object()
-    batch_ids = [held.add(batch([(run, "1" * 16)]), AT, [run])]
-    one, unread_one = runs.unread(run, trace, batch_ids)
-    two, unread_two = runs.unread(run, trace, batch_ids)
-    assert one is two and unread_one == unread_two == batch_ids
-    for unread in (unread_one, unread_two):
+    ids = [held.add(batch([(run, "1" * 16)]), AT, [run])]
+    fewer = runs.unread(run, trace, list(ids))
+    ids.append(held.add(batch([(run, "2" * 16)]), AT, [run]))
+    more = runs.unread(run, trace, list(ids))
+    for read_run, start, unread in (fewer, more) if first == "fewer" else (more, fewer):
         parts = held.held(unread)
         assert parts is not None
-        got = runs.read(run, one, parts)
-    assert [r["span_id"] for r in got.as_list()] == ["1" * 16]
+        runs.read(run, read_run, start, parts)
+    ids.append(held.add(batch([(run, "3" * 16)]), AT, [run]))
+    got = read(runs, held, run, trace, ids)
+    assert [r["span_id"] for r in got.as_list()] == ["1" * 16, "2" * 16, "3" * 16]
+
+
+def test_a_restored_trace_whose_earlier_batches_come_first_is_read_anew_in_order() -> None:
+    """A trace whose round failed is restored with the spans that reopened it meanwhile: its
+    batches, merged in arrival order, no longer start with the ones read before, so the run
+    is read again from all of them, in the store's order."""
+    held, runs = HeldSpans(1 << 30), HeldRuns()
+    run, trace = "a" * 32, object()
+    first = [held.add(batch([(run, s * 16)]), AT, [run]) for s in "12"]
+    reopened = [held.add(batch([(run, "3" * 16)]), AT, [run])]
+    assert [r["span_id"] for r in read(runs, held, run, trace, reopened).as_list()] == ["3" * 16]
+    merged = sorted(first + reopened)
+    got = read(runs, held, run, trace, merged)
+    assert [r["span_id"] for r in got.as_list()] == ["1" * 16, "2" * 16, "3" * 16]
 
 
 def test_a_batch_let_go_is_not_read() -> None:
