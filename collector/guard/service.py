@@ -77,21 +77,20 @@ def own_rows(rows: list[dict[str, Any]], service: str) -> list[dict[str, Any]]:
 
 
 class KeptRun:
-    """A run kept built between calls, with how far into the held rows it has read."""
+    """A run kept built between calls, with the held rows it was built or last grown from."""
 
-    __slots__ = ("count", "rows", "run")
+    __slots__ = ("run", "seen")
 
     def __init__(self, run: GrownRun, held: RunSoFar) -> None:
-        self.run = run
-        self.rows, self.count = held.rows, held.count
+        self.run, self.seen = run, held
 
     def grow(self, held: RunSoFar, service: str) -> bool:
         """Take in the rows of `service` read since; False when the run must be built whole
         (the rows were read anew, or a new span does not land at the run's end)."""
-        if held.rows is not self.rows or held.count < self.count:
+        seen, self.seen = self.seen, held
+        if held.rows is not seen.rows or held.count < seen.count:
             return False
-        new = [r for r in held.rows[self.count : held.count] if r["service_name"] == service]
-        self.count = held.count
+        new = [r for r in held.rows[seen.count : held.count] if r["service_name"] == service]
         return self.run.grow_by(new)
 
 

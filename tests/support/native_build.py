@@ -4,16 +4,18 @@ compared column by column."""
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
-from collector.assembler.native_build import build_round
+from collector.assembler.native_build import Unsupported, build_round
 from collector.assembler.work import Closing, build_batch
 from evaluators.base import Result
 from evaluators.model import Trajectory
+from tests.support.span_trees import Generator
 
 
 def same(a: Any, b: Any) -> bool:
@@ -112,11 +114,6 @@ def fuzz_share(worker: int, workers: int, deadline: float) -> Fuzzed:
     """Seeded rounds (`span_trees.Generator`) worker, worker + workers, ... until `deadline`
     (at least 20 between the processes). The only refusal allowed is a tool result that looks
     like a Python literal of a form the native reader leaves to Python."""
-    import time
-
-    from collector.assembler.native_build import Unsupported
-    from tests.support.span_trees import Generator
-
     out = Fuzzed()
     seed = worker
     while out.rounds * workers < 20 or time.monotonic() < deadline:
