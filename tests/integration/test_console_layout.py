@@ -5,7 +5,9 @@ answered by the console's own page."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 import requests
@@ -15,7 +17,7 @@ from tests.integration.test_console_sessions import CAPTURED_PACK, MULTI
 from tests.integration.test_sessions import session
 from tests.support.admin import firing, trajectory
 from tests.support.browser import new_page
-from tests.support.captures import CAPTURES, send
+from tests.support.captures import CAPTURES, moved, send
 from tests.support.server import DECIDE_FAST, FAST, RunningServer, serve
 
 # anything that looks like a time: an ISO stamp, a date and clock, or a relative time
@@ -24,6 +26,12 @@ TIMEISH = re.compile(
     r"|\b\d+ (?:s|min|h|d) ago\b"
 )
 ONE_FORMAT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
+RECORDED = [
+    "langgraph-openinference-five_turns",
+    "langgraph-openinference-session_stale_approval",
+    "python_sdk-genai_semconv-two_services",
+]
+WRITTEN_AT_NS = int(datetime(2026, 12, 3, 12, 0, tzinfo=UTC).timestamp()) * 10**9
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +45,15 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer
         sessions={"tick_seconds": 0.1},
     )
     try:
-        for name in (
-            "langgraph-openinference-five_turns",
-            "langgraph-openinference-session_stale_approval",
-            "python_sdk-genai_semconv-two_services",
-        ):
-            send(server, MULTI / f"{name}.otlp.json", "http/json")
-        send(server, CAPTURES / "langgraph-openinference-booking_ok.otlp.json", "http/json")
+        # the captures as they stood against the clock when these tests were written: runs of
+        # the last day, the latest hours ago, older ones within the week
+        by_ns = time.time_ns() - WRITTEN_AT_NS
+        paths = [
+            *(MULTI / f"{name}.otlp.json" for name in RECORDED),
+            CAPTURES / "langgraph-openinference-booking_ok.otlp.json",
+        ]
+        for path in paths:
+            send(server, path, "http/json", moved(path.read_bytes(), by_ns))
         for trace_id in session(server, "thread-5e7c", turns=5)["trace_ids"]:
             trajectory(server, trace_id)
         firing(server, "FAIL", service_name="support-desk")

@@ -25,6 +25,20 @@ def expected_for(path: Path) -> dict:
     return json.loads((CAPTURES / f"{stem}.expected.json").read_text())
 
 
+def moved(body: bytes, by_ns: int) -> bytes:
+    """OTLP/JSON with every span's and span event's time moved by `by_ns`: a capture kept
+    where it stood against the clock, for a test that looks back from now."""
+    data = json.loads(body)
+    for resource in data.get("resourceSpans", []):
+        for scope in resource.get("scopeSpans", []):
+            for span in scope.get("spans", []):
+                for item in (span, *span.get("events", [])):
+                    for key in ("startTimeUnixNano", "endTimeUnixNano", "timeUnixNano"):
+                        if key in item:
+                            item[key] = str(int(item[key]) + by_ns)
+    return json.dumps(data).encode()
+
+
 def send(server: RunningServer, path: Path, transport: str, body: bytes | None = None) -> None:
     """The capture at `path` (or `body`, OTLP/JSON) as a client with the server's token sends it."""
     body = path.read_bytes() if body is None else body
