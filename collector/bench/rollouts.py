@@ -199,7 +199,7 @@ def lives(
                 closes = cursor.execute(
                     f"WITH b AS ({b_sql}), c AS ({c_sql}),"
                     " runs AS (SELECT * FROM b UNION ALL SELECT * FROM c)"
-                    f" SELECT {sequential.CLOSED} FROM runs ORDER BY {sequential.CLOSED}, trace_id",
+                    f" SELECT {sequential.CLOSED} FROM runs ORDER BY {sequential.CLOSING_ORDER}",
                     [*b_params, *c_params],
                 ).fetchall()
                 tests = dict(life.trajectories(shared.horizon))

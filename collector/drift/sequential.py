@@ -25,6 +25,9 @@ from evaluators.window import DriftRule
 
 # The order the store closed runs in; runs written without a close time (imports) by their end.
 CLOSED = "coalesce(closed_at, end_time)"
+# A round closes many runs at once: those are in the order they ended, so that a block stays a
+# stretch of consecutive runs of both versions instead of a draw by trace id.
+CLOSING_ORDER = f"{CLOSED}, end_time, trace_id"
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def canary_start(cursor: duckdb.DuckDBPyConnection, conditions: Side) -> datetim
 
 
 def load(cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side) -> Life:
-    """Both sides' runs, one query per kind of value, ordered by close time then trace id."""
+    """Both sides' runs, one query per kind of value, in closing order."""
     b_runs, b_params = baseline.sql()
     c_runs, c_params = current.sql()
     exprs = {**samples.CONTINUOUS, **samples.FLAGS}
@@ -81,7 +84,7 @@ def load(cursor: duckdb.DuckDBPyConnection, baseline: Side, current: Side) -> Li
         f" runs AS (SELECT 0 AS side, * FROM b UNION ALL SELECT 1 AS side, * FROM c)"
     )
     params = [*b_params, *c_params]
-    order = f"ORDER BY {CLOSED}, trace_id"
+    order = f"ORDER BY {CLOSING_ORDER}"
     columns = cursor.execute(
         f"{both} SELECT side, trace_id, {select} FROM runs {order}", params
     ).fetchnumpy()

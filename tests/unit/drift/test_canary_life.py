@@ -87,6 +87,26 @@ def test_evidence_found_at_one_look_holds_at_the_next(store: RunStore) -> None:
     assert late[0].p_value <= early[0].p_value
 
 
+def test_runs_one_round_closed_together_are_compared_in_the_order_they_ended(
+    store: RunStore,
+) -> None:
+    # the versions take turns, but one assembler round closes all their runs at once, and every
+    # production trace id sorts before every canary's: by trace id, the runs would be one
+    # version's then the other's, a single block of them, too little to judge
+    for i in range(20):
+        ago = timedelta(minutes=1 + i, seconds=30)
+        store.run(["search_flights"], version="1.4.0", ago=ago, trace_id=f"{i:032x}")
+        store.run(
+            ["search_flights", "reserve_seat_v2"],
+            version="1.5.0",
+            ago=ago - timedelta(seconds=30),
+            trace_id=f"f{i:031x}",
+        )
+    store.cursor.execute("UPDATE trajectories SET closed_at = ?", [NOW])
+    [outcome] = evaluate_drift(store.cursor, TRAVEL, canary(), NOW)
+    assert (outcome.verdict, outcome.baseline_n, outcome.current_n) == (Verdict.FAIL, 19, 20)
+
+
 def test_without_correction_each_test_of_a_canary_is_judged_alone(store: RunStore) -> None:
     for i in range(40):
         store.run(["search_flights"], version="1.4.0", ago=timedelta(minutes=1 + i))
