@@ -1,5 +1,5 @@
-"""A fuzzing function run in one process per core at once: the differential tests have the
-seconds CI gives them, and run serially they would leave the other core idle."""
+"""A fuzzing function run in one process per core at once: run serially, the differential tests
+would leave the other core idle."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from multiprocessing import get_context
 from typing import TypeVar
 
 T = TypeVar("T")
+B = TypeVar("B")
 
 
-def on_every_core(share: Callable[[int, int, float], T], deadline: float) -> list[T]:
-    """`share(worker, workers, deadline)` in each of one spawned process per core (none of the
-    test process's state goes with it; `deadline` is `time.monotonic()`, the same clock in
-    every process); their results in worker order."""
+def on_every_core(share: Callable[[int, int, B], T], budget: B) -> list[T]:
+    """`share(worker, workers, budget)` in each of one spawned process per core (none of the
+    test process's state goes with it); their results in worker order. The budget is the
+    share's to read: a deadline (`time.monotonic()`, the same clock in every process) or a
+    count to split between the workers."""
     workers = len(os.sched_getaffinity(0))
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(share, worker, workers, deadline) for worker in range(workers)]
+        futures = [pool.submit(share, worker, workers, budget) for worker in range(workers)]
         return [future.result() for future in futures]

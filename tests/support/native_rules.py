@@ -24,7 +24,7 @@ from evaluators.evaluate import evaluate_pack
 from evaluators.model import STEP_KINDS, Step, Trajectory
 from evaluators.rulepack import RulePack
 from tests.support.paths import TESTDATA
-from tests.support.picking import pick
+from tests.support.picking import QuickRandom, pick
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 FIELDS = (
@@ -690,28 +690,32 @@ class Fuzzed:
     deferred: int = 0
 
 
-def fuzz_share(worker: int, workers: int, deadline: float) -> Fuzzed:
-    """One process's share of the differential test (`on_every_core`): its own seed."""
-    return fuzz(worker, 10**9, deadline)
+def fuzz_share(worker: int, workers: int, runs: int) -> Fuzzed:
+    """One process's share of the differential test (`on_every_core`): its own seed, and its
+    part of the `runs` generated in all."""
+    return fuzz(worker, 10**9, runs=-(-runs // workers))
 
 
-def fuzz(seed: int, count: int, deadline: float | None = None) -> Fuzzed:
+def fuzz(seed: int, count: int, deadline: float | None = None, runs: int | None = None) -> Fuzzed:
     """`count` generated rounds (a pack and its runs) from `seed`, compared; stops early at
-    `deadline` (time.monotonic())."""
+    `deadline` (time.monotonic()) or once `runs` runs are compared."""
     import time
 
-    rng = random.Random(seed)
+    rng = QuickRandom(seed)
     out = Fuzzed()
     for i in range(count):
         if deadline is not None and time.monotonic() > deadline:
             break
+        if runs is not None and out.runs >= runs:
+            break
         pack = gen_pack(rng, rng.randint(1, 6))
-        runs = [gen_run(rng, 12) for _ in range(rng.randint(1, 40))]
+        trajectories = [gen_run(rng, 12) for _ in range(rng.randint(1, 80))]
         out.rounds += 1
         if pack is None:
             continue
-        diffs, deferred = differences(runs, pack, f"seed {seed} round {i}", round_tables(runs))
-        out.runs += len(runs)
+        tables = round_tables(trajectories)
+        diffs, deferred = differences(trajectories, pack, f"seed {seed} round {i}", tables)
+        out.runs += len(trajectories)
         out.found += diffs
         out.deferred += deferred
     return out
