@@ -266,15 +266,16 @@ class Pipeline:
             exporter = ParquetExporter(
                 self.database, export.parquet_dir, export.interval_seconds, self.clock
             )
-        if retention.days is not None:
+        if retention.age is not None:
             first = exporter.export if exporter and retention.export_first else None
             cleaner = Retention(
                 self.database,
-                retention.days,
+                retention.age,
                 retention.check_seconds,
                 RetentionMetrics(self.registry),
                 (lambda cutoff: first(until=cutoff)) if first else None,
                 self.clock,
+                whole_days=retention.days is not None,
             )
         return exporter, cleaner
 

@@ -3,6 +3,7 @@ description, cross-field checks that name the YAML keys."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
@@ -181,10 +182,34 @@ class RetentionConfig(Strict):
     days: int | None = Field(
         None, gt=0, description="Delete spans and trajectories older than this; none: keep all."
     )
+    max_age: Seconds | None = Field(
+        None,
+        gt=0,
+        description="Instead of `days`: delete spans and trajectories older than this duration"
+        " (6h, 90m), to the moment rather than in whole days, for a store kept to hours.",
+    )
     export_first: bool = Field(
         False, description="Export what is about to be deleted to export.parquet_dir first."
     )
     check_seconds: Seconds = Field(3600.0, gt=0, description="How often old data is looked for.")
+
+    @model_validator(mode="after")
+    def _one_age(self) -> RetentionConfig:
+        if self.days is not None and self.max_age is not None:
+            raise ValueError("give one of days and max_age, not both")
+        if self.max_age is not None and self.export_first:
+            raise ValueError(
+                "export_first exports whole days; with max_age part of a day would be deleted"
+                " unexported (use days)"
+            )
+        return self
+
+    @property
+    def age(self) -> timedelta | None:
+        """How old deleted data is; None keeps everything."""
+        if self.days is not None:
+            return timedelta(days=self.days)
+        return None if self.max_age is None else timedelta(seconds=self.max_age)
 
 
 class SqlConfig(Strict):

@@ -1,6 +1,6 @@
-"""Retention: whole days of spans, logs, trajectories, steps and sessions (by their last turn)
-older than N days are deleted (exported to Parquet first when asked), then the store is
-checkpointed, with vacuum, to give the space back."""
+"""Retention: spans, logs, trajectories, steps and sessions (by their last turn) older than an
+age are deleted, whole days of them (exported to Parquet first when asked) or to the moment,
+then the store is checkpointed, with vacuum, to give the space back."""
 
 from __future__ import annotations
 
@@ -33,27 +33,31 @@ class RetentionMetrics:
 
 
 class Retention(TickingStage):
-    """Deletes by the same date column the export partitions by, a whole day at a time, so an
-    export taken before a deletion holds complete days."""
+    """Deletes by the same date column the export partitions by: a whole day at a time when
+    the age is in days, so an export taken before a deletion holds complete days; otherwise
+    everything older than the age (a store kept to hours, whose size the age bounds)."""
 
     def __init__(
         self,
         database: Database,
-        days: int,
+        age: timedelta,
         interval: float,
         metrics: RetentionMetrics,
         export: Callable[[datetime], object] | None = None,
         clock: Clock | None = None,
+        whole_days: bool = True,
     ) -> None:
         self.database = database
-        self.days = days
+        self.age = age
+        self.whole_days = whole_days
         self.metrics = metrics
         self.export = export
         self.clock = clock or SystemClock()
         self.ticker = Ticker("sextant-retention", interval, self.run)
 
     def cutoff(self) -> datetime:
-        return start_of_day(self.clock.now() - timedelta(days=self.days))
+        oldest = self.clock.now() - self.age
+        return start_of_day(oldest) if self.whole_days else oldest
 
     def run(self) -> dict[str, int]:
         cutoff = self.cutoff()
@@ -83,5 +87,6 @@ class Retention(TickingStage):
         finally:
             cursor.close()
         if any(deleted.values()):
-            log.info("retention: deleted rows older than %s: %s", cutoff.date(), deleted)
+            older = cutoff.date() if self.whole_days else cutoff.isoformat(sep=" ")
+            log.info("retention: deleted rows older than %s: %s", older, deleted)
         return deleted

@@ -115,7 +115,9 @@ def test_retention_deletes_old_days_after_exporting_them(runs: RunningServer, tm
 
     def retention(now: datetime) -> Retention:
         clock = FakeClock(wall=now.replace(tzinfo=UTC).timestamp())
-        return Retention(database, 7, 3600, RetentionMetrics(CollectorRegistry()), export, clock)
+        return Retention(
+            database, timedelta(days=7), 3600, RetentionMetrics(CollectorRegistry()), export, clock
+        )
 
     # Six days later nothing is old enough.
     assert not any(retention(newest + timedelta(days=6)).run().values())

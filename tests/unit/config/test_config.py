@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,26 @@ def test_short_tokens_and_host_names_with_more_than_a_name_are_refused(
 def test_allowed_hosts_are_compared_lower_case() -> None:
     config = load_config(None, environ={}, overrides={"admin": {"allowed_hosts": ["Ops.Example."]}})
     assert config.admin.allowed_hosts == ["ops.example"]
+
+
+def test_retention_by_age_is_a_duration_and_one_age_is_given(tmp_path: Path) -> None:
+    retention = {"storage": {"retention": {"max_age": "6h"}}}
+    assert load_config(None, environ={}, overrides=retention).storage.retention.age == timedelta(
+        hours=6
+    )
+    days = {"storage": {"retention": {"days": 3}}}
+    assert load_config(None, environ={}, overrides=days).storage.retention.age == timedelta(days=3)
+    assert load_config(None, environ={}).storage.retention.age is None
+    path = tmp_path / "sextant.yaml"
+    for text, message in (
+        ("storage: {retention: {days: 2, max_age: 6h}}", "one of days and max_age"),
+        (
+            f"export: {{parquet_dir: {tmp_path}}}\n"
+            "storage: {retention: {max_age: 6h, export_first: true}}",
+            "export_first exports whole days",
+        ),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError) as refused:
+            load_config(path, environ={})
+        assert "storage.retention" in str(refused.value) and message in str(refused.value)

@@ -3,7 +3,7 @@ retention's checkpoint still gives back the space of the rows it deleted."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -16,8 +16,11 @@ from collector.store.tables import INSERTS, columns_table
 DAY_NS = 86_400 * 10**9
 
 
-def commit_spans(database: Database, first: int, count: int, start_ns: int) -> None:
-    """`count` spans of one trace each, numbered from `first`; every other one a day older."""
+def commit_spans(
+    database: Database, first: int, count: int, start_ns: int, starts: list[int] | None = None
+) -> None:
+    """`count` spans of one trace each, numbered from `first`; every other one a day older
+    (or started at `starts`)."""
     con = database.connection
     batch = columns_table(
         "spans",
@@ -26,7 +29,7 @@ def commit_spans(database: Database, first: int, count: int, start_ns: int) -> N
             "span_id": [f"{i:016x}" for i in range(first, first + count)],
             "name": ["invoke_agent travel-desk"] * count,
             "attributes": [f'{{"gen_ai.prompt": "book flight {i}"}}' for i in range(count)],
-            "start_time_unix_nano": [start_ns - (i % 2) * DAY_NS for i in range(count)],
+            "start_time_unix_nano": starts or [start_ns - (i % 2) * DAY_NS for i in range(count)],
             "end_time_unix_nano": [start_ns + 10**9] * count,
         },
         count,
@@ -80,7 +83,8 @@ def test_retention_gives_back_the_space_of_rows_deleted_among_others(tmp_path: P
         commit_spans(database, n * 30_000, 30_000, start)
         database.connection.execute("CHECKPOINT")
     before, _ = blocks(database)
-    retention = Retention(database, 0, 3600, RetentionMetrics(CollectorRegistry()), clock=clock)
+    metrics = RetentionMetrics(CollectorRegistry())
+    retention = Retention(database, timedelta(0), 3600, metrics, clock=clock)
     cutoff = retention.cutoff()
     assert cutoff - timedelta(days=1) < clock.now() - timedelta(days=1) < cutoff
     deleted = retention.run()
@@ -88,4 +92,29 @@ def test_retention_gives_back_the_space_of_rows_deleted_among_others(tmp_path: P
     after, _ = blocks(database)
     assert after < before * 0.75, (before, after)
     assert database.connection.execute("SELECT count(*) FROM spans").fetchall() == [(60_000,)]
+    database.close()
+
+
+def test_retention_by_age_deletes_to_the_moment_and_by_days_whole_days(tmp_path: Path) -> None:
+    database = Database(tmp_path / "sextant.duckdb")
+    database.open()
+    clock = FakeClock(wall=datetime(2026, 12, 3, 15, 0).replace(tzinfo=UTC).timestamp())
+    now_ns = int(clock.wall() * 1e9)
+    hours = (26, 3, 1)  # a span started this long ago each
+    commit_spans(database, 0, 3, now_ns, [now_ns - h * 3_600 * 10**9 for h in hours])
+    metrics = RetentionMetrics(CollectorRegistry())
+
+    def kept() -> list[str]:
+        rows = database.connection.execute("SELECT span_id FROM spans ORDER BY 1").fetchall()
+        return [row[0][-1] for row in rows]
+
+    # a day's age in whole days: yesterday is kept whole, the day before is not there
+    assert Retention(database, timedelta(days=1), 3600, metrics, clock=clock).run()["spans"] == 0
+    assert kept() == ["0", "1", "2"]
+    two_hours = Retention(
+        database, timedelta(hours=2), 3600, metrics, clock=clock, whole_days=False
+    )
+    assert two_hours.cutoff() == datetime(2026, 12, 3, 13, 0)
+    assert two_hours.run()["spans"] == 2
+    assert kept() == ["2"]
     database.close()
