@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from collector.errors import StartupError
-from collector.store.database import Database
+from collector.store.database import ROW_GROUP_ROWS, Database
 from collector.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from collector.store.tables import ARROW_SCHEMAS, INSERTS
 
 
 def test_an_older_store_is_migrated_in_place(tmp_path: Path) -> None:
@@ -145,4 +148,62 @@ def test_a_version_16_store_keeps_its_evaluator_cards_as_cards_of_cases(tmp_path
     assert [(source, reused) for _, source, reused in rows] == [("cases", None), ("cases", None)]
     assert len({card_id for card_id, _, _ in rows}) == 2 and all(len(r[0]) == 32 for r in rows)
     assert cursor.execute("SELECT count(*) FROM card_labels").fetchone() == (0,)
+    database.close()
+
+
+def spans_batch(count: int, first: int = 0) -> pa.Table:
+    """`count` spans of one trace each, as the decoder hands them to the writer."""
+    ids = [f"{i:032x}" for i in range(first, first + count)]
+    columns = {
+        name: pa.nulls(count, type=t)
+        for name, t in zip(ARROW_SCHEMAS["spans"].names, ARROW_SCHEMAS["spans"].types, strict=True)
+    }
+    columns |= {"trace_id": pa.array(ids), "span_id": pa.array(i[:16] for i in ids)}
+    columns["attributes"] = pa.array(['{"gen_ai.prompt": "' + "x" * 200 + '"}'] * count)
+    return pa.table(columns, schema=ARROW_SCHEMAS["spans"])
+
+
+def commit_spans(database: Database, batch: pa.Table) -> None:
+    con = database.connection
+    con.register("batch", batch)
+    con.execute("BEGIN")
+    con.execute(INSERTS["spans"], {"received_at": datetime(2026, 12, 1)})
+    con.execute("COMMIT")
+    con.unregister("batch")
+
+
+def test_a_commit_of_a_row_group_or_more_is_written_once_not_through_the_wal(
+    tmp_path: Path,
+) -> None:
+    """Under load a commit holds a few thousand spans or a round's steps: those go straight into
+    the file instead of the write-ahead log and again at the next checkpoint. A small commit
+    still goes through the log, and both are read back, also after a restart."""
+    database = Database(tmp_path / "sextant.duckdb")
+    database.open()
+    database.connection.execute("CHECKPOINT")
+    before = database.wal_bytes
+    commit_spans(database, spans_batch(3 * ROW_GROUP_ROWS))
+    assert database.wal_bytes - before < 64 * 1024  # the rows are 750 KiB of JSON alone
+    commit_spans(database, spans_batch(100, first=3 * ROW_GROUP_ROWS))
+    assert database.wal_bytes - before > 100 * 200
+    database.close()
+    database.open()
+    cursor = database.cursor()
+    assert cursor.execute("SELECT count(*) FROM spans").fetchone() == (3 * ROW_GROUP_ROWS + 100,)
+    database.close()
+
+
+def test_cursors_start_in_the_store_named_after_its_file(tmp_path: Path) -> None:
+    """The file is attached to take a row group size; readers' cursors and the SQL endpoint's
+    `current_database()` still find it as `duckdb.connect(path)` would."""
+    database = Database(tmp_path / "it's here.duckdb")
+    database.open()
+    commit_spans(database, spans_batch(3))
+    cursor = database.cursor()
+    assert cursor.execute("SELECT current_database(), count(*) FROM spans").fetchone() == (
+        "it's here",
+        3,
+    )
+    assert cursor.execute("SELECT database_name FROM duckdb_databases() WHERE NOT internal")
+    assert {r[0] for r in cursor.fetchall()} == {"it's here"}
     database.close()
