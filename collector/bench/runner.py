@@ -18,7 +18,7 @@ from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from collector.bench.traces import salted_template
+from collector.bench.traces import Restamp, salted_template
 
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 REQUEST_TIMEOUT = 10.0
@@ -227,10 +227,14 @@ def fresh_salt(salt: bytes) -> bytes:
 
 
 def send_until_done(
-    options: BenchOptions, schedule: Schedule, report: BenchReport, payload: tuple[bytes, bytes]
+    options: BenchOptions,
+    schedule: Schedule,
+    report: BenchReport,
+    payload: tuple[bytes, bytes, Restamp],
 ) -> None:
-    """One thread's loop: send fresh copies of the template, count what came back."""
-    template, salt = payload
+    """One thread's loop: send fresh copies of the template (new trace ids, times of the
+    moment), count what came back."""
+    template, salt, restamp = payload
     spans = report.spans_per_request
     sender = Sender(options)
     latencies: list[float] = []
@@ -238,9 +242,8 @@ def send_until_done(
         while schedule.next():
             started = time.perf_counter()
             try:
-                rejected = send_retrying(
-                    sender, template.replace(salt, fresh_salt(salt)), (options, schedule, report)
-                )
+                fresh = restamp.fresh(template.replace(salt, fresh_salt(salt)), time.time_ns())
+                rejected = send_retrying(sender, fresh, (options, schedule, report))
             except Throttled as exc:  # refused, and the wait it asked for outlasts the run
                 # This exporter is done: sending a fresh request at once would only be refused
                 # again, and a loop of those in the last second counted hundreds of "failed"
@@ -300,12 +303,16 @@ def send_retrying(
 def run_bench(options: BenchOptions, on_start: Callable[[], object] | None = None) -> BenchReport:
     """Send for `options.duration`; `on_start` is called once the sending threads run (so
     whoever watches the endpoint knows when the load began: the template takes a while)."""
+    made_ns = time.time_ns()
     template, salt, spans = payload_template(options)
+    restamp = Restamp(template, made_ns, json=options.protocol == "http/json")
     report = BenchReport(options, request_bytes=len(template), spans_per_request=spans)
     schedule = Schedule(options, spans, max(1, spans // options.spans_per_trace))
     threads = [
         threading.Thread(
-            target=send_until_done, args=(options, schedule, report, (template, salt)), daemon=True
+            target=send_until_done,
+            args=(options, schedule, report, (template, salt, restamp)),
+            daemon=True,
         )
         for _ in range(options.concurrency)
     ]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 
+import numpy as np
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
@@ -185,3 +187,43 @@ def salted_template(
     for i, size in enumerate(sizes, start=1):
         spans.extend(agent_trace(salt + i.to_bytes(8, "big"), now, rng, size))
     return request, salt
+
+
+# Tags of Span.start_time_unix_nano (field 7) and end_time_unix_nano (field 8), both fixed64.
+TIME_TAGS = frozenset((0x39, 0x41))
+JSON_TIMES = re.compile(rb'"(?:start|end)TimeUnixNano":\s*"(\d+)"')
+
+
+class Restamp:
+    """Moves a template's span times to the moment a copy of it is sent, as an exporter stamps
+    its spans, so a store bounded by age (`storage.retention.max_age`) keeps what it would keep
+    of real traffic. Every time is rewritten in place at an offset found once, so the copy
+    stays valid protobuf (fixed64, little-endian) or JSON (19 digits) of the same length."""
+
+    def __init__(self, payload: bytes, made_ns: int, json: bool) -> None:
+        self.made_ns, self.json = made_ns, json
+        latest = made_ns + 3600 * 10**9  # the template's spans start at made_ns, last seconds
+        if json:
+            found = ((m.start(1), int(m.group(1))) for m in JSON_TIMES.finditer(payload))
+        else:
+            found = (
+                (i + 1, int.from_bytes(payload[i + 1 : i + 9], "little"))
+                for i, byte in enumerate(payload[:-8])
+                if byte in TIME_TAGS
+            )
+        times = [(offset, value) for offset, value in found if made_ns <= value <= latest]
+        width = 19 if json else 8
+        self.at = np.array([o for o, _ in times], dtype=np.int64)[:, None] + np.arange(width)
+        self.values = np.array([v for _, v in times], dtype=np.int64)
+        self.powers = 10 ** np.arange(18, -1, -1, dtype=np.int64)
+
+    def fresh(self, payload: bytes, now_ns: int) -> bytes:
+        """`payload` (the template with anything else replaced) with its times moved to now."""
+        values = self.values + (now_ns - self.made_ns)
+        if self.json:
+            encoded = (values[:, None] // self.powers % 10 + ord("0")).astype(np.uint8)
+        else:
+            encoded = values.astype("<i8").view(np.uint8).reshape(-1, 8)
+        copy = np.frombuffer(payload, dtype=np.uint8).copy()
+        copy[self.at] = encoded
+        return copy.tobytes()
