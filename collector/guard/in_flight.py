@@ -48,6 +48,7 @@ UNREAD = "unknown (the runs open before the start could not be read)"
 REMEMBERED = 100_000  # conversations whose runs are noted, the least recently seen let go
 REMEMBERED_RUNS = 100_000  # runs whose named ids are kept (a configured attribute)
 COLUMNS = ["conversation_id", "service_name", "trace_id"]
+NAMED_COLUMNS = ["attributes", "service_name", "trace_id"]
 
 
 class Named:
@@ -103,7 +104,9 @@ class TurnsInFlight:
             ids = spans["conversation_id"]
             if ids.null_count == len(ids):
                 return
-            runs = dict.fromkeys(columns(spans.filter(pc.is_valid(ids)), COLUMNS))
+            # the three columns alone: filtering the batch's payload columns too cost most of
+            # this hook's time on the event loop
+            runs = dict.fromkeys(columns(spans.select(COLUMNS).filter(pc.is_valid(ids)), COLUMNS))
         now = self.clock.monotonic()
         oldest = now - self.horizon
         with self._lock:
@@ -144,11 +147,12 @@ class TurnsInFlight:
         tagged = [
             (value, service, trace_id)
             for text, service, trace_id in columns(
-                spans.filter(matched), ("attributes", "service_name", "trace_id")
+                spans.select(NAMED_COLUMNS).filter(matched), NAMED_COLUMNS
             )
             if (value := attribute_value(text, attribute)) is not None
         ]
-        conventions = list(columns(spans.filter(pc.is_valid(spans["conversation_id"])), COLUMNS))
+        named = pc.is_valid(spans["conversation_id"])
+        conventions = list(columns(spans.select(COLUMNS).filter(named), COLUMNS))
         with self._lock:
             for trace_id in pc.unique(spans["trace_id"]).to_pylist():
                 self._named.setdefault(trace_id, Named())

@@ -55,7 +55,7 @@ INSERTS = {name: insert_select(name, columns) for name, columns in TABLES.items(
 
 def retire_revisions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
     """A new revision of a trajectory replaces the current one (only rebuilt traces have one)."""
-    rebuilt = batch.filter(pc.greater(batch["revision"], 1))["trace_id"].to_pylist()
+    rebuilt = batch["trace_id"].filter(pc.greater(batch["revision"], 1)).to_pylist()
     if rebuilt:
         con.execute(
             "UPDATE trajectories SET is_current = false WHERE trace_id IN ? AND is_current",
