@@ -11,20 +11,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.assembler import read_back
 from collector.assembler.buffers import OpenTrace, TraceBuffers
 from collector.assembler.dispatch import Dispatch
 from collector.assembler.held import HeldRuns, HeldSpans, RunSoFar, rows_of
 from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.pace import Pace
-from collector.assembler.read_back import (
-    previous_revisions,
-    recently_rooted,
-    run_from_store,
-    spans_from_store,
-    unclosed_traces,
-)
 from collector.assembler.rounds import EvaluationStage, Round, count_stored
 from collector.assembler.spans import REMOTE_PARENT
+from collector.assembler.stored_runs import StoredRuns
 from collector.assembler.work import Closing, merged_tables
 from collector.clock import Clock, SystemClock
 from collector.config.sections import AssemblerConfig
@@ -74,6 +69,7 @@ class Assembler(TickingStage):
         self._buffers = TraceBuffers(config)
         self._held = HeldSpans(config.max_held_mib * 1024 * 1024)
         self._runs = HeldRuns()  # the rows of the runs a runtime guard asks about
+        self._stored_runs = StoredRuns()  # which closing traces may have a revision stored
         self._recovered = 0  # traces recovered at the start not closed yet
         self._bounded: list[tuple[OpenTrace, str]] = []  # closed by a bound, stored next tick
         self._lock = threading.Lock()
@@ -85,6 +81,7 @@ class Assembler(TickingStage):
         metrics.lag.set_function(self.lag)
         metrics.pending.set_function(self.pending)
         metrics.held_bytes.set_function(lambda: self._held.bytes)
+        metrics.stored_runs_bytes.set_function(lambda: self._stored_runs.bytes)
         metrics.expected_lag.set_function(self.expected_lag)
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
@@ -144,7 +141,7 @@ class Assembler(TickingStage):
         held = self.held_run(trace_id)
         if held is not None:
             return held.as_list()
-        return run_from_store(self.database, trace_id, self.config.max_spans_per_trace)
+        return read_back.run_from_store(self.database, trace_id, self.config.max_spans_per_trace)
 
     def backlog(self, limit: int = 1_000_000) -> int:
         """Traces overdue for assembly and evaluation (bounded count, for coverage decisions)."""
@@ -196,8 +193,9 @@ class Assembler(TickingStage):
         remember the traces that closed last with their root (as the running process does)."""
         cursor = self.database.cursor()
         try:
-            traces = unclosed_traces(cursor, self.clock)
-            rooted = recently_rooted(cursor, self.config.max_open_traces)
+            traces = read_back.unclosed_traces(cursor, self.clock)
+            rooted = read_back.recently_rooted(cursor, self.config.max_open_traces)
+            self._stored_runs.load(cursor)
         finally:
             cursor.close()
         with self._lock:
@@ -315,6 +313,7 @@ class Assembler(TickingStage):
         try:
             # A full queue is waited out: building the round again next tick would cost the
             # workers its whole work while ingest is what fills the queue.
+            self._stored_runs.add([trace.trace_id for trace, _ in current.due])  # before commit
             current.stored = self.writer.queue_record(
                 merged_tables(current.builds), self.ticker.stopping
             )
@@ -363,7 +362,8 @@ class Assembler(TickingStage):
         try:
             # One snapshot: the revisions and the spans they are rebuilt from agree.
             cursor.execute("BEGIN TRANSACTION")
-            previous = previous_revisions(cursor, trace_ids)
+            asked = self._stored_runs.maybe_stored(trace_ids)  # the others have no revision
+            previous = read_back.previous_revisions(cursor, asked)
             with self._lock:
                 held = {
                     trace.trace_id: trace.batches
@@ -373,7 +373,7 @@ class Assembler(TickingStage):
                 parts = self._held.parts(held)
             stored = [(trace, reason) for trace, reason in due if trace.trace_id not in held]
             limit = self.config.max_spans_per_trace
-            read = spans_from_store(cursor, stored, previous, limit) if stored else None
+            read = read_back.spans_from_store(cursor, stored, previous, limit) if stored else None
         finally:
             cursor.close()  # closing ends the read transaction
         taken = rows_of(parts)

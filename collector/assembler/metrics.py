@@ -119,6 +119,13 @@ class AssemblerMetrics:
             " bounds it); read at scrape time.",
             registry=registry,
         )
+        self.stored_runs_bytes = Gauge(
+            "sextant_assembler_stored_runs_filter_bytes",
+            "Bytes of the filter of stored runs' trace ids, which spares a round asking the store"
+            " about new traces (3-4 bytes a run stored at the start or closed since); read at"
+            " scrape time.",
+            registry=registry,
+        )
         self.read_back = Counter(
             "sextant_assembler_read_back_traces",
             "Closing traces whose spans were read back from the store instead of taken from the"

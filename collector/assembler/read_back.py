@@ -76,6 +76,8 @@ def recently_rooted(cursor: Any, limit: int) -> list[str]:
 
 def previous_revisions(cursor: Any, trace_ids: list[str]) -> dict[str, tuple[Any, ...]]:
     """Each trace's stored revision, with when its spans were first and last received."""
+    if not trace_ids:
+        return {}
     return {row[0]: row[1:] for row in cursor.execute(PREVIOUS_REVISIONS, [trace_ids]).fetchall()}
 
 

@@ -366,6 +366,7 @@ def test_closing_traces_are_built_from_the_held_batches_not_read_back(rig) -> No
     store(writer, [*children[2:], root, other_root, *other_children[:1]])
     store(writer, [children[0]])  # an exporter's retry: stored once, built once
     assert registry.get_sample_value("sextant_assembler_held_bytes") > 0
+    assert registry.get_sample_value("sextant_assembler_stored_runs_filter_bytes") > 0
     clock.advance(5.1)
     assert assembler.tick() == 2
     assert current(database, first) == [(1, 4, "ok", 0)]

@@ -1,0 +1,57 @@
+"""The filter of stored runs never forgets one, rarely names a new trace, and loads a store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from collector.assembler.stored_runs import StoredRuns
+from collector.store.database import Database
+
+
+def ids(count: int) -> list[str]:
+    return [os.urandom(16).hex() for _ in range(count)]
+
+
+def test_every_stored_run_is_named_however_many_layers_it_grew() -> None:
+    runs = StoredRuns(capacity=1_000, rate=0.01)
+    stored = ids(15_000)  # layers of 1,000, 2,000, 4,000 and 8,000 ids
+    for start in range(0, len(stored), 700):
+        runs.add(stored[start : start + 700])
+    assert runs.maybe_stored(stored) == stored
+    assert runs.count == len(stored)
+
+
+def test_new_traces_are_rarely_taken_for_stored_ones() -> None:
+    """Each layer halves the rate of the one before, so the filter's is about their sum, under
+    twice the first layer's: here 1.875 in 100 (measured 1.85-1.95 over 200,000 new ids)."""
+    runs = StoredRuns(capacity=1_000, rate=0.01)
+    runs.add(ids(15_000))
+    fresh = ids(200_000)
+    taken = len(runs.maybe_stored(fresh))
+    assert taken < 0.023 * len(fresh)
+    assert runs.bytes < 2 * 15_000  # 9.6 to 13.8 bits an id for rates of 1 to 1/8 in 100
+
+
+def test_sequential_ids_are_spread_like_random_ones() -> None:
+    """Some SDKs number their traces: ids that differ in a few digits still hash apart."""
+    runs = StoredRuns(capacity=10_000, rate=0.001)
+    runs.add([f"{i:032x}" for i in range(10_000)])
+    fresh = [f"{i:032x}" for i in range(10_000, 110_000)]
+    assert len(runs.maybe_stored(fresh)) < 0.003 * len(fresh)
+
+
+def test_a_restart_loads_every_run_the_store_holds(tmp_path: Path) -> None:
+    database = Database(tmp_path / "sextant.duckdb")
+    database.open()
+    stored = ids(2_500)
+    database.connection.execute(
+        "INSERT INTO trajectories (trace_id, revision, is_current)"
+        " SELECT unnest($ids), 1, true UNION ALL SELECT $late, 2, true",
+        {"ids": stored, "late": stored[0]},
+    )
+    runs = StoredRuns()
+    assert runs.load(database.cursor()) == 2_501
+    assert runs.maybe_stored(stored) == stored
+    assert len(runs.maybe_stored(ids(10_000))) <= 3  # 1 in 100,000 would be asked
+    database.close()
