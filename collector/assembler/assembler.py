@@ -19,11 +19,11 @@ from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.pace import Pace
 from collector.assembler.rounds import EvaluationStage, Round, count_stored
 from collector.assembler.spans import REMOTE_PARENT
-from collector.assembler.stored_runs import StoredRuns
 from collector.assembler.work import Closing, merged_tables
 from collector.clock import Clock, SystemClock
 from collector.config.sections import AssemblerConfig
 from collector.store.database import Database
+from collector.store.maybe_stored import MaybeStored
 from collector.store.writer import STORE_TIMEOUT_SECONDS, Writer
 from collector.ticker import Ticker, TickingStage
 from collector.workers import WorkerPool
@@ -69,7 +69,7 @@ class Assembler(TickingStage):
         self._buffers = TraceBuffers(config)
         self._held = HeldSpans(config.max_held_mib * 1024 * 1024)
         self._runs = HeldRuns()  # the rows of the runs a runtime guard asks about
-        self._stored_runs = StoredRuns()  # which closing traces may have a revision stored
+        self._stored_runs: MaybeStored[str] = MaybeStored()  # traces that may have a revision
         self._recovered = 0  # traces recovered at the start not closed yet
         self._bounded: list[tuple[OpenTrace, str]] = []  # closed by a bound, stored next tick
         self._lock = threading.Lock()
@@ -195,7 +195,7 @@ class Assembler(TickingStage):
         try:
             traces = read_back.unclosed_traces(cursor, self.clock)
             rooted = read_back.recently_rooted(cursor, self.config.max_open_traces)
-            self._stored_runs.load(cursor)
+            self._stored_runs.load(cursor, read_back.STORED_TRACES)
         finally:
             cursor.close()
         with self._lock:

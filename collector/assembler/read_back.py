@@ -22,6 +22,7 @@ SPANS_OF_ONE_TRACE = (
     "SELECT " + ", ".join(SPAN_FIELDS) + ", received_at FROM spans WHERE trace_id = ?"
     " ORDER BY received_at, span_id LIMIT ?"
 )
+STORED_TRACES = "SELECT trace_id FROM trajectories"
 PREVIOUS_REVISIONS = (
     "SELECT trace_id, max(revision), min(first_received_at), max(last_received_at)"
     " FROM trajectories WHERE trace_id IN ? GROUP BY trace_id"

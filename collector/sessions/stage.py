@@ -8,7 +8,7 @@ the writer's commit hook queues each commit's closed runs (collector/sessions/ha
 wakes it. When no pack in force has a session rule, a session's new row follows from its
 previous row and the new turns' own trajectory rows (collector/sessions/running.py), recently
 touched sessions kept in memory, others read from their stored row (unless the filter of
-stored keys, collector/sessions/stored.py, says there is none): no earlier turn is read
+stored keys, collector/store/maybe_stored.py, says there is none): no earlier turn is read
 again; a session whose turn came again in a late revision is rebuilt from its turns' rows
 (collector/sessions/rebuilt.py), its totals every turn's. When a pack has
 session rules, each touched session's latest `max_turns` turns are loaded and the rules run.
@@ -52,9 +52,9 @@ from collector.sessions.loaded import (
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.rebuilt import rebuilt
 from collector.sessions.running import RUN_COLUMNS, Running, advanced, news
-from collector.sessions.stored import MaybeStored
 from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow
+from collector.store.maybe_stored import MaybeStored
 from collector.store.reader import Interrupted, Reader, ReadingStage
 from collector.store.tables import rows_table
 from collector.store.writer import Writer
@@ -121,7 +121,7 @@ class SessionStage(ReadingStage):
         self._mark: tuple[int, int, int] | None = None
         self._next_round = float("-inf")  # when idle sessions are looked for next (monotonic)
         self._running: OrderedDict[Key, Running] = OrderedDict()  # recently touched sessions
-        self._stored: MaybeStored | None = None  # which sessions may have a row (at start)
+        self._stored: MaybeStored[Key] | None = None  # which sessions may have a row (at start)
         self._uncounted: dict[str, int] = {}  # sessions opened, reopened, turns: once stored
         # sessions' turns as loaded for their rules, kept once the runtime guard asks for them
         self.held = HeldSessions()
@@ -175,10 +175,10 @@ class SessionStage(ReadingStage):
                 )
         return written
 
-    def _stored_keys(self) -> MaybeStored:
-        stored = MaybeStored()
+    def _stored_keys(self) -> MaybeStored[Key]:
+        stored: MaybeStored[Key] = MaybeStored()
         with self.reader.cursor() as cursor:
-            stored.add(cursor.execute(STORED_KEYS).fetchall())
+            stored.load(cursor, STORED_KEYS)
         return stored
 
     def _catch_up(self, texts: list[PackText], now: datetime) -> int:
@@ -312,10 +312,9 @@ class SessionStage(ReadingStage):
         """The touched sessions' rows from their new turns' own columns (no earlier turn read
         again); a session whose turn came again (a late revision) or that cannot be placed on
         its clock from what its row says is rebuilt from its stored turns."""
-        maybe = self._stored
-        missing = list(
-            {k[0] for k in turns if k not in self._running and (maybe is None or k in maybe)}
-        )
+        unheld = [k for k in turns if k not in self._running]
+        maybe = unheld if self._stored is None else self._stored.maybe_stored(unheld)
+        missing = list({k[0] for k in maybe})
         stored = {}
         if missing:
             found = rows_of(cursor, SESSIONS_OF, [missing])
@@ -363,7 +362,7 @@ class SessionStage(ReadingStage):
             tables["results"] = rows_table("results", results)
         if tables:
             if self._stored is not None:
-                self._stored.add((r["session_id"], r["session_service"]) for r in sessions)
+                self._stored.add([(r["session_id"], r["session_service"]) for r in sessions])
             self.writer.record(tables, self.ticker.stopping)
         counts, self._uncounted = self._uncounted, {}
         for event in ("opened", "reopened"):
