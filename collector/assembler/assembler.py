@@ -195,7 +195,7 @@ class Assembler(TickingStage):
         try:
             traces = read_back.unclosed_traces(cursor, self.clock)
             rooted = read_back.recently_rooted(cursor, self.config.max_open_traces)
-            self._stored_runs.load(cursor, read_back.STORED_TRACES)
+            self._stored_runs.load_behind(self.database, read_back.STORED_TRACES)
         finally:
             cursor.close()
         with self._lock:

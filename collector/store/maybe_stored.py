@@ -2,13 +2,14 @@
 
 DuckDB answers `key IN (...)` by scanning the whole table (an index serves no list), so a
 stage that asked the store about every key it handles paid for every row ever stored: the
-assembler's question "which closing traces already have a trajectory?" cost 22-80 ms a round of
-2,000 traces at a million stored runs (docs/performance.md, "Previous revisions without
-scanning every run"), and the sessions stage's "which sessions have a row?" the same. Nearly
-every key is new; the filter answers "certainly not stored" for those, and only the rest are
-asked, the store's answer being the one used. It never forgets a key (a stage adds its keys
-before their rows are committed, and none is taken out), so a stored row is never taken for a
-missing one; a row deleted by retention stays in it as one more key asked about for nothing.
+assembler's question "which closing traces already have a trajectory?" cost 12-21 ms a round of
+2,000 traces with up to a million stored runs and 21-29 ms with five million (docs/performance.md,
+"Previous revisions without scanning every run"); the sessions stage asks the same of
+sessions. Nearly every key is new; the filter answers "certainly not stored" for those, and only
+the rest are asked, the store's answer being the one used. It never forgets a key (a stage adds
+its keys before their rows are committed, and none is taken out), so a stored row is never taken
+for a missing one; a row deleted by retention stays in it as one more key asked about for
+nothing.
 
 It grows in layers, each twice the capacity of the one before and with half its false-positive
 rate, so a new key is thought stored (and asked about) less than once in 50,000 whatever the
@@ -19,11 +20,17 @@ with Python's `hash`, stable within the process, which is as long as the filter 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
+
+from collector.store.database import Database
+from collector.threads import name_os_thread
+
+log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 FIRST_CAPACITY = 1 << 20  # keys the first layer holds at its rate
@@ -87,9 +94,15 @@ def halves(keys: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
 class MaybeStored(Generic[K]):
     """The keys of a table's stored rows, as a growing Bloom filter; thread-safe."""
 
-    def __init__(self, capacity: int = FIRST_CAPACITY, rate: float = FIRST_RATE) -> None:
+    def __init__(
+        self, capacity: int = FIRST_CAPACITY, rate: float = FIRST_RATE, complete: bool = False
+    ) -> None:
         self._layers = [Layer(capacity, rate)]
         self._lock = threading.Lock()
+        # Whether it holds every stored key: once loaded (or for a table known empty). Until
+        # then every key may be stored.
+        self._complete = complete
+        self.loading: threading.Thread | None = None  # the load behind, while it runs
 
     @property
     def bytes(self) -> int:
@@ -109,7 +122,31 @@ class MaybeStored(Generic[K]):
             keys: list[Any] = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
             self.add(keys)
             rows += batch.num_rows
+        self._complete = True
         return rows
+
+    def load_behind(self, database: Database, query: str) -> threading.Thread:
+        """Loads the stored keys in a thread of its own (about a second a million keys), so a
+        stage starts at once: until they are in, every key may be stored. Keys added meanwhile
+        are kept, so a row committed after the load's snapshot is held either way."""
+        self._complete = False
+
+        def run() -> None:  # the load marks it complete
+            name_os_thread()
+            try:
+                cursor = database.cursor()
+                try:
+                    rows = self.load(cursor, query)
+                finally:
+                    cursor.close()
+            except Exception as exc:  # every key stays "maybe": the store is asked, as without
+                log.warning("stored keys not loaded (%s): the store is asked about each", exc)
+                return
+            log.debug("loaded %d stored keys (%s)", rows, query)
+
+        self.loading = threading.Thread(target=run, name="sextant-stored-keys", daemon=True)
+        self.loading.start()
+        return self.loading
 
     def add(self, keys: Sequence[K]) -> None:
         """Before their rows are committed: these keys have a stored row."""
@@ -128,8 +165,8 @@ class MaybeStored(Generic[K]):
 
     def maybe_stored(self, keys: Sequence[K]) -> list[K]:
         """The keys among `keys` that may have a stored row (the others have none)."""
-        if not keys:
-            return []
+        if not keys or not self._complete:
+            return list(keys)
         low, high = halves(keys)
         found = np.zeros(len(keys), dtype=bool)
         with self._lock:
