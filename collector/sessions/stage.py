@@ -56,7 +56,7 @@ from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow
 from collector.store.maybe_stored import MaybeStored
 from collector.store.reader import Interrupted, Reader, ReadingStage
-from collector.store.tables import rows_table
+from collector.store.tables import replacing, rows_table
 from collector.store.writer import Writer
 from collector.ticker import Ticker
 
@@ -357,12 +357,14 @@ class SessionStage(ReadingStage):
         in memory."""
         tables = {}
         if sessions:
-            tables["sessions"] = rows_table("sessions", sessions)
+            keys = [(r["session_id"], r["session_service"]) for r in sessions]
+            maybe = set(keys if self._stored is None else self._stored.maybe_stored(keys))
+            tables["sessions"] = replacing(rows_table("sessions", sessions), keys, maybe)
+            if self._stored is not None:
+                self._stored.add(keys)  # before the commit
         if results:
             tables["results"] = rows_table("results", results)
         if tables:
-            if self._stored is not None:
-                self._stored.add([(r["session_id"], r["session_service"]) for r in sessions])
             self.writer.record(tables, self.ticker.stopping)
         counts, self._uncounted = self._uncounted, {}
         for event in ("opened", "reopened"):

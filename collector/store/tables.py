@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -63,9 +64,25 @@ def retire_revisions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
         )
 
 
+# A column a batch may add to its table's: whether each row may replace a stored one. The
+# search for the rows replaced is a join over every stored row; a row whose key its stage knows
+# was never stored (collector/store/maybe_stored.py) is spared it.
+REPLACES = "replaces"
+
+
+def replacing(batch: pa.Table, keys: list[Any], stored: set[Any]) -> pa.Table:
+    """`batch` (of rows keyed by `keys`) saying which rows may replace one of `stored` keys."""
+    return batch.append_column(REPLACES, pa.array([key in stored for key in keys], pa.bool_()))
+
+
 def replace_sessions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
     """A session's new row replaces its old one (same id, same service)."""
-    keys = batch.select(["session_id", "session_service"]).to_pylist()
+    keys = batch.select(["session_id", "session_service"])
+    if REPLACES in batch.column_names:
+        keys = keys.filter(batch[REPLACES])
+        if not keys.num_rows:
+            return
+    keys = keys.to_pylist()
     con.execute(
         "DELETE FROM sessions WHERE (session_id, session_service) IN"
         " (SELECT unnest($ids), unnest($services))",

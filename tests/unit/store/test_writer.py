@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -17,6 +19,7 @@ from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
 from collector.store.database import Database
 from collector.store.metrics import StoreMetrics
+from collector.store.tables import replacing, rows_table
 from collector.store.writer import Writer
 from tests.support.otlp import new_trace_id, simple_spans, trace_request
 from tests.support.wait import wait_for
@@ -191,3 +194,29 @@ def test_an_invalidated_database_is_reported_once_it_happens(store) -> None:
     assert "FatalException" in writer.failing
     writer.submit("spans", batch(2)).result(10)
     assert writer.failing == ""  # a commit that succeeds clears it
+
+
+def sessions_batch(turns: dict[str, int], stored: set[str]) -> pa.Table:
+    """Session rows of `turns` (id: turns), saying which may replace a row of `stored`."""
+    keys = [(session, "desk") for session in turns]
+    rows = [
+        {"session_id": session, "session_service": service, "status": "open", "turns": count}
+        | {"reopened": 0, "last_turn_at": datetime(2026, 12, 3)}
+        for (session, service), count in zip(keys, turns.values(), strict=True)
+    ]
+    return replacing(rows_table("sessions", rows), keys, {(s, "desk") for s in stored})
+
+
+def test_a_session_row_replaces_its_stored_one_unless_its_stage_knows_there_is_none(
+    store,
+) -> None:
+    """The search for the rows a batch replaces is a join over every stored session; rows
+    of sessions their stage knows were never stored skip it, and the flag is trusted."""
+    database, writer, _registry = store
+    writer.start()
+    writer.record({"sessions": sessions_batch({"a": 1}, stored=set())})
+    writer.record({"sessions": sessions_batch({"a": 2, "b": 1}, stored={"a"})})
+    turns = "SELECT session_id, turns FROM sessions ORDER BY ALL"
+    assert database.cursor().execute(turns).fetchall() == [("a", 2), ("b", 1)]
+    writer.record({"sessions": sessions_batch({"b": 2}, stored=set())})  # told wrong
+    assert database.cursor().execute(turns).fetchall() == [("a", 2), ("b", 1), ("b", 2)]
