@@ -122,7 +122,7 @@ class AssemblerMetrics:
         self.stored_runs_bytes = Gauge(
             "sextant_assembler_stored_runs_filter_bytes",
             "Bytes of the filter of stored runs' trace ids, which spares a round asking the store"
-            " about new traces (3-4 bytes a run stored at the start or closed since); read at"
+            " about new traces (3-8 bytes a run stored at the start or closed since); read at"
             " scrape time.",
             registry=registry,
         )

@@ -14,8 +14,9 @@ nothing.
 It grows in layers, each twice the capacity of the one before and with half its false-positive
 rate, so a new key is thought stored (and asked about) less than once in 50,000 whatever the
 number of keys, and a round of 2,000 new keys skips the question 96 % of the time. That costs
-3-4 bytes a key: those stored when the process started, and those added since. Keys are hashed
-with Python's `hash`, stable within the process, which is as long as the filter lives.
+3-8 bytes a key (a new layer is allocated whole): those stored when the process started, and
+those added since. Keys are hashed with Python's `hash`, stable within the process, which is as
+long as the filter lives.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ FIRST_CAPACITY = 1 << 20  # keys the first layer holds at its rate
 FIRST_RATE = 1e-5  # its false-positive rate; each later layer halves it
 LOAD_ROWS = 100_000  # keys hashed at a time when loading the stored rows
 LN2 = float(np.log(2))
-
-
 MASK32 = np.uint64(0xFFFFFFFF)
 
 
@@ -57,14 +56,16 @@ class Layer:
         self.bits = np.zeros(self.size // 8, dtype=np.uint8)
         self.count = 0
 
-    def _bits(self, low: np.ndarray, high: np.ndarray, steps: np.ndarray | np.uint64) -> np.ndarray:
+    def _positions(
+        self, low: np.ndarray, high: np.ndarray, steps: np.ndarray | np.uint64
+    ) -> np.ndarray:
         """The bit positions of keys whose hash halves are `low` and `high`, at `steps`."""
         mixed = (low + steps * high) & MASK32
         return (mixed * np.uint64(self.size)) >> np.uint64(32)
 
     def add(self, low: np.ndarray, high: np.ndarray) -> None:
         steps = np.arange(self.hashes, dtype=np.uint64)[None, :]
-        positions = self._bits(low[:, None], high[:, None], steps).ravel()
+        positions = self._positions(low[:, None], high[:, None], steps).ravel()
         masks = np.left_shift(np.uint8(1), (positions & np.uint64(7)).astype(np.uint8))
         np.bitwise_or.at(self.bits, (positions >> np.uint64(3)).astype(np.intp), masks)
         self.count += len(low)
@@ -74,7 +75,7 @@ class Layer:
         keys whose bits so far were all set (half of them go at each for a new key)."""
         alive = np.arange(len(low))
         for step in range(self.hashes):
-            positions = self._bits(low[alive], high[alive], np.uint64(step))
+            positions = self._positions(low[alive], high[alive], np.uint64(step))
             byte = self.bits[(positions >> np.uint64(3)).astype(np.intp)]
             alive = alive[((byte >> (positions & np.uint64(7)).astype(np.uint8)) & 1) == 1]
             if not alive.size:
