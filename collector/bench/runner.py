@@ -305,7 +305,7 @@ def run_bench(options: BenchOptions, on_start: Callable[[], object] | None = Non
     whoever watches the endpoint knows when the load began: the template takes a while)."""
     made_ns = time.time_ns()
     template, salt, spans = payload_template(options)
-    restamp = Restamp(template, made_ns, json=options.protocol == "http/json")
+    restamp = Restamp(template, made_ns, as_json=options.protocol == "http/json")
     report = BenchReport(options, request_bytes=len(template), spans_per_request=spans)
     schedule = Schedule(options, spans, max(1, spans // options.spans_per_trace))
     threads = [

@@ -200,10 +200,10 @@ class Restamp:
     of real traffic. Every time is rewritten in place at an offset found once, so the copy
     stays valid protobuf (fixed64, little-endian) or JSON (19 digits) of the same length."""
 
-    def __init__(self, payload: bytes, made_ns: int, json: bool) -> None:
-        self.made_ns, self.json = made_ns, json
+    def __init__(self, payload: bytes, made_ns: int, as_json: bool) -> None:
+        self.made_ns, self.as_json = made_ns, as_json
         latest = made_ns + 3600 * 10**9  # the template's spans start at made_ns, last seconds
-        if json:
+        if as_json:
             found = ((m.start(1), int(m.group(1))) for m in JSON_TIMES.finditer(payload))
         else:
             found = (
@@ -212,7 +212,7 @@ class Restamp:
                 if byte in TIME_TAGS
             )
         times = [(offset, value) for offset, value in found if made_ns <= value <= latest]
-        width = 19 if json else 8
+        width = 19 if as_json else 8
         self.at = np.array([o for o, _ in times], dtype=np.int64)[:, None] + np.arange(width)
         self.values = np.array([v for _, v in times], dtype=np.int64)
         self.powers = 10 ** np.arange(18, -1, -1, dtype=np.int64)
@@ -220,7 +220,7 @@ class Restamp:
     def fresh(self, payload: bytes, now_ns: int) -> bytes:
         """`payload` (the template with anything else replaced) with its times moved to now."""
         values = self.values + (now_ns - self.made_ns)
-        if self.json:
+        if self.as_json:
             encoded = (values[:, None] // self.powers % 10 + ord("0")).astype(np.uint8)
         else:
             encoded = values.astype("<i8").view(np.uint8).reshape(-1, 8)

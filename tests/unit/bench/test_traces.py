@@ -33,7 +33,7 @@ def test_a_copy_sent_later_carries_times_of_that_moment(protocol: str) -> None:
     made = time.time_ns()
     payload, _, spans = payload_template(BenchOptions(protocol=protocol, spans_per_request=64))
     hour = 3600 * 10**9
-    later = Restamp(payload, made, json=protocol == "http/json").fresh(payload, made + hour)
+    later = Restamp(payload, made, as_json=protocol == "http/json").fresh(payload, made + hour)
     encoding = "json" if protocol == "http/json" else "protobuf"
     before = decode_request("traces", encoding, payload, 65536).table.to_pylist()
     after = decode_request("traces", encoding, later, 65536).table.to_pylist()
