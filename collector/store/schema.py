@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-# (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
-
 # The payload text of spans, steps and runs (attributes, events, links, prompts, tool arguments
 # and results) is compressed with zstd. DuckDB's own choice for strings analyses every segment
 # for its dictionary and FSST encodings: 2.4-4.7 µs of CPU a span more on commit and checkpoint,
@@ -14,6 +12,8 @@ import pyarrow as pa
 # table is created: a store created before it keeps DuckDB's own.
 PAYLOAD_JSON = "JSON USING COMPRESSION zstd"
 PAYLOAD_TEXT = "VARCHAR USING COMPRESSION zstd"
+
+# (column, DuckDB type, Arrow type of the batch column or None when computed in SQL)
 # The spans table as schema version 1 created it; later versions add columns at the end.
 SPANS_V1 = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),

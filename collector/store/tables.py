@@ -77,12 +77,12 @@ def replacing(batch: pa.Table, keys: list[Any], stored: set[Any]) -> pa.Table:
 
 def replace_sessions(con: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
     """A session's new row replaces its old one (same id, same service)."""
-    keys = batch.select(["session_id", "session_service"])
+    replaced = batch.select(["session_id", "session_service"])
     if REPLACES in batch.column_names:
-        keys = keys.filter(batch[REPLACES])
-        if not keys.num_rows:
+        replaced = replaced.filter(batch[REPLACES])
+        if not replaced.num_rows:
             return
-    keys = keys.to_pylist()
+    keys = replaced.to_pylist()
     con.execute(
         "DELETE FROM sessions WHERE (session_id, session_service) IN"
         " (SELECT unnest($ids), unnest($services))",
