@@ -72,7 +72,9 @@ def test_loaded_behind_every_key_may_be_stored_until_the_load_is_done(tmp_path: 
         {"ids": stored},
     )
     runs: MaybeStored[str] = MaybeStored()
-    loading = runs.load_behind(database, STORED_TRACES)
+    runs.load_behind(database, STORED_TRACES)
+    loading = runs.loading
+    assert loading is not None
     committed, fresh = ids(1), ids(1_000)
     runs.add(committed)
     assert loading.is_alive()  # three batches of 100,000 to hash
