@@ -21,7 +21,8 @@ import grpc
 import orjson
 import yaml
 
-from collector.bench.runner import BenchOptions, fresh_salt, payload_template
+from collector.bench.runner import BenchOptions, payload_template
+from collector.bench.traces import salted_copy
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 TEMPLATE_SERVICE = b"travel-desk"  # the template's service.name, replaced by one per sender
@@ -167,7 +168,7 @@ def send(
         export = channel.unary_unary(EXPORT)
         while time.monotonic() < until:
             try:
-                export(template.replace(salt, fresh_salt(salt)), timeout=30)
+                export(salted_copy(template, salt), timeout=30)
             except grpc.RpcError:
                 with lock:
                     report.failed_requests += 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import os
 import statistics
 import threading
 import time
@@ -18,7 +17,7 @@ from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from collector.bench.traces import Restamp, salted_template
+from collector.bench.traces import Restamp, salted_copy, salted_template
 
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 REQUEST_TIMEOUT = 10.0
@@ -221,11 +220,6 @@ class Schedule:
         return True
 
 
-def fresh_salt(salt: bytes) -> bytes:
-    """New random bytes in the salt's encoding (hex text in JSON, raw bytes in protobuf)."""
-    return os.urandom(len(salt) // 2).hex().encode() if len(salt) == 16 else os.urandom(8)
-
-
 def send_until_done(
     options: BenchOptions,
     schedule: Schedule,
@@ -242,7 +236,7 @@ def send_until_done(
         while schedule.next():
             started = time.perf_counter()
             try:
-                fresh = restamp.fresh(template.replace(salt, fresh_salt(salt)), time.time_ns())
+                fresh = restamp.fresh(salted_copy(template, salt), time.time_ns())
                 rejected = send_retrying(sender, fresh, (options, schedule, report))
             except Throttled as exc:  # refused, and the wait it asked for outlasts the run
                 # This exporter is done: sending a fresh request at once would only be refused

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.bench.runner import BenchOptions, payload_template
-from collector.bench.traces import Restamp, salted_template
+from collector.bench.traces import TURNS, Restamp, salted_copy, salted_template
 from collector.normalize.wire import decode_request
 
 
@@ -46,3 +46,23 @@ def test_a_copy_sent_later_carries_times_of_that_moment(protocol: str) -> None:
         }
     if protocol == "grpc":  # still one valid message, of the same length
         assert len(ExportTraceServiceRequest.FromString(later).SerializeToString()) == len(payload)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/json"])
+def test_each_copy_sent_starts_conversations_of_a_few_turns(protocol: str) -> None:
+    """Copies of fixed conversation ids made sessions of 10,000 turns in three minutes: a copy
+    carries new trace ids and new conversations, each of `TURNS` runs, and nothing else new."""
+    payload, salt, spans = payload_template(BenchOptions(protocol=protocol, spans_per_request=512))
+    encoding = "json" if protocol == "http/json" else "protobuf"
+    copies = [salted_copy(payload, salt) for _ in range(2)]
+    assert all(len(copy) == len(payload) for copy in copies)
+    runs = []
+    for copy in copies:
+        rows = decode_request("traces", encoding, copy, 65536).table.to_pylist()
+        assert len(rows) == spans
+        roots = [r for r in rows if r["name"].startswith("invoke_agent")]
+        runs.append({r["trace_id"]: r["conversation_id"] for r in roots})
+    first, second = runs
+    assert len(first) == len(second) == 51 and not set(first) & set(second)
+    assert Counter(Counter(first.values()).values()) == {TURNS: 51 // TURNS, 51 % TURNS: 1}
+    assert not set(first.values()) & set(second.values())
