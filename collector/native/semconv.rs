@@ -825,6 +825,20 @@ fn envelope_key(key: &str) -> bool {
     matches!(key, "inputs" | "input_str" | "kwargs" | "output" | "data")
 }
 
+/// The index of the first byte from `from` on that a JSON string cannot hold as it is (a quote,
+/// a backslash or a control character), or the end. Found with memchr and a branch-free pass
+/// instead of a byte at a time: messages and tool results are kilobytes of plain text.
+fn plain_end(bytes: &[u8], from: usize) -> usize {
+    let rest = &bytes[from..];
+    let stop = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+    let run = &rest[..stop];
+    if run.iter().fold(false, |control, &b| control | (b < 0x20)) {
+        from + run.iter().position(|&b| b < 0x20).unwrap_or(stop)
+    } else {
+        from + stop
+    }
+}
+
 struct Reader<'a> {
     text: &'a str,
     bytes: &'a [u8],
@@ -1004,8 +1018,8 @@ impl<'a> Reader<'a> {
         let mut out = String::new();
         let mut start = self.pos;
         loop {
-            let byte = self.peek()?;
-            match byte {
+            self.pos = plain_end(self.bytes, self.pos);
+            match self.peek()? {
                 b'"' => {
                     out.push_str(&self.text[start..self.pos]);
                     self.pos += 1;
@@ -1030,8 +1044,7 @@ impl<'a> Reader<'a> {
                     });
                     start = self.pos;
                 }
-                0..=0x1f => return None,
-                _ => self.pos += 1,
+                _ => return None, // a control character
             }
         }
     }
@@ -1042,6 +1055,7 @@ impl<'a> Reader<'a> {
         let start = self.pos;
         let mut plain = true;
         loop {
+            self.pos = plain_end(self.bytes, self.pos);
             match self.peek()? {
                 b'"' => {
                     let raw = &self.text[start..self.pos];
@@ -1061,8 +1075,7 @@ impl<'a> Reader<'a> {
                         _ => return None,
                     }
                 }
-                0..=0x1f => return None,
-                _ => self.pos += 1,
+                _ => return None, // a control character
             }
         }
     }

@@ -2,7 +2,7 @@
 //! attribute JSON decoded only when something needs it (collector/assembler/spans.py).
 
 use std::borrow::Cow;
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 
 use serde_json::{Map, Value};
 
@@ -96,10 +96,36 @@ fn top_level(text: &str) -> Option<Entries<'_>> {
 
 const MAX_NESTING: usize = 128;
 
+/// Finders kept per thread, at most this many: the words searched for are a few dozen literals.
+const MAX_FINDERS: usize = 64;
+
+thread_local! {
+    /// The memmem finder of each word searched for, by the address of its text: building one
+    /// took as long as searching a span's attributes with it.
+    static FINDERS: RefCell<Vec<(usize, memchr::memmem::Finder<'static>)>> =
+        const { RefCell::new(Vec::new()) };
+}
+
 /// Whether `text` holds `part`: memchr's vectorized search (`str::contains` took most of the
 /// time on spans with kilobytes of messages, searched for several words each).
 fn holds(text: &str, part: &str) -> bool {
-    memchr::memmem::find(text.as_bytes(), part.as_bytes()).is_some()
+    FINDERS.with(|finders| {
+        let mut finders = finders.borrow_mut();
+        let at = part.as_ptr() as usize;
+        let kept = finders
+            .iter()
+            .find(|(a, f)| *a == at && f.needle() == part.as_bytes());
+        if let Some((_, finder)) = kept {
+            return finder.find(text.as_bytes()).is_some();
+        }
+        let finder = memchr::memmem::Finder::new(part.as_bytes()).into_owned();
+        let found = finder.find(text.as_bytes()).is_some();
+        if finders.len() == MAX_FINDERS {
+            finders.clear(); // words made at run time, each searched for once or twice
+        }
+        finders.push((at, finder));
+        found
+    })
 }
 
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
