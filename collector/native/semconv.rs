@@ -1177,6 +1177,18 @@ pub fn as_json_text(value: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn strings_end_at_their_quote_and_control_characters_are_refused() {
+        let long = "x".repeat(100);
+        let text = format!("[\"{long}\\\"{long}\", \"\\u00e9{long}\"]");
+        let expected = json!([format!("{long}\"{long}"), format!("é{long}")]);
+        assert_eq!(read_json(&text), Read::Value(expected));
+        for bad in ["[\"a\tb\"]", "[\"a\u{1}\"]", "[\"abc", "[\"abc\\"] {
+            assert_eq!(read_json(bad), Read::Invalid, "{bad:?}");
+        }
+    }
+
     // The precedence lists of semconv.md § 6, which `Probe::slot` encodes; the tests check it.
     const MODEL_KEYS: [&str; 6] = [
         "gen_ai.response.model",
