@@ -35,8 +35,8 @@ from collector.config.sections import (
     SqlConfig,
     StorageConfig,
     WorkersConfig,
-    WriterConfig,
 )
+from collector.config.writer import WriterConfig
 from collector.errors import ConfigError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

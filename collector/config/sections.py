@@ -264,40 +264,6 @@ class StorageConfig(Strict):
         return self.data_dir / "sextant.duckdb"
 
 
-class WriterConfig(Strict):
-    max_queue_rows: int = Field(
-        200_000,
-        gt=0,
-        description="Rows waiting for commit before receivers answer RESOURCE_EXHAUSTED/503.",
-    )
-    max_commit_rows: int = Field(
-        50_000, gt=0, description="Most rows one group commit takes from the queue."
-    )
-    max_linger_seconds: Seconds = Field(
-        0.01,
-        ge=0,
-        description="Longest a commit waits for requests still being decoded, to share a commit.",
-    )
-    retry_after_seconds: int = Field(
-        1, ge=1, description="Retry-After told to clients when the queue is full."
-    )
-    journal: bool = Field(
-        True,
-        description="Acknowledge an export once it is fsynced to the ingest journal"
-        " (data_dir/journal) and load it into DuckDB behind the ack, in larger transactions;"
-        " off, each ack waits for the DuckDB commit.",
-    )
-    journal_segment_mib: int = Field(
-        64, gt=0, description="Size at which the journal starts a new segment file."
-    )
-    load_linger_seconds: Seconds = Field(
-        0.1,
-        ge=0,
-        description="Longest the writer waits for more journaled rows (already acknowledged)"
-        " to load them into DuckDB in one transaction.",
-    )
-
-
 class AssemblerConfig(Strict):
     enabled: bool = Field(
         True,

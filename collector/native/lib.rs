@@ -22,6 +22,7 @@ mod rules_regex;
 mod rules_retrieval;
 mod rules_value;
 mod semconv;
+mod span_keys;
 mod spans;
 mod unicode;
 
@@ -196,6 +197,7 @@ fn decode<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<ArrowBatch>()?;
+    m.add_class::<span_keys::SpanKeys>()?;
     m.add_function(wrap_pyfunction!(rules::compile_pack, m)?)?;
     m.add_function(wrap_pyfunction!(rules::evaluate_packs, m)?)?;
     m.add_function(wrap_pyfunction!(rules::regex_set_matches, m)?)?;

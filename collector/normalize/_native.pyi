@@ -18,6 +18,18 @@ def decode(
     columns: (the batch or None, rows, rejected by reason, truncated rows, rejected by
     service.name, ignored top-level JSON keys). Raises ValueError on bad bytes."""
 
+class SpanKeys:
+    """The keys of recently stored spans, in two generations (collector/store/span_keys.py)."""
+
+    def seen(self, batch: Any) -> list[int]:
+        """The rows of `batch` (`trace_id`, `span_id`) whose key was noted before; notes all."""
+
+    def rotate(self) -> None:
+        """Starts a new generation; the older one is let go."""
+
+    def sizes(self) -> tuple[int, int]:
+        """Keys in the current generation and in the older one."""
+
 class NativePack:
     """A rule pack compiled for the native rule interpreter."""
 

@@ -18,6 +18,7 @@ from collector.store.database import Database
 from collector.store.journal import Journal
 from collector.store.metrics import StoreMetrics
 from collector.store.pending import CommitHook, Pending, invalidated, settle
+from collector.store.span_keys import RecentSpanKeys
 from collector.store.tables import BEFORE_INSERT, INSERTS, INSERTS_IGNORING_DUPLICATES
 from collector.store.write_queue import WriteQueue
 
@@ -37,8 +38,10 @@ class Committer:
         metrics: StoreMetrics,
         clock: Clock,
         journal: Journal | None,
+        span_keys: RecentSpanKeys | None = None,
     ) -> None:
         self.database = database
+        self.span_keys = span_keys  # drops the spans stored before (re-sent)
         self.queue = queue
         self.metrics = metrics
         self.clock = clock
@@ -71,12 +74,18 @@ class Committer:
         received_at = max(self.clock.now(), self._last_received_at)
         self._last_received_at = received_at
         try:
+            stored = by_table
+            if self.span_keys is not None and "spans" in by_table:
+                spans = self.span_keys.new_rows(con, by_table["spans"], received_at)
+                stored = {**by_table, "spans": spans}
             try:
-                written = self.write(con, by_table, INSERTS, received_at, applied)
+                written = self.write(con, stored, INSERTS, received_at, applied)
             except duckdb.ConstraintException:
+                # a round stored twice, or a span re-sent after the window to a store made
+                # before its spans lost their key
                 con.execute("ROLLBACK")
                 inserts = {**INSERTS, **INSERTS_IGNORING_DUPLICATES}
-                written = self.write(con, by_table, inserts, received_at, applied)
+                written = self.write(con, stored, inserts, received_at, applied)
         except Exception as exc:
             self.fail(con, taken, exc)
             return False

@@ -51,7 +51,8 @@ class StoreMetrics:
         )
         self.duplicates = Counter(
             "sextant_store_duplicate_spans",
-            "Spans not stored because the same trace_id and span_id was already stored.",
+            "Spans not stored because the same trace_id and span_id was already stored (a"
+            " re-sent span, within sextant_store_resent_window_seconds).",
             registry=registry,
         )
         self.checkpoint_duration = Histogram(
@@ -66,7 +67,22 @@ class StoreMetrics:
             " or, journaled and so already acknowledged, are loaded again.",
             registry=registry,
         )
+        self._resent(registry)
         self._journal(registry)
+
+    def _resent(self, registry: CollectorRegistry) -> None:
+        self.resent_window = Gauge(
+            "sextant_store_resent_window_seconds",
+            "How far back the writer recognises a re-sent span now: writer.resent_window_seconds"
+            " at least, less when writer.resent_max_keys keys filled sooner, and the time since"
+            " the start while it is shorter.",
+            registry=registry,
+        )
+        self.resent_keys = Gauge(
+            "sextant_store_resent_keys",
+            "Span keys the writer remembers to recognise a re-sent span.",
+            registry=registry,
+        )
 
     def _journal(self, registry: CollectorRegistry) -> None:
         self.journal_bytes = Gauge(

@@ -8,7 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.errors import Overloaded
 from collector.store.metrics import StoreMetrics
 from collector.store.pending import Pending, Progress

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from collector.clock import Clock, SystemClock
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
 from collector.lifecycle import remaining
 from collector.store import replay
@@ -26,6 +26,7 @@ from collector.store.database import Database
 from collector.store.journal import Frame, Journal
 from collector.store.metrics import StoreMetrics
 from collector.store.pending import CommitHook, Pending, settle
+from collector.store.span_keys import RecentSpanKeys
 from collector.store.write_queue import WriteQueue
 from collector.threads import name_os_thread
 
@@ -67,7 +68,8 @@ class Writer:
             Appender(journal, metrics, self._appended, self._refused) if journal else None
         )
         self.queue = WriteQueue(config, metrics)
-        self.committer = Committer(database, self.queue, metrics, self.clock, journal)
+        keys = RecentSpanKeys(config.resent_window_seconds, config.resent_max_keys, metrics)
+        self.committer = Committer(database, self.queue, metrics, self.clock, journal, keys)
         self.committer.on_commit = on_commit
         self._thread: threading.Thread | None = None
         self._unloaded: list[Frame] = []  # acknowledged by a previous run, not loaded

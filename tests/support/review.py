@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.clock import Clock
 from collector.config.evaluation import ReviewConfig
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.evaluation.packs import PackText
 from collector.lifecycle import deadline_in
 from collector.review.desk import ReviewDesk

@@ -14,7 +14,8 @@ from collector.assembler.metrics import AssemblerMetrics
 from collector.assembler.pace import PRIOR_SPANS_PER_SECOND_PER_NATIVE_THREAD
 from collector.assembler.work import Closing, split_round
 from collector.clock import FakeClock
-from collector.config.sections import AssemblerConfig, WriterConfig
+from collector.config.sections import AssemblerConfig
+from collector.config.writer import WriterConfig
 from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
 from collector.store.database import Database

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from collector.config import load_config
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.errors import ConfigError
 
 A, B = "first-token-0123456789", "second-token-0123456789"  # auth.tokens need 16 characters

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.datasets.cases import as_test_case, expectation_for
 from collector.datasets.store import list_datasets, load_cases, new_cases
 from collector.errors import SextantError

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.clock import Clock, FakeClock, SystemClock
 from collector.config.decisions import DecisionsConfig
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.decisions import queries
 from collector.decisions.conditions import Coverage
 from collector.decisions.engine import DecisionEngine

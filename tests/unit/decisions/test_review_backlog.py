@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.clock import FakeClock
 from collector.config.decisions import DecisionsConfig
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.decisions.engine import DecisionEngine
 from collector.decisions.metrics import DecisionMetrics
 from collector.decisions.state import DecisionState, State

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from collector.config.sections import RulesConfig, WriterConfig
+from collector.config.sections import RulesConfig
+from collector.config.writer import WriterConfig
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackRegistry
 from collector.lifecycle import deadline_in

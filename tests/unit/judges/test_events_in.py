@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from collector.clock import FakeClock
 from collector.config.evaluation import JudgesConfig
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.judges.events_in import EvaluationEvents
 from collector.judges.metrics import EventMetrics
 from collector.store.metrics import StoreMetrics

@@ -19,7 +19,7 @@ from collector.assembler.prices import PriceTable
 from collector.bench.judge import start_judge
 from collector.clock import FakeClock
 from collector.config.evaluation import JudgesConfig
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.evaluation.packs import PackText, compiled
 from collector.judges.asking import Asker
 from collector.judges.budget import Budget

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.config.sections import IngestConfig, LimitsConfig, WriterConfig
+from collector.config.sections import IngestConfig, LimitsConfig
+from collector.config.writer import WriterConfig
 from collector.errors import Overloaded
 from collector.lifecycle import deadline_in
 from collector.receivers.ingest import Ingest

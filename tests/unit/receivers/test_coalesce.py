@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.config.sections import IngestConfig, LimitsConfig, WriterConfig
+from collector.config.sections import IngestConfig, LimitsConfig
+from collector.config.writer import WriterConfig
 from collector.errors import MalformedRequest, Overloaded, ShuttingDown
 from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.lifecycle import deadline_in
 from collector.review.backlog import BacklogReader, Pending, Queue, pending, queues
 from collector.store.database import Database

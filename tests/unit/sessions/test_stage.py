@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from collector.assembler.records import RoundRows, step_json
 from collector.clock import Clock, FakeClock, SystemClock
 from collector.config.evaluation import SessionsConfig
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.errors import ShuttingDown
 from collector.evaluation.metrics import RulesMetrics
 from collector.evaluation.packs import PackText

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.lifecycle import deadline_in
 from collector.store.database import Database
 from collector.store.follow import IN_ORDER, NEW, Follow

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 from prometheus_client import CollectorRegistry
 
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.errors import StoreUnavailable
 from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request

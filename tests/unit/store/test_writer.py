@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from collector.clock import FakeClock
-from collector.config.sections import WriterConfig
+from collector.config.writer import WriterConfig
 from collector.errors import Overloaded, ShuttingDown, StoreUnavailable
 from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
