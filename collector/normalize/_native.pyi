@@ -21,6 +21,11 @@ def decode(
 class SpanKeys:
     """The keys of recently stored spans, in two generations (collector/store/span_keys.py)."""
 
+    rotations: int  # generations started so far, by `rotate` or by a full one
+
+    def __init__(self, capacity: int) -> None:
+        """Room for `capacity` keys a generation."""
+
     def seen(self, batch: Any) -> list[int]:
         """The rows of `batch` (`trace_id`, `span_id`) whose key was noted before; notes all."""
 

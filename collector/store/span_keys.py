@@ -3,11 +3,11 @@
 An exporter sends a request again when it lost the answer (a timeout, a dropped connection),
 and it does so within its retry budget: the OpenTelemetry Collector's exporters give up after
 5 minutes by default. So the writer remembers the keys (`trace_id`, `span_id`) of the spans it
-stored in a recent window, in the native extension's `SpanKeys` (64-bit hashes, two
-generations), and asks the store only about the few keys found there, over the rows received
-within the window. A primary key on `spans` did the same for every span ever stored: 35-40
-bytes of memory and 71 bytes on disk a span for as long as it is kept, and 1.0-1.6 µs of a
-commit's CPU a span (docs/performance.md, "What the span key costs").
+stored in a recent window, in the native extension's `SpanKeys` (32-bit fingerprints of 64-bit
+hashes, 5 bytes a key, two generations), and asks the store only about the few keys found
+there, over the rows received within the window. A primary key on `spans` did the same for
+every span ever stored: 35-40 bytes of memory and 71 bytes on disk a span for as long as it is
+kept, and 1.0-1.6 µs of a commit's CPU a span (docs/performance.md, "What the span key costs").
 
 A span sent again after the window is stored twice: docs/ingest.md says so, and
 `sextant_store_resent_window_seconds` says how far back the window reaches now.
@@ -43,9 +43,8 @@ class RecentSpanKeys:
 
     def __init__(self, window_seconds: float, max_keys: int, metrics: StoreMetrics) -> None:
         self.window = timedelta(seconds=window_seconds)
-        self.max_keys = max_keys
         self.metrics = metrics
-        self._keys = native.SpanKeys()
+        self._keys = native.SpanKeys(max(max_keys // 2, 1))  # a generation's room
         self._started: datetime | None = None  # the current generation's first key
         self._since: datetime | None = None  # the older generation's first key
         self._warned = False
@@ -62,7 +61,7 @@ class RecentSpanKeys:
             )
             with keys.to_arrow_reader(65_536) as reader:
                 for batch in reader:
-                    self._keys.seen(batch)
+                    self._note(batch, now)
         self._measure(now)
 
     def new_rows(self, con: duckdb.DuckDBPyConnection, spans: pa.Table, now: datetime) -> pa.Table:
@@ -70,22 +69,44 @@ class RecentSpanKeys:
         key repeated in it; the keys noted."""
         if self._started is None:
             self.load(con, now)
-        self._rotate(now)
+        assert self._started is not None and self._since is not None
+        if now - self._started >= self.window:
+            self._keys.rotate()
+            self._since, self._started = self._started, now
+        since = self._since  # the oldest key the generations may hold, before any fills up
         found: list[int] = []
         offset = 0
         for batch in spans.select(KEY).to_batches():
-            found.extend(offset + i for i in self._keys.seen(batch))
+            found.extend(offset + i for i in self._note(batch, now))
             offset += batch.num_rows
         self._measure(now)
         if not found:
             return spans
-        assert self._since is not None
         con.register("span_keys", spans.select(KEY).take(found))
         try:
-            stored = set(con.execute(STORED, [self._since]).fetchall())
+            stored = set(con.execute(STORED, [since]).fetchall())
         finally:
             con.unregister("span_keys")
         return spans.filter(self._kept(spans, found, stored))
+
+    def _note(self, batch: pa.RecordBatch, now: datetime) -> list[int]:
+        """The rows of `batch` whose key may have been noted before; a generation filled
+        meanwhile shortens the window."""
+        before = self._keys.rotations
+        found = self._keys.seen(batch)
+        filled = self._keys.rotations - before
+        if filled:
+            self._since = self._started if filled == 1 else now
+            self._started = now
+            if not self._warned:
+                log.warning(
+                    "span keys: writer.resent_max_keys filled within %.0f s, so a re-sent span"
+                    " is recognised for less than writer.resent_window_seconds (%.0f s)",
+                    (now - self._since).total_seconds() if self._since else 0.0,
+                    self.window.total_seconds(),
+                )
+                self._warned = True
+        return found
 
     @staticmethod
     def _kept(spans: pa.Table, found: list[int], stored: set[tuple[str, str]]) -> np.ndarray:
@@ -93,15 +114,16 @@ class RecentSpanKeys:
         an earlier row of `spans` has it (that one is kept unless stored)."""
         keep = np.ones(spans.num_rows, dtype=bool)
         traces, span_ids = spans["trace_id"], spans["span_id"]
-        again = {(traces[i].as_py(), span_ids[i].as_py()) for i in found}
+        pairs = zip(traces.take(found).to_pylist(), span_ids.take(found).to_pylist(), strict=True)
+        again = set(pairs)
         # The rows sharing a trace with a key found again, in order: its earlier copies are
         # among them.
         near = pc.indices_nonzero(
             pc.is_in(traces, value_set=pa.array({t for t, _ in again}, pa.string()))
         )
         first: set[tuple[str, str]] = set()
-        for i in near.to_pylist():
-            key = (traces[i].as_py(), span_ids[i].as_py())
+        keys = zip(traces.take(near).to_pylist(), span_ids.take(near).to_pylist(), strict=True)
+        for i, key in zip(near.to_numpy(), keys, strict=True):
             if key not in again:
                 continue
             if key in stored or key in first:
@@ -109,26 +131,6 @@ class RecentSpanKeys:
             else:
                 first.add(key)
         return keep
-
-    def _rotate(self, now: datetime) -> None:
-        """A new generation once the current one is as old as the window or holds half the
-        keys allowed; the older one is let go."""
-        assert self._started is not None
-        current, _ = self._keys.sizes()
-        full = current >= self.max_keys // 2
-        if now - self._started < self.window and not full:
-            return
-        if full and not self._warned:
-            log.warning(
-                "span keys: %d in %.0f s, so a re-sent span is recognised for less than"
-                " writer.resent_window_seconds (%.0f s); raise writer.resent_max_keys",
-                current,
-                (now - self._started).total_seconds(),
-                self.window.total_seconds(),
-            )
-            self._warned = True
-        self._keys.rotate()
-        self._since, self._started = self._started, now
 
     def _measure(self, now: datetime) -> None:
         current, older = self._keys.sizes()
