@@ -37,7 +37,10 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     2: [
         with_key("trajectories", TRAJECTORIES_V2, "trace_id, revision"),
-        with_key("steps", STEPS_V2, "trace_id, revision, seq"),
+        # No key: its index held 35-40 bytes of memory for every step stored; a round stored
+        # twice is caught by its trajectory's key (collector/store/tables.py). A store made
+        # before keeps it.
+        create_table("steps", STEPS_V2),
         # Lookups by trace (`trace_id IN ?`) use this index instead of scanning the table.
         "CREATE INDEX trajectories_trace_id ON trajectories (trace_id)",
     ],

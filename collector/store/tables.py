@@ -118,11 +118,20 @@ BEFORE_INSERT: dict[str, Callable[[duckdb.DuckDBPyConnection, pa.Table], None]] 
     "review_claims": replace_claims,
 }
 # INSERT OR IGNORE costs twice a plain INSERT in DuckDB, so the writer uses it only to redo a
-# commit whose plain INSERT hit a duplicate key (a client retry, or a round stored twice).
+# commit whose plain INSERT hit a duplicate key (a round stored twice, a span re-sent after the
+# writer's window to a store made when spans had a key).
 INSERTS_IGNORING_DUPLICATES = {
     name: insert_select(name, TABLES[name], or_ignore=True)
-    for name in ("spans", "trajectories", "steps", "decisions")
+    for name in ("spans", "trajectories", "decisions")
 }
+# `steps` has no key in a store made since its index was found to grow with every step stored:
+# a round stored twice hits its trajectory's key, and its steps are then the ones stored.
+INSERTS_IGNORING_DUPLICATES["steps"] = (
+    INSERTS["steps"].removesuffix(" FROM batch")
+    + " FROM (SELECT DISTINCT ON (trace_id, revision, seq) * FROM batch) batch"
+    " WHERE NOT EXISTS (SELECT 1 FROM steps s WHERE s.trace_id = batch.trace_id"
+    " AND s.revision = batch.revision AND s.seq = batch.seq)"
+)
 # `results` has no key (window results have no trace): skip the rows already stored instead.
 INSERTS_IGNORING_DUPLICATES["results"] = (
     INSERTS["results"]

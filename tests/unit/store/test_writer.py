@@ -19,6 +19,7 @@ from collector.lifecycle import deadline_in
 from collector.normalize.wire import decode_request
 from collector.store.database import Database
 from collector.store.metrics import StoreMetrics
+from collector.store.schema import STEPS_V2, with_key
 from collector.store.tables import replacing, rows_table
 from collector.store.writer import Writer
 from tests.support.otlp import new_trace_id, simple_spans, trace_request
@@ -220,3 +221,43 @@ def test_a_session_row_replaces_its_stored_one_unless_its_stage_knows_there_is_n
     assert database.cursor().execute(turns).fetchall() == [("a", 2), ("b", 1)]
     writer.record({"sessions": sessions_batch({"b": 2}, stored=set())})  # told wrong
     assert database.cursor().execute(turns).fetchall() == [("a", 2), ("b", 1), ("b", 2)]
+
+
+def round_rows(trace_id: str) -> dict[str, pa.Table]:
+    """A round's rows of one run: its trajectory and three steps."""
+    steps = [{"trace_id": trace_id, "revision": 1, "seq": i, "name": f"s{i}"} for i in range(3)]
+    return {
+        "trajectories": rows_table(
+            "trajectories", [{"trace_id": trace_id, "revision": 1, "is_current": True}]
+        ),
+        "steps": rows_table("steps", steps),
+    }
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["new store", "store with the steps key"])
+def test_a_round_stored_twice_keeps_one_trajectory_and_its_steps(
+    tmp_path: Path, keyed: bool
+) -> None:
+    path = tmp_path / "s.duckdb"
+    if keyed:  # the steps table as stores made before created it
+        con = duckdb.connect(str(path))
+        con.execute(with_key("steps", STEPS_V2, "trace_id, revision, seq"))
+        con.close()
+    database = Database(path)
+    database.open()
+    writer = Writer(database, WriterConfig(), StoreMetrics(CollectorRegistry()))
+    writer.start()
+    try:
+        first, second = round_rows("a" * 32), round_rows("b" * 32)
+        writer.submit_tables(first).result(10)
+        writer.submit_tables(first).result(10)  # in a commit of its own
+        together = [writer.submit_tables(second), writer.submit_tables(second)]
+        concurrent.futures.wait(together, 10)  # queued together: most likely one commit
+        assert all(f.exception() is None for f in together)
+        cursor = database.cursor()
+        assert cursor.execute("SELECT count(*) FROM trajectories").fetchone() == (2,)
+        steps = "SELECT trace_id, count(*), count(DISTINCT seq) FROM steps GROUP BY ALL ORDER BY 1"
+        assert cursor.execute(steps).fetchall() == [("a" * 32, 3, 3), ("b" * 32, 3, 3)]
+    finally:
+        writer.shutdown(deadline_in(5))
+        database.close()
