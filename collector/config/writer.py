@@ -51,7 +51,7 @@ class WriterConfig(Strict):
     resent_max_keys: int = Field(
         8_000_000,
         gt=0,
-        description="Most span keys remembered for `resent_window_seconds` (5 bytes each,"
-        " allocated at the start): at a rate that fills them sooner, the window is shortened,"
-        " and sextant_store_resent_window_seconds says to what.",
+        description="Most span keys remembered for `resent_window_seconds` (10-20 bytes each,"
+        " held as they come): at a rate that fills them sooner, the window is shortened, and"
+        " sextant_store_resent_window_seconds says to what.",
     )

@@ -2,14 +2,14 @@
 //! in the store: an index over every span ever stored costs memory for as long as the span is
 //! kept, while an exporter re-sends a request only within its retry budget (minutes).
 //!
-//! A key is a 64-bit hash of `(trace_id, span_id)` under a seed of this process's own, kept as
-//! a 32-bit fingerprint in an open-addressing table whose slot the other 32 bits choose: 4
-//! bytes a slot, allocated once per generation, at most 80 % full. Keys are kept in two
+//! A key is a 64-bit hash of `(trace_id, span_id)` under a seed of this process's own, kept in
+//! an open-addressing table that grows with the keys it holds, up to 10 bytes a key at the
+//! generation's capacity (8 bytes a slot, at most 80 % full). Keys are kept in two
 //! generations; a new one starts when the writer says (the window's time) or when the current
 //! one holds its capacity, and the one before it is let go. A key found here is only a
 //! candidate: the writer confirms it in the store (a commit may have failed after its keys
-//! were noted, and two keys may share a fingerprint, about once in 10^8 lookups at a full
-//! table), so nothing is ever dropped on this set's word alone.
+//! were noted, and two keys may share a hash), so nothing is ever dropped on this set's word
+//! alone.
 
 use std::hash::{BuildHasher, Hasher, RandomState};
 
@@ -19,63 +19,80 @@ use pyo3::prelude::*;
 
 use crate::arrow_py::import_struct;
 
-/// One generation: fingerprints (0: an empty slot) in linear probing.
+/// Slots a generation starts with: a writer that stores little holds little.
+const FIRST_SLOTS: usize = 1024;
+
+/// One generation: key hashes (0: an empty slot) in linear probing.
 struct Generation {
-    slots: Vec<u32>,
+    slots: Vec<u64>,
     count: usize,
+    /// Most slots: room for the generation's capacity at 80 % full.
+    most: usize,
 }
 
 impl Generation {
-    /// Room for `capacity` keys with the table at most 80 % full.
     fn new(capacity: usize) -> Self {
-        let n = (capacity + capacity / 4).max(16);
+        let most = (capacity + capacity / 4).max(FIRST_SLOTS);
         Generation {
-            slots: vec![0; n],
+            slots: vec![0; FIRST_SLOTS],
             count: 0,
+            most,
         }
     }
 
-    /// The first slot to look in, and the fingerprint (never 0).
-    fn place(&self, h: u64) -> (usize, u32) {
-        let home = ((h & 0xffff_ffff) * self.slots.len() as u64) >> 32;
-        ((home as usize), ((h >> 32) as u32).max(1))
+    /// The first slot to look in for `h` (never 0), in a table of `n` slots.
+    fn home(h: u64, n: usize) -> usize {
+        ((u128::from(h) * n as u128) >> 64) as usize
+    }
+
+    /// The slot holding `h`, or the empty one where it would go.
+    fn slot(&self, h: u64) -> usize {
+        let n = self.slots.len();
+        let mut i = Self::home(h, n);
+        while self.slots[i] != 0 && self.slots[i] != h {
+            i = if i + 1 == n { 0 } else { i + 1 };
+        }
+        i
     }
 
     fn contains(&self, h: u64) -> bool {
-        let (mut i, fp) = self.place(h);
-        loop {
-            match self.slots[i] {
-                0 => return false,
-                s if s == fp => return true,
-                _ => i = if i + 1 == self.slots.len() { 0 } else { i + 1 },
-            }
-        }
+        self.slots[self.slot(h.max(1))] != 0
     }
 
-    /// Notes `h`; whether it was there. The caller keeps `count` under the capacity, so an
-    /// empty slot is always found.
+    /// Notes `h`; whether it was there. The caller keeps `count` under the capacity, so the
+    /// table is at most 80 % full.
     fn insert(&mut self, h: u64) -> bool {
-        let (mut i, fp) = self.place(h);
-        loop {
-            match self.slots[i] {
-                0 => {
-                    self.slots[i] = fp;
-                    self.count += 1;
-                    return false;
-                }
-                s if s == fp => return true,
-                _ => i = if i + 1 == self.slots.len() { 0 } else { i + 1 },
-            }
+        let h = h.max(1);
+        if (self.count + 1) * 5 > self.slots.len() * 4 && self.slots.len() < self.most {
+            self.grow();
+        }
+        let i = self.slot(h);
+        if self.slots[i] == h {
+            return true;
+        }
+        self.slots[i] = h;
+        self.count += 1;
+        false
+    }
+
+    /// Twice the slots (at most `most`), every key placed again.
+    fn grow(&mut self) {
+        let n = (self.slots.len() * 2).min(self.most);
+        let old = std::mem::replace(&mut self.slots, vec![0; n]);
+        for h in old.into_iter().filter(|&h| h != 0) {
+            let i = self.slot(h);
+            self.slots[i] = h;
         }
     }
 
+    /// Empty, at its first size again (the memory of a busy generation is given back).
     fn clear(&mut self) {
-        self.slots.fill(0);
+        self.slots = vec![0; FIRST_SLOTS];
         self.count = 0;
     }
 }
 
-/// Two generations of span key fingerprints.
+/// Two generations of span key hashes.
 pub struct KeyWindow {
     seed: RandomState,
     capacity: usize,
@@ -86,7 +103,7 @@ pub struct KeyWindow {
 }
 
 impl KeyWindow {
-    /// Room for `capacity` keys a generation (about 5 bytes a key, allocated at once).
+    /// Room for `capacity` keys a generation (at most 10 bytes a key).
     pub fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         KeyWindow {
@@ -107,7 +124,9 @@ impl KeyWindow {
     }
 
     /// The positions of the keys noted before (in either generation, or earlier in `keys`),
-    /// maybe; every key is noted in the current generation, a new one started when it is full.
+    /// maybe; every key not held yet is noted in the current generation (a new one started
+    /// when it is full). A key found in the older one is not noted again: the window counts
+    /// from its first copy.
     pub fn seen<'a>(&mut self, keys: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<u32> {
         let mut found = Vec::new();
         for (i, (trace_id, span_id)) in keys.enumerate() {
@@ -235,23 +254,31 @@ mod tests {
         assert!(w.seen(ids.iter().map(|s| ("t", s.as_str()))).is_empty());
         assert_eq!(w.rotations, 3); // 300 + 300 + 300 + 100
         assert_eq!(w.sizes(), (100, 300));
-        // the last 400 are known, the first 600 not (but for a fingerprint shared by chance)
+        // the last 400 are known, the first 600 not
         let last = w.seen(ids[600..].iter().map(|s| ("t", s.as_str())));
         assert_eq!(last.len(), 400);
-        let first = w.seen(ids[..200].iter().map(|s| ("t", s.as_str())));
-        assert!(first.len() <= 1, "{}", first.len());
+        assert!(w
+            .seen(ids[..200].iter().map(|s| ("t", s.as_str())))
+            .is_empty());
     }
 
     #[test]
-    fn a_full_table_finds_every_key_it_holds_and_few_it_does_not() {
+    fn a_table_grown_to_its_capacity_finds_every_key_it_holds_and_none_else() {
         let mut g = Generation::new(100_000);
         let seed = RandomState::new();
         let hash = |i: u64| seed.hash_one(i);
         assert!((0..100_000).all(|i| !g.insert(hash(i))));
+        assert_eq!(g.slots.len(), 125_000); // grown from 1,024 to 80 % full at the capacity
         assert!((0..100_000).all(|i| g.contains(hash(i))));
-        let strangers = (100_000..1_100_000)
-            .filter(|&i| g.contains(hash(i)))
-            .count();
-        assert!(strangers < 5, "{strangers} of a million unknown keys found");
+        assert!((100_000..1_100_000).all(|i| !g.contains(hash(i))));
+        assert!(g.insert(hash(7)) && g.count == 100_000);
+        g.clear();
+        assert!(g.slots.len() == FIRST_SLOTS && !g.contains(hash(7)));
+    }
+
+    #[test]
+    fn a_hash_of_zero_is_held_like_any_other() {
+        let mut g = Generation::new(10);
+        assert!(!g.contains(0) && !g.insert(0) && g.contains(0) && g.insert(0));
     }
 }
