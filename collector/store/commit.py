@@ -38,7 +38,7 @@ class Committer:
         metrics: StoreMetrics,
         clock: Clock,
         journal: Journal | None,
-        span_keys: RecentSpanKeys | None = None,
+        span_keys: RecentSpanKeys,
     ) -> None:
         self.database = database
         self.span_keys = span_keys  # drops the spans stored before (re-sent)
@@ -75,7 +75,7 @@ class Committer:
         self._last_received_at = received_at
         try:
             stored = by_table
-            if self.span_keys is not None and "spans" in by_table:
+            if "spans" in by_table:
                 spans = self.span_keys.new_rows(con, by_table["spans"], received_at)
                 stored = {**by_table, "spans": spans}
             try:

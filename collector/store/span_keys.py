@@ -3,11 +3,11 @@
 An exporter sends a request again when it lost the answer (a timeout, a dropped connection),
 and it does so within its retry budget: the OpenTelemetry Collector's exporters give up after
 5 minutes by default. So the writer remembers the keys (`trace_id`, `span_id`) of the spans it
-stored in a recent window, in the native extension's `SpanKeys` (64-bit hashes, 10-20 bytes
-a key, two generations), and asks the store only about the few keys found
-there, over the rows received within the window. A primary key on `spans` did the same for
-every span ever stored: 35-40 bytes of memory and 71 bytes on disk a span for as long as it is
-kept, and 1.0-1.6 µs of a commit's CPU a span (docs/performance.md, "What the span key costs").
+stored in a recent window, in the native extension's `SpanKeys` (64-bit hashes, 10-20 bytes a
+key, two generations), and asks the store only about the few keys found there, over the rows
+received within the window. A primary key on `spans` did the same for every span ever stored:
+about 10 bytes of memory and 71 bytes on disk a span for as long as it is kept, and 1.7-3.9 µs
+of a commit's CPU a span (docs/performance.md, "The span and step keys replaced").
 
 A span sent again after the window is stored twice: docs/ingest.md says so, and
 `sextant_store_resent_window_seconds` says how far back the window reaches now.
