@@ -66,7 +66,7 @@ impl Reader {
                     .map(|item| self.value(Some(item), key))
                     .collect(),
             ),
-            Some(Any::KvlistValue(list)) => Value::Object(self.attributes(list.values)),
+            Some(Any::KvlistValue(list)) => Value::Object(self.attributes(list.values).into_map()),
             Some(Any::BytesValue(bytes)) => Value::String(STANDARD.encode(bytes)),
         }
     }
@@ -120,7 +120,7 @@ mod tests {
             kv("big", Any::IntValue(i64::MAX)),
         ]);
         assert_eq!(
-            Value::Object(attrs),
+            Value::Object(attrs.into_map()),
             json!({"s": "x", "b": true, "i": -7, "d": 1.5, "big": i64::MAX})
         );
         assert!(r.truncated.is_empty());
@@ -135,7 +135,7 @@ mod tests {
             kv("-inf", Any::DoubleValue(f64::NEG_INFINITY)),
         ]);
         assert_eq!(
-            Value::Object(attrs),
+            Value::Object(attrs.into_map()),
             json!({"nan": null, "inf": null, "-inf": null})
         );
     }
@@ -153,7 +153,10 @@ mod tests {
                 value: Some(AnyValue { value: None }),
             },
         ]);
-        assert_eq!(Value::Object(attrs), json!({"none": null, "empty": null}));
+        assert_eq!(
+            Value::Object(attrs.into_map()),
+            json!({"none": null, "empty": null})
+        );
     }
 
     #[test]
@@ -173,7 +176,10 @@ mod tests {
             kv("b", Any::IntValue(2)),
             kv("a", Any::IntValue(3)),
         ]);
-        assert_eq!(serde_json::to_string(&attrs).unwrap(), r#"{"a":3,"b":2}"#);
+        assert_eq!(
+            serde_json::to_string(&attrs.into_map()).unwrap(),
+            r#"{"a":3,"b":2}"#
+        );
     }
 
     #[test]
@@ -186,7 +192,7 @@ mod tests {
             kv("wider", s("日本語です")),
         ]);
         assert_eq!(
-            Value::Object(attrs),
+            Value::Object(attrs.into_map()),
             json!({"short": "abc", "long": "abc", "wide": "ééé", "wider": "日本語"})
         );
         assert_eq!(r.truncated, ["long", "wider"]);
@@ -229,7 +235,7 @@ mod tests {
         });
         let attrs = r.attributes(vec![kv("list", array)]);
         assert_eq!(
-            Value::Object(attrs),
+            Value::Object(attrs.into_map()),
             json!({"list": ["x", "z", ["y"], null]})
         );
         assert_eq!(r.truncated, ["list", "list"]);
@@ -243,7 +249,7 @@ mod tests {
         });
         let attrs = r.attributes(vec![kv("outer", inner)]);
         assert_eq!(
-            Value::Object(attrs),
+            Value::Object(attrs.into_map()),
             json!({"outer": {"in": "l", "ok": "k"}})
         );
         assert_eq!(r.truncated, ["in"]);
@@ -261,7 +267,10 @@ mod tests {
             }],
         });
         let attrs = r.attributes(vec![kv("arr", array)]);
-        assert_eq!(Value::Object(attrs), json!({"arr": [{"deep": "l"}]}));
+        assert_eq!(
+            Value::Object(attrs.into_map()),
+            json!({"arr": [{"deep": "l"}]})
+        );
         assert_eq!(r.truncated, ["deep"]);
     }
 
@@ -272,7 +281,7 @@ mod tests {
         r.read_into(&mut out, vec![kv("a", Any::IntValue(1))]);
         out.clear();
         r.read_into(&mut out, vec![kv("b", Any::IntValue(2))]);
-        assert_eq!(Value::Object(out), json!({"b": 2}));
+        assert_eq!(Value::Object(out.into_map()), json!({"b": 2}));
     }
 
     #[test]
@@ -284,7 +293,7 @@ mod tests {
             kv("g", Any::DoubleValue(1e-7)),
         ]);
         assert_eq!(
-            serde_json::to_string(&attrs).unwrap(),
+            serde_json::to_string(&attrs.into_map()).unwrap(),
             "{\"q\":\"a\\\"b\\\\c\\n\\u0001\u{7f}é/\",\"f\":1.0,\"g\":1e-7}"
         );
     }

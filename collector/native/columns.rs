@@ -307,7 +307,7 @@ mod tests {
         let serde_json::Value::Object(map) = serde_json::json!({"b": [null]}) else {
             unreachable!()
         };
-        col.push_map(&map);
+        col.push_map(&Attrs::from(map));
         let array = col.finish("c").unwrap();
         assert_eq!(array.value(0), "[1,0]");
         assert_eq!(array.value(1), "{\"a\":1}");

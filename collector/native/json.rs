@@ -40,10 +40,13 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
-/// A map as a JSON object, in its order.
-pub fn write_map(out: &mut Vec<u8>, map: &Attrs) {
+/// A map (an object's or a span's attributes) as a JSON object, in its order.
+pub fn write_map<'a, M>(out: &mut Vec<u8>, map: &'a M)
+where
+    &'a M: IntoIterator<Item = (&'a String, &'a Value)>,
+{
     out.push(b'{');
-    for (i, (key, value)) in map.iter().enumerate() {
+    for (i, (key, value)) in map.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }

@@ -3,6 +3,7 @@
 
 mod arrow_py;
 mod assemble;
+mod attr_list;
 mod attributes;
 mod columns;
 mod decoded;

@@ -16,7 +16,7 @@ use crate::json;
 use crate::python::{self, PyInt};
 
 /// A span's (or event's) attributes as decoded: keys in first-seen order, later duplicates win.
-pub type Attrs = Map<String, Value>;
+pub type Attrs = crate::attr_list::AttrList;
 
 /// What the normalizer reads of one span event.
 pub struct EventView<'a> {
@@ -1230,7 +1230,7 @@ mod tests {
 
     fn attrs(value: Value) -> Attrs {
         match value {
-            Value::Object(map) => map,
+            Value::Object(map) => map.into(),
             _ => panic!("attributes are an object"),
         }
     }

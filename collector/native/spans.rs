@@ -535,7 +535,13 @@ pub(crate) mod tests {
                 tool_name: Some(
                     events
                         .iter()
-                        .map(|e| format!("{}={}", e.name, Value::Object(e.attributes.clone())))
+                        .map(|e| {
+                            format!(
+                                "{}={}",
+                                e.name,
+                                Value::Object(e.attributes.clone().into_map())
+                            )
+                        })
                         .collect::<Vec<_>>()
                         .join(";"),
                 ),
