@@ -155,7 +155,8 @@ class IngestConfig(Strict):
     inline_decode_bytes: int = Field(
         64 * 1024,
         ge=0,
-        description="Requests smaller than this are decoded in the receiver: cheaper than a hop.",
+        description="A lone request smaller than this is decoded in the receiver: cheaper than"
+        " a hop (requests taken together are decoded in a decode thread).",
     )
     coalesce_bytes: int = Field(
         1024 * 1024,

@@ -181,10 +181,14 @@ class Ingest:
             error.retry_after_seconds = 1
             raise error
 
-    async def _decode(self, signal: str, encoding: str, data: bytes) -> Decoded:
+    async def _decode(
+        self, signal: str, encoding: str, data: bytes, inline: bool = True
+    ) -> Decoded:
+        """`data` decoded; in the receiver when it is a small request (`inline`: a hop to a
+        decoder thread costs more), else in a decoder thread, beside the event loop."""
         limit = self.limits.max_attribute_length
         decoders = self._decoders
-        if decoders is None or len(data) < self.config.inline_decode_bytes:
+        if decoders is None or (inline and len(data) < self.config.inline_decode_bytes):
             return decode_request(signal, encoding, data, limit)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(decoders, decode_request, signal, encoding, data, limit)
@@ -284,7 +288,8 @@ class Ingest:
         """`data` decoded, or None when it is malformed or any item in it would be reported
         (rejected, truncated)."""
         try:
-            decoded = await self._decode(signal, "protobuf", data)
+            # requests joined: many decodes' work, off the event loop that answers them
+            decoded = await self._decode(signal, "protobuf", data, inline=False)
         except MalformedRequest:
             return None
         if decoded.rejected or decoded.truncated_rows or decoded.ignored_keys:
