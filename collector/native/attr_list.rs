@@ -84,6 +84,7 @@ impl<'a> IntoIterator for &'a AttrList {
     }
 }
 
+#[cfg(test)]
 impl From<Map<String, Value>> for AttrList {
     fn from(map: Map<String, Value>) -> Self {
         let mut out = AttrList::new();
