@@ -49,7 +49,7 @@ impl AttrList {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.items.iter().map(|(k, v)| (k, v))
+        self.into_iter()
     }
 
     pub fn len(&self) -> usize {
