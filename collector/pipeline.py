@@ -40,6 +40,7 @@ from collector.lifecycle import Stage, deadline_in
 from collector.receivers.ingest import Ingest
 from collector.receivers.journaled import decode_journaled
 from collector.receivers.metrics import ReceiverMetrics
+from collector.receivers.native_grpc import NativeGrpcReceiver
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.review.backlog_metrics import ReviewBacklogCollector
@@ -158,9 +159,11 @@ class Pipeline:
 
     def _receivers(
         self, auth: BearerAuth, metrics: ReceiverMetrics, grace: float
-    ) -> tuple[OtlpGrpcReceiver, OtlpHttpReceiver]:
+    ) -> tuple[OtlpGrpcReceiver | NativeGrpcReceiver, OtlpHttpReceiver]:
         c, guard = self.config, self.guard
-        grpc = OtlpGrpcReceiver(c.grpc, c.limits, auth, self.ingest, metrics, guard)
+        native = c.grpc.server == "native" and c.grpc.tls is None
+        kind = NativeGrpcReceiver if native else OtlpGrpcReceiver
+        grpc = kind(c.grpc, c.limits, auth, self.ingest, metrics, guard)
         http = OtlpHttpReceiver(c.http, c.limits, auth, self.ingest, metrics, grace, guard)
         return grpc, http
 

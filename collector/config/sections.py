@@ -74,6 +74,12 @@ class Listener(Strict):
 
 class GrpcConfig(Listener):
     addr: str = Field("0.0.0.0:4317", description="OTLP/gRPC listen address (HOST:PORT).")
+    server: Literal["native", "grpcio"] = Field(
+        "native",
+        description="native: HTTP/2, gRPC framing and gzip run in native threads beside the"
+        " event loop, which only sees each call's bytes (plain text; a listener with tls uses"
+        " grpcio); grpcio: Python's gRPC asyncio server.",
+    )
 
 
 class HttpConfig(Listener):

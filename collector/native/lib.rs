@@ -7,6 +7,7 @@ mod attr_list;
 mod attributes;
 mod columns;
 mod decoded;
+mod grpc_server;
 mod json;
 mod lenient;
 mod logs;
@@ -198,6 +199,7 @@ fn decode<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<ArrowBatch>()?;
+    m.add_class::<grpc_server::GrpcServer>()?;
     m.add_class::<span_keys::SpanKeys>()?;
     m.add_function(wrap_pyfunction!(rules::compile_pack, m)?)?;
     m.add_function(wrap_pyfunction!(rules::evaluate_packs, m)?)?;

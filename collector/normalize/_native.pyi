@@ -11,6 +11,35 @@ class ArrowBatch:
 
     def __len__(self) -> int: ...
 
+class GrpcServer:
+    """The OTLP/gRPC listener in native threads (grpc_server.rs); calls reach Python through
+    take() after a byte on the wake pipe, answers go back through reply()."""
+
+    port: int
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        threads: int,
+        wake_fd: int,
+        guard: bool,
+        max_request_bytes: int,
+        max_response_bytes: int,
+    ) -> None: ...
+    def take(
+        self,
+    ) -> list[tuple[int, int, bytes, str | None, str | None, str, float]]:
+        """(id, method: 0 traces, 1 logs, 2 guard, body, authorization, user agent, peer,
+        seconds since it arrived) of each call since the last take."""
+    def reply(
+        self, id: int, code: int, body: bytes, message: str = "", details: bytes = b""
+    ) -> None: ...
+    def stop(self) -> None: ...
+    def stopped(self) -> bool: ...
+    def close(self) -> None: ...
+    def pending(self) -> int: ...
+
 def decode(
     signal: str, encoding: str, data: bytes, max_attribute_length: int
 ) -> tuple[ArrowBatch | None, int, dict[str, int], int, dict[str, int], list[str]]:

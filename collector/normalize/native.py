@@ -1,5 +1,5 @@
 """The native extension's entry points beyond decoding (the rule interpreter, the trajectory
-builder): one public door to `_native` for the packages that call it."""
+builder, the OTLP/gRPC listener): one public door to `_native` for the packages that call it."""
 
 from __future__ import annotations
 

@@ -37,9 +37,12 @@ PROTOCOLS = ("grpc", "http")
 
 
 @contextlib.contextmanager
-def metered(metrics: ReceiverMetrics, protocol: str, signal: str) -> Iterator[dict[str, str]]:
-    """Counts one request by outcome; a request abandoned midway counts as `cancelled`."""
-    started = time.perf_counter()
+def metered(
+    metrics: ReceiverMetrics, protocol: str, signal: str, waited: float = 0.0
+) -> Iterator[dict[str, str]]:
+    """Counts one request by outcome; a request abandoned midway counts as `cancelled`
+    (`waited`: seconds it waited before it got here, part of its duration)."""
+    started = time.perf_counter() - waited
     outcome = {"status": "cancelled"}
     try:
         yield outcome

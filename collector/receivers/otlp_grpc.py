@@ -14,6 +14,7 @@ from collector.auth import BearerAuth
 from collector.config.sections import GrpcConfig, LimitsConfig
 from collector.errors import SextantError, StartupError, TransientError, status_label
 from collector.guard import wire
+from collector.guard.call import GuardRequest
 from collector.guard.service import Guard
 from collector.lifecycle import remaining
 from collector.receivers.ingest import Ingest, metered
@@ -28,10 +29,11 @@ LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 
 
-def status_details(error: SextantError, code: grpc.StatusCode) -> tuple[tuple[str, bytes], ...]:
-    """google.rpc.Status with RetryInfo, so OTLP exporters know a throttle is retryable."""
+def status_detail(error: SextantError, code: grpc.StatusCode) -> bytes:
+    """google.rpc.Status with RetryInfo, so OTLP exporters know a throttle is retryable; empty
+    for an error that is not."""
     if not isinstance(error, TransientError):
-        return ()
+        return b""
     detail = any_pb2.Any()
     detail.Pack(
         error_details_pb2.RetryInfo(
@@ -39,7 +41,47 @@ def status_details(error: SextantError, code: grpc.StatusCode) -> tuple[tuple[st
         )
     )
     status = status_pb2.Status(code=code.value[0], message=str(error), details=[detail])
-    return (("grpc-status-details-bin", status.SerializeToString()),)
+    return status.SerializeToString()
+
+
+def grpc_code(error: SextantError) -> grpc.StatusCode:
+    return getattr(error, "grpc_code", grpc.StatusCode.INTERNAL)
+
+
+async def export_answer(
+    metrics: ReceiverMetrics,
+    signal: str,
+    consume: Callable[[], Awaitable[bytes]],
+    waited: float = 0.0,
+) -> bytes | SextantError:
+    """The reply of an export, or the error it is answered with; counted by outcome either way
+    (`waited`: seconds the call waited before it got here)."""
+    error: SextantError | None = None
+    with metered(metrics, "grpc", signal, waited) as outcome:
+        try:
+            reply = await consume()
+            outcome["status"] = "ok"
+            return reply
+        except SextantError as exc:
+            error = exc
+        except Exception as exc:  # never let one request take the server down
+            log.exception("unexpected error in OTLP/gRPC %s export", signal)
+            error = SextantError(f"internal error: {type(exc).__name__}")
+        outcome["status"] = status_label(error)
+    return error
+
+
+def guard_request(
+    auth: BearerAuth, authorization: str | None, data: bytes
+) -> GuardRequest | tuple[grpc.StatusCode, str]:
+    """The guard call's request, or the status and message it is refused with."""
+    try:
+        auth.check(authorization)
+        return wire.request_of(data)
+    except SextantError as exc:
+        return grpc_code(exc), str(exc)
+    except (ValueError, DecodeError) as exc:  # pydantic, JSON and protobuf errors
+        return grpc.StatusCode.INVALID_ARGUMENT, f"bad guard call: {exc}"
 
 
 class OtlpGrpcReceiver:
@@ -110,17 +152,11 @@ class OtlpGrpcReceiver:
     async def _check(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         """GuardService/Check: the guard call of POST /v1/guard, over gRPC."""
         assert self.guard is not None
-        try:
-            metadata = dict(context.invocation_metadata() or ())
-            self.auth.check(metadata.get("authorization"))
-            request = wire.request_of(data)
-        except SextantError as exc:
-            code = getattr(exc, "grpc_code", grpc.StatusCode.INTERNAL)
-            await context.abort(code, str(exc))
-            raise AssertionError("unreachable: abort raises") from exc
-        except (ValueError, DecodeError) as exc:  # pydantic, JSON and protobuf errors
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad guard call: {exc}")
-            raise AssertionError("unreachable: abort raises") from exc
+        metadata = dict(context.invocation_metadata() or ())
+        request = guard_request(self.auth, metadata.get("authorization"), data)
+        if isinstance(request, tuple):
+            await context.abort(*request)
+            raise AssertionError("unreachable: abort raises")
         return wire.response_of(await self.guard.check(request, "grpc"))
 
     def _handler(self, signal: str) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable]:
@@ -139,24 +175,20 @@ class OtlpGrpcReceiver:
         context: grpc.aio.ServicerContext,
         consume: Callable[[], Awaitable[bytes]],
     ) -> bytes:
-        error: SextantError | None = None
-        with metered(self.metrics, "grpc", signal) as outcome:
-            try:
-                metadata = dict(context.invocation_metadata() or ())
-                self.auth.check(metadata.get("authorization"))
-                reply = await consume()
-                outcome["status"] = "ok"
-                return reply
-            except SextantError as exc:
-                error = exc
-            except Exception as exc:  # never let one request take the server down
-                log.exception("unexpected error in OTLP/gRPC %s export", signal)
-                error = SextantError(f"internal error: {type(exc).__name__}")
-            outcome["status"] = status_label(error)
-        code = getattr(error, "grpc_code", grpc.StatusCode.INTERNAL)
+        metadata = dict(context.invocation_metadata() or ())
+
+        async def checked() -> bytes:
+            self.auth.check(metadata.get("authorization"))
+            return await consume()
+
+        answer = await export_answer(self.metrics, signal, checked)
+        if isinstance(answer, bytes):
+            return answer
+        code = grpc_code(answer)
         if code == grpc.StatusCode.UNAUTHENTICATED:
-            agent = dict(context.invocation_metadata() or ()).get("user-agent")
-            peer = f"{context.peer()} ({agent})"
+            peer = f"{context.peer()} ({metadata.get('user-agent')})"
             self.metrics.misdirected.note("grpc", "unauthenticated", peer, f"{signal} export")
-        await context.abort(code, str(error), trailing_metadata=status_details(error, code))
+        details = status_detail(answer, code)
+        trailing = (("grpc-status-details-bin", details),) if details else ()
+        await context.abort(code, str(answer), trailing_metadata=trailing)
         raise AssertionError("unreachable: abort raises")

@@ -1,0 +1,429 @@
+//! The OTLP/gRPC listener in native threads: HTTP/2, gRPC framing and gzip in tonic, off the
+//! GIL; each call's bytes are handed to Python's event loop in batches, and its answer back.
+//!
+//! Python's gRPC server costs the event loop about 360 µs a call before a handler runs, so
+//! 10-span requests from many exporters are bounded by the server, not by the work. Here a call
+//! costs the loop only what Python does with it: the calls that arrived since the loop last
+//! looked are taken with one `take()`, woken by one byte on a pipe the loop watches (no thread
+//! of this server ever takes the GIL), and each is answered with `reply()`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fs::File;
+use std::future::Future;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
+use std::os::fd::FromRawFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes};
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use tokio::sync::oneshot;
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::server::{Grpc, UnaryService};
+use tonic::transport::server::{TcpConnectInfo, TcpIncoming};
+use tonic::{Code, Status};
+
+const TRACES: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+const LOGS: &str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+const GUARD: &str = "/sextant.guard.v1.GuardService/Check";
+
+/// A call's method, as Python is told it.
+#[derive(Clone, Copy)]
+enum Method {
+    Traces = 0,
+    Logs = 1,
+    Guard = 2,
+}
+
+/// A call waiting for Python: its bytes and what of its metadata Python reads.
+struct Call {
+    id: u64,
+    method: Method,
+    body: Bytes,
+    authorization: Option<String>,
+    user_agent: Option<String>,
+    peer: String,
+    arrived: Instant,
+}
+
+/// Python's answer: gRPC status code (0: OK, with `body`), message and status details.
+struct Answer {
+    code: i32,
+    message: String,
+    body: Bytes,
+    details: Bytes,
+}
+
+struct Shared {
+    waiting: Mutex<Vec<Call>>,
+    answers: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
+    next_id: AtomicU64,
+    /// Set when a byte is on its way to the loop and it has not taken the calls since.
+    woken: AtomicBool,
+    wake: Mutex<File>,
+    guard: bool,
+    max_request_bytes: usize,
+    max_response_bytes: usize,
+}
+
+impl Shared {
+    /// Queue a call for Python and wake its loop unless a wake-up is already on its way; the
+    /// call is queued before the flag is read, and the loop clears the flag before it takes,
+    /// so no call waits for a wake-up that never comes.
+    fn hand_over(&self, call: Call) {
+        self.waiting.lock().expect("calls").push(call);
+        if !self.woken.swap(true, Ordering::SeqCst) {
+            // A full pipe already holds a wake-up the loop has not read: nothing is lost.
+            let _ = self.wake.lock().expect("pipe").write(&[1]);
+        }
+    }
+}
+
+/// Bytes in, bytes out: Python decodes the request and encodes the answer.
+#[derive(Clone, Copy)]
+struct Raw;
+
+impl Codec for Raw {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = Raw;
+    type Decoder = Raw;
+
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+
+    fn decoder(&mut self) -> Raw {
+        Raw
+    }
+}
+
+impl Encoder for Raw {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for Raw {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// One unary call: handed to Python, answered when Python replies.
+struct Unary {
+    shared: Arc<Shared>,
+    method: Method,
+    peer: String,
+}
+
+impl UnaryService<Bytes> for Unary {
+    type Response = Bytes;
+    type Future = Boxed<Result<tonic::Response<Bytes>, Status>>;
+
+    fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
+        let shared = self.shared.clone();
+        let text = |name: &str| {
+            let value = request.metadata().get(name)?;
+            value.to_str().ok().map(str::to_owned)
+        };
+        let authorization = text("authorization");
+        let user_agent = text("user-agent");
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let (answer, answered) = oneshot::channel();
+        shared.answers.lock().expect("answers").insert(id, answer);
+        shared.hand_over(Call {
+            id,
+            method: self.method,
+            body: request.into_inner(),
+            authorization,
+            user_agent,
+            peer: std::mem::take(&mut self.peer),
+            arrived: Instant::now(),
+        });
+        Box::pin(async move {
+            // Removed from `answers` if the client leaves first: Python's reply finds no one.
+            let _forget = Forget(shared.clone(), id);
+            let Ok(answer) = answered.await else {
+                return Err(Status::unavailable("the collector is shutting down"));
+            };
+            if answer.code == 0 {
+                return Ok(tonic::Response::new(answer.body));
+            }
+            Err(Status::with_details(
+                Code::from(answer.code),
+                answer.message,
+                answer.details,
+            ))
+        })
+    }
+}
+
+struct Forget(Arc<Shared>, u64);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        self.0.answers.lock().expect("answers").remove(&self.1);
+    }
+}
+
+/// "ipv4:127.0.0.1:5000" or "ipv6:[::1]:5000", as gRPC names a peer.
+fn peer_name(addr: Option<SocketAddr>) -> String {
+    match addr {
+        Some(SocketAddr::V4(a)) => format!("ipv4:{a}"),
+        Some(SocketAddr::V6(a)) => format!("ipv6:{a}"),
+        None => "unknown".to_owned(),
+    }
+}
+
+/// Routes a call by its path; any other method is UNIMPLEMENTED, as gRPC servers answer.
+#[derive(Clone)]
+struct Routes(Arc<Shared>);
+
+impl tower_service::Service<http::Request<tonic::body::Body>> for Routes {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Boxed<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let shared = self.0.clone();
+        let method = match request.uri().path() {
+            TRACES => Some(Method::Traces),
+            LOGS => Some(Method::Logs),
+            GUARD if shared.guard => Some(Method::Guard),
+            _ => None,
+        };
+        let peer = request
+            .extensions()
+            .get::<TcpConnectInfo>()
+            .and_then(TcpConnectInfo::remote_addr);
+        Box::pin(async move {
+            let Some(method) = method else {
+                return Ok(Status::unimplemented("").into_http());
+            };
+            let mut grpc = Grpc::new(Raw)
+                .accept_compressed(CompressionEncoding::Gzip)
+                .max_decoding_message_size(shared.max_request_bytes)
+                .max_encoding_message_size(shared.max_response_bytes);
+            let unary = Unary {
+                shared,
+                method,
+                peer: peer_name(peer),
+            };
+            Ok(too_large_is_resource_exhausted(
+                grpc.unary(unary, request).await,
+            ))
+        })
+    }
+}
+
+/// tonic refuses a message over the size limit with OUT_OF_RANGE, which OTLP exporters retry
+/// as transient: the same request, for ever. gRPC's own servers and the OTLP specification
+/// answer RESOURCE_EXHAUSTED, not retried without RetryInfo. Python never answers
+/// OUT_OF_RANGE, so the status is tonic's limit wherever it appears.
+fn too_large_is_resource_exhausted(
+    mut response: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    let status = response.headers_mut().get_mut("grpc-status");
+    if let Some(status) = status.filter(|s| s.as_bytes() == b"11") {
+        *status = http::HeaderValue::from_static("8");
+    }
+    response
+}
+
+/// A call as Python takes it (see `take`).
+type Taken<'py> = (
+    u64,
+    u8,
+    Bound<'py, PyBytes>,
+    Option<String>,
+    Option<String>,
+    String,
+    f64,
+);
+
+/// The listener, its runtime and the calls between it and Python.
+#[pyclass(module = "collector.normalize._native")]
+pub struct GrpcServer {
+    shared: Arc<Shared>,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    stopped: Arc<AtomicBool>,
+    #[pyo3(get)]
+    port: u16,
+}
+
+#[pymethods]
+impl GrpcServer {
+    /// Bind `host:port` (0: any free port) and serve on `threads` threads named
+    /// `sextant-grpc`; `wake_fd` is the write end of a non-blocking pipe, owned from now on.
+    #[new]
+    #[pyo3(signature = (host, port, threads, wake_fd, guard, max_request_bytes, max_response_bytes))]
+    fn new(
+        host: &str,
+        port: u16,
+        threads: usize,
+        wake_fd: i32,
+        guard: bool,
+        max_request_bytes: usize,
+        max_response_bytes: usize,
+    ) -> PyResult<Self> {
+        // SAFETY: Python hands the descriptor over and never uses or closes it again.
+        let wake = unsafe { File::from_raw_fd(wake_fd) };
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| PyOSError::new_err(e.to_string()))?
+            .next()
+            .ok_or_else(|| PyOSError::new_err(format!("{host}: no address")))?;
+        let listener = StdTcpListener::bind(addr).map_err(|e| PyOSError::new_err(e.to_string()))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| PyOSError::new_err(e.to_string()))?
+            .port();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .thread_name("sextant-grpc")
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let shared = Arc::new(Shared {
+            waiting: Mutex::new(Vec::new()),
+            answers: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            woken: AtomicBool::new(false),
+            wake: Mutex::new(wake),
+            guard,
+            max_request_bytes,
+            max_response_bytes,
+        });
+        let (stop, stopping) = oneshot::channel::<()>();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let incoming = {
+            let _entered = runtime.enter();
+            let listener = tokio::net::TcpListener::from_std(listener)
+                .map_err(|e| PyOSError::new_err(e.to_string()))?;
+            TcpIncoming::from(listener).with_nodelay(Some(true))
+        };
+        let routes = Routes(shared.clone());
+        let done = stopped.clone();
+        runtime.spawn(async move {
+            let serve = tonic::transport::Server::builder().serve_with_incoming_shutdown(
+                routes,
+                incoming,
+                async {
+                    let _ = stopping.await;
+                },
+            );
+            if let Err(e) = serve.await {
+                eprintln!("sextant: OTLP/gRPC server stopped: {e}");
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        Ok(GrpcServer {
+            shared,
+            runtime: Mutex::new(Some(runtime)),
+            stop: Mutex::new(Some(stop)),
+            stopped,
+            port,
+        })
+    }
+
+    /// The calls that arrived since the last take, each as (id, method: 0 traces, 1 logs,
+    /// 2 guard, body, authorization, user agent, peer, seconds since it arrived). Clears the
+    /// wake-up first, so a call queued meanwhile wakes the loop again.
+    fn take<'py>(&self, py: Python<'py>) -> Vec<Taken<'py>> {
+        self.shared.woken.store(false, Ordering::SeqCst);
+        let calls = std::mem::take(&mut *self.shared.waiting.lock().expect("calls"));
+        calls
+            .into_iter()
+            .map(|c| {
+                let age = c.arrived.elapsed().as_secs_f64();
+                let body = PyBytes::new(py, &c.body);
+                (
+                    c.id,
+                    c.method as u8,
+                    body,
+                    c.authorization,
+                    c.user_agent,
+                    c.peer,
+                    age,
+                )
+            })
+            .collect()
+    }
+
+    /// Answer call `id`: `code` 0 with `body`, or a gRPC status with `message` and
+    /// `details` (a serialized google.rpc.Status). A call whose client left is ignored.
+    #[pyo3(signature = (id, code, body, message="", details=b"".as_slice()))]
+    fn reply(&self, id: u64, code: i32, body: &[u8], message: &str, details: &[u8]) {
+        let waiting = self.shared.answers.lock().expect("answers").remove(&id);
+        if let Some(answer) = waiting {
+            let _ = answer.send(Answer {
+                code,
+                message: message.to_owned(),
+                body: Bytes::copy_from_slice(body),
+                details: Bytes::copy_from_slice(details),
+            });
+        }
+    }
+
+    /// Stop taking connections and calls; calls in flight are still answered.
+    fn stop(&self) {
+        if let Some(stop) = self.stop.lock().expect("stop").take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Whether every connection has closed since `stop()`.
+    fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// End the threads; calls not yet answered fail with UNAVAILABLE.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.stop();
+        let runtime = self.runtime.lock().expect("runtime").take();
+        if let Some(runtime) = runtime {
+            py.detach(|| runtime.shutdown_timeout(Duration::from_secs(1)));
+        }
+        self.shared.answers.lock().expect("answers").clear();
+        Ok(())
+    }
+
+    /// Calls waiting for their answer.
+    fn pending(&self) -> usize {
+        self.shared.answers.lock().expect("answers").len()
+    }
+}
+
+impl Drop for GrpcServer {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.get_mut().ok().and_then(Option::take) {
+            runtime.shutdown_background();
+        }
+    }
+}
