@@ -413,11 +413,6 @@ impl GrpcServer {
         self.shared.answers.lock().expect("answers").clear();
         Ok(())
     }
-
-    /// Calls waiting for their answer.
-    fn pending(&self) -> usize {
-        self.shared.answers.lock().expect("answers").len()
-    }
 }
 
 impl Drop for GrpcServer {
