@@ -91,13 +91,15 @@ class NativeGrpcReceiver:
         asyncio.get_running_loop().add_reader(wake, self._take)
 
     async def shutdown(self, deadline: float) -> None:
-        """Stop taking calls; calls in flight get until the deadline to be answered."""
-        server, self.server = self.server, None
+        """Stop taking calls; calls in flight, also those handed over meanwhile, get until the
+        deadline to be answered."""
+        server = self.server
         if server is None:
             return
         server.stop()
         while not server.stopped() and remaining(deadline) > 0:
             await asyncio.sleep(0.02)
+        self.server = None
         asyncio.get_running_loop().remove_reader(self._wake)
         os.close(self._wake)
         await asyncio.to_thread(server.close)
