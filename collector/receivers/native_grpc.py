@@ -29,9 +29,8 @@ from collector.receivers.metrics import ReceiverMetrics
 from collector.receivers.otlp_grpc import (
     MAX_RESPONSE_BYTES,
     export_answer,
-    grpc_code,
     guard_request,
-    status_detail,
+    refusal,
 )
 
 log = logging.getLogger(__name__)
@@ -143,11 +142,8 @@ class NativeGrpcReceiver:
         if isinstance(answer, bytes):
             server.reply(call_id, 0, answer)
             return
-        code = grpc_code(answer)
-        if code == grpc.StatusCode.UNAUTHENTICATED:
-            who = f"{peer} ({agent})"
-            self.metrics.misdirected.note("grpc", "unauthenticated", who, f"{signal} export")
-        server.reply(call_id, code.value[0], b"", str(answer), status_detail(answer, code))
+        code, details = refusal(self.metrics, signal, answer, lambda: f"{peer} ({agent})")
+        server.reply(call_id, code.value[0], b"", str(answer), details)
 
     async def _check(
         self, server: native.GrpcServer, call_id: int, data: bytes, authorization: str | None

@@ -71,6 +71,18 @@ async def export_answer(
     return error
 
 
+def refusal(
+    metrics: ReceiverMetrics, signal: str, error: SextantError, sender: Callable[[], str]
+) -> tuple[grpc.StatusCode, bytes]:
+    """The status and status details an export is refused with; a refusal for want of a token
+    is noted with who sent it (`sender`: peer and user agent), so a misdirected exporter is
+    found."""
+    code = grpc_code(error)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        metrics.misdirected.note("grpc", "unauthenticated", sender(), f"{signal} export")
+    return code, status_detail(error, code)
+
+
 def guard_request(
     auth: BearerAuth, authorization: str | None, data: bytes
 ) -> GuardRequest | tuple[grpc.StatusCode, str]:
@@ -184,11 +196,12 @@ class OtlpGrpcReceiver:
         answer = await export_answer(self.metrics, signal, checked)
         if isinstance(answer, bytes):
             return answer
-        code = grpc_code(answer)
-        if code == grpc.StatusCode.UNAUTHENTICATED:
-            peer = f"{context.peer()} ({metadata.get('user-agent')})"
-            self.metrics.misdirected.note("grpc", "unauthenticated", peer, f"{signal} export")
-        details = status_detail(answer, code)
+        code, details = refusal(
+            self.metrics,
+            signal,
+            answer,
+            lambda: f"{context.peer()} ({metadata.get('user-agent')})",
+        )
         trailing = (("grpc-status-details-bin", details),) if details else ()
         await context.abort(code, str(answer), trailing_metadata=trailing)
         raise AssertionError("unreachable: abort raises")
