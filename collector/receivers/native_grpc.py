@@ -17,17 +17,13 @@ import os
 
 import grpc
 
-from collector.auth import BearerAuth
-from collector.config.sections import GrpcConfig, LimitsConfig
 from collector.errors import StartupError
 from collector.guard import wire
-from collector.guard.service import Guard
 from collector.lifecycle import remaining
 from collector.normalize.native import native
-from collector.receivers.ingest import Ingest
-from collector.receivers.metrics import ReceiverMetrics
 from collector.receivers.otlp_grpc import (
     MAX_RESPONSE_BYTES,
+    GrpcReceiver,
     export_answer,
     guard_request,
     refusal,
@@ -41,28 +37,12 @@ THREADS = 2  # the listener's threads: HTTP/2, framing and gzip of every connect
 INTERNAL = grpc.StatusCode.INTERNAL.value[0]
 
 
-class NativeGrpcReceiver:
+class NativeGrpcReceiver(GrpcReceiver):
     """TraceService/Export, LogsService/Export and GuardService/Check on the native listener."""
 
-    def __init__(
-        self,
-        config: GrpcConfig,
-        limits: LimitsConfig,
-        auth: BearerAuth,
-        ingest: Ingest,
-        metrics: ReceiverMetrics,
-        guard: Guard | None = None,
-    ) -> None:
-        self.config = config
-        self.limits = limits
-        self.auth = auth
-        self.ingest = ingest
-        self.metrics = metrics
-        self.guard = guard
-        self.server: native.GrpcServer | None = None
-        self.port = 0
-        self._wake = -1
-        self._tasks: set[asyncio.Task[None]] = set()
+    server: native.GrpcServer | None = None
+    _wake = -1  # the loop's end of the wake-up pipe
+    _tasks: set[asyncio.Task[None]]  # calls being answered
 
     async def start(self) -> None:
         host, port = self.config.host_port
@@ -87,6 +67,7 @@ class NativeGrpcReceiver:
                 f" ({exc})"
             ) from exc
         self.server, self.port, self._wake = server, server.port, wake
+        self._tasks = set()
         asyncio.get_running_loop().add_reader(wake, self._take)
 
     async def shutdown(self, deadline: float) -> None:

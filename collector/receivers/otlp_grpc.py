@@ -96,7 +96,9 @@ def guard_request(
         return grpc.StatusCode.INVALID_ARGUMENT, f"bad guard call: {exc}"
 
 
-class OtlpGrpcReceiver:
+class GrpcReceiver:
+    """What an OTLP/gRPC listener answers with, whichever server frames its calls."""
+
     def __init__(
         self,
         config: GrpcConfig,
@@ -112,8 +114,13 @@ class OtlpGrpcReceiver:
         self.auth = auth
         self.ingest = ingest
         self.metrics = metrics
-        self.server: grpc.aio.Server | None = None
         self.port = 0
+
+
+class OtlpGrpcReceiver(GrpcReceiver):
+    """The listener on grpcio's asyncio server (TLS listeners, and `grpc.server: grpcio`)."""
+
+    server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
         host, port = self.config.host_port

@@ -21,7 +21,7 @@ from tests.support.otlp import (
     simple_spans,
     trace_request,
 )
-from tests.support.server import RunningServer, start_server, stored_spans
+from tests.support.server import RunningServer, hold_journal, start_server, stored_spans
 from tests.support.wait import wait_for
 
 TOKEN = "small-requests-token-0123456789"
@@ -34,17 +34,7 @@ GARBAGE_INSIDE = b"\x0a\x04\xff\xff\xff\xff"  # a whole field 1 that is no Resou
 def held(tmp_path: Path) -> Iterator[tuple[RunningServer, threading.Event, threading.Event]]:
     """A server whose journal holds its next append until released."""
     server = start_server(tmp_path / "data", auth={"tokens": [TOKEN]})
-    journal = server.pipeline.writer.journal
-    assert journal is not None
-    original = journal.append
-    entered, release = threading.Event(), threading.Event()
-
-    def append(batch: list[tuple[str, str, int, bytes]]) -> list[int]:
-        entered.set()
-        release.wait(20)
-        return original(batch)
-
-    journal.append = append  # type: ignore[method-assign]
+    entered, release = hold_journal(server)
     try:
         yield server, entered, release
     finally:

@@ -21,7 +21,7 @@ from collector.errors import StartupError
 from collector.receivers.native_grpc import NativeGrpcReceiver
 from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from tests.support.otlp import TRACE_EXPORT, grpc_export, new_trace_id, simple_spans, trace_request
-from tests.support.server import RunningServer, start_server, stored_spans
+from tests.support.server import RunningServer, hold_journal, start_server, stored_spans
 
 TOKEN = "native-grpc-token-0123456789abcdef"
 
@@ -59,17 +59,7 @@ def test_a_port_in_use_is_refused_at_start(tmp_path: Path) -> None:
 
 def test_a_call_in_flight_is_answered_through_a_shutdown(tmp_path: Path) -> None:
     server = start_server(tmp_path / "data")
-    journal = server.pipeline.writer.journal
-    assert journal is not None
-    original = journal.append
-    entered, release = threading.Event(), threading.Event()
-
-    def append(batch: list[tuple[str, str, int, bytes]]) -> list[int]:
-        entered.set()
-        release.wait(20)
-        return original(batch)
-
-    journal.append = append  # type: ignore[method-assign]
+    entered, release = hold_journal(server)
     trace_id = new_trace_id()
     out: list[Any] = []
 

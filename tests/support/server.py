@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,22 @@ def start_server(data_dir: Path, **sections: Any) -> RunningServer:
     tokens = merged.get("auth", {}).get("tokens") or [None]
     first = tokens[0]["token"] if isinstance(tokens[0], dict) else tokens[0]  # a named one
     return RunningServer(running.pipeline, running.loop, running.thread, token=first)
+
+
+def hold_journal(server: RunningServer) -> tuple[threading.Event, threading.Event]:
+    """Make the server's journal hold its appends until released: (entered, release)."""
+    journal = server.pipeline.writer.journal
+    assert journal is not None
+    original = journal.append
+    entered, release = threading.Event(), threading.Event()
+
+    def append(batch: list[tuple[str, str, int, bytes]]) -> list[int]:
+        entered.set()
+        release.wait(20)
+        return original(batch)
+
+    journal.append = append  # type: ignore[method-assign]
+    return entered, release
 
 
 def write_packs(rules: Path, packs: Path | Mapping[str, str | Path]) -> Path:
