@@ -7,6 +7,7 @@ mod attr_list;
 mod attributes;
 mod columns;
 mod decoded;
+mod distinct_rows;
 mod grpc_server;
 mod json;
 mod lenient;
@@ -201,6 +202,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowBatch>()?;
     m.add_class::<grpc_server::GrpcServer>()?;
     m.add_class::<span_keys::SpanKeys>()?;
+    m.add_function(wrap_pyfunction!(distinct_rows::distinct_rows, m)?)?;
     m.add_function(wrap_pyfunction!(rules::compile_pack, m)?)?;
     m.add_function(wrap_pyfunction!(rules::evaluate_packs, m)?)?;
     m.add_function(wrap_pyfunction!(rules::regex_set_matches, m)?)?;

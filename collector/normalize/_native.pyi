@@ -39,6 +39,12 @@ class GrpcServer:
     def stopped(self) -> bool: ...
     def close(self) -> None: ...
 
+def distinct_rows(
+    batch: Any, names: tuple[str, str, str]
+) -> list[tuple[str, str | None, str]]:
+    """The distinct rows of three string columns of an Arrow record batch whose first and
+    third cells are not null, in the order first seen."""
+
 def decode(
     signal: str, encoding: str, data: bytes, max_attribute_length: int
 ) -> tuple[ArrowBatch | None, int, dict[str, int], int, dict[str, int], list[str]]:

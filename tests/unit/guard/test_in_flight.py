@@ -4,13 +4,16 @@ turns it cannot read, until they are turns or the assembler must have closed the
 from __future__ import annotations
 
 import json
+import random
 
 import pyarrow as pa
 
 from collector.clock import FakeClock
 from collector.config.evaluation import SessionsConfig
 from collector.guard.conversation import Conversations
-from collector.guard.in_flight import UNREAD, TurnsInFlight
+from collector.guard.in_flight import COLUMNS, UNREAD, TurnsInFlight, distinct_runs
+
+SCHEMA = pa.schema([(c, pa.string()) for c in COLUMNS])
 
 
 def spans(*runs: tuple[str | None, str, str]) -> pa.Table:
@@ -167,3 +170,22 @@ def test_conversations_quiet_past_the_horizon_are_let_go_as_others_arrive() -> N
     clock.advance(20)  # the first hundred are 40 s quiet, past the 30 s horizon
     flight.seen(spans(("c-newer", "shop", "t-newer")))
     assert list(flight._seen) == [("c-new", "shop"), ("c-newer", "shop")]
+
+
+def reference_runs(table: pa.Table) -> list[tuple[str, str | None, str]]:
+    """What `distinct_runs` means, in Python: each (conversation, service, trace) once, in the
+    order first seen, the spans without a conversation or a trace id left out."""
+    rows = zip(*(table[c].to_pylist() for c in COLUMNS), strict=True)
+    return list(dict.fromkeys(r for r in rows if r[0] is not None and r[2] is not None))
+
+
+def test_the_native_distinct_runs_are_the_python_ones() -> None:
+    rng = random.Random(11)
+    cells = [None, "", "c-1", "c-2", "ç-ü", "c-1\x00x", "🙂", "c" * 300]
+    for _ in range(300):
+        size = rng.randrange(0, 60)
+        columns = [[rng.choice(cells) for _ in range(size)] for _ in COLUMNS]
+        table = pa.table(dict(zip(COLUMNS, columns, strict=True)), schema=SCHEMA)
+        chunked = pa.concat_tables([table.slice(0, size // 2), table.slice(size // 2)])
+        for given in (table, chunked):
+            assert list(distinct_runs(given)) == reference_runs(given)
