@@ -108,3 +108,43 @@ def test_both_listeners_answer_auth_and_exports_alike(tmp_path: Path, server_kin
         assert server.metric("sextant_receiver_requests_total", denied_labels) == 1
     finally:
         server.stop()
+
+
+def test_a_gzip_body_over_the_limit_once_inflated_is_resource_exhausted(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data", limits={"max_request_bytes": 20_000})
+    try:
+        inflated = trace_request(simple_spans(400)).SerializeToString()
+        assert len(inflated) > 20_000
+        with (
+            grpc.insecure_channel(
+                server.grpc_endpoint, compression=grpc.Compression.Gzip
+            ) as channel,
+            pytest.raises(grpc.RpcError) as refused,
+        ):
+            channel.unary_unary(TRACE_EXPORT)(inflated, timeout=10)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        trace_id = new_trace_id()
+        grpc_export(server, trace_request(simple_spans(2, trace_id)).SerializeToString())
+        assert stored_spans(server, trace_id) == 2
+    finally:
+        server.stop()
+
+
+def test_a_client_that_leaves_mid_call_leaves_the_listener_serving(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data")
+    try:
+        entered, release = hold_journal(server)
+        left = trace_request(simple_spans(3, new_trace_id())).SerializeToString()
+        with (
+            grpc.insecure_channel(server.grpc_endpoint) as channel,
+            pytest.raises(grpc.RpcError) as gave_up,
+        ):
+            channel.unary_unary(TRACE_EXPORT)(left, timeout=0.5)
+        assert gave_up.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert entered.wait(10)  # the call goes on without its client
+        release.set()  # its answer now finds no one waiting
+        trace_id = new_trace_id()
+        grpc_export(server, trace_request(simple_spans(4, trace_id)).SerializeToString())
+        assert stored_spans(server, trace_id) == 4
+    finally:
+        server.stop()
