@@ -39,9 +39,7 @@ class GrpcServer:
     def stopped(self) -> bool: ...
     def close(self) -> None: ...
 
-def distinct_rows(
-    batch: Any, names: tuple[str, str, str]
-) -> list[tuple[str, str | None, str]]:
+def distinct_rows(batch: Any, names: tuple[str, str, str]) -> list[tuple[str, str | None, str]]:
     """The distinct rows of three string columns of an Arrow record batch whose first and
     third cells are not null, in the order first seen."""
 
