@@ -140,7 +140,9 @@ def test_a_client_that_leaves_mid_call_leaves_the_listener_serving(tmp_path: Pat
             pytest.raises(grpc.RpcError) as gave_up,
         ):
             channel.unary_unary(TRACE_EXPORT)(left, timeout=0.5)
-        assert gave_up.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        # the client's deadline, or the listener's own cut at the deadline it was sent
+        ended = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+        assert gave_up.value.code() in ended
         assert entered.wait(10)  # the call goes on without its client
         release.set()  # its answer now finds no one waiting
         trace_id = new_trace_id()
