@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
+import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 from google.protobuf.message import Message
@@ -17,7 +18,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from collector.config.sections import IngestConfig, LimitsConfig
-from collector.errors import MalformedRequest, Overloaded
+from collector.errors import MalformedRequest, Overloaded, SextantError, status_label
 from collector.normalize.wire import Decoded, decode_request
 from collector.receivers.admission import Admission
 from collector.receivers.coalesce import Coalescer, whole_fields
@@ -34,21 +35,40 @@ REASONS = {
 }
 NOUNS = {"traces": "spans", "logs": "log records"}
 PROTOCOLS = ("grpc", "http")
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
-@contextlib.contextmanager
-def metered(
-    metrics: ReceiverMetrics, protocol: str, signal: str, waited: float = 0.0
-) -> Iterator[dict[str, str]]:
-    """Counts one request by outcome; a request abandoned midway counts as `cancelled`
-    (`waited`: seconds it waited before it got here, part of its duration)."""
+PROTOCOL_NAMES = {"grpc": "gRPC", "http": "HTTP"}
+
+
+async def export_answer(
+    metrics: ReceiverMetrics,
+    protocol: str,
+    signal: str,
+    consume: Callable[[], Awaitable[T]],
+    waited: float = 0.0,
+) -> T | SextantError:
+    """The reply of an export, or the error it is answered with, counted by outcome either way
+    (a call abandoned midway counts as `cancelled`; `waited`: seconds it waited before it got
+    here, part of its duration). Both receivers answer every export through it."""
     started = time.perf_counter() - waited
-    outcome = {"status": "cancelled"}
+    status = "cancelled"
     try:
-        yield outcome
+        reply = await consume()
+        status = "ok"
+        return reply
+    except SextantError as exc:
+        error = exc
+        status = status_label(error)
+    except Exception as exc:  # never let one request take the server down
+        log.exception("unexpected error in OTLP/%s %s export", PROTOCOL_NAMES[protocol], signal)
+        error = SextantError(f"internal error: {type(exc).__name__}")
+        status = status_label(error)
     finally:
-        metrics.requests.labels(protocol, signal, outcome["status"]).inc()
+        metrics.requests.labels(protocol, signal, status).inc()
         metrics.request_duration.labels(protocol, signal).observe(time.perf_counter() - started)
+    return error
 
 
 @dataclass(frozen=True)

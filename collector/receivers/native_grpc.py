@@ -21,13 +21,8 @@ from collector.errors import StartupError
 from collector.guard import wire
 from collector.lifecycle import remaining
 from collector.normalize.native import native
-from collector.receivers.otlp_grpc import (
-    MAX_RESPONSE_BYTES,
-    GrpcReceiver,
-    export_answer,
-    guard_request,
-    refusal,
-)
+from collector.receivers.ingest import export_answer
+from collector.receivers.otlp_grpc import MAX_RESPONSE_BYTES, GrpcReceiver, guard_request, refusal
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +114,7 @@ class NativeGrpcReceiver(GrpcReceiver):
             answer = await self.ingest.consume(signal, "protobuf", data, "grpc")
             return answer.protobuf(signal)
 
-        answer = await export_answer(self.metrics, signal, consume, waited)
+        answer = await export_answer(self.metrics, "grpc", signal, consume, waited)
         if isinstance(answer, bytes):
             server.reply(call_id, 0, answer)
             return

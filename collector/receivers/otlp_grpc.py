@@ -12,12 +12,12 @@ from google.rpc import error_details_pb2, status_pb2
 
 from collector.auth import BearerAuth
 from collector.config.sections import GrpcConfig, LimitsConfig
-from collector.errors import SextantError, StartupError, TransientError, status_label
+from collector.errors import SextantError, StartupError, TransientError
 from collector.guard import wire
 from collector.guard.call import GuardRequest
 from collector.guard.service import Guard
 from collector.lifecycle import remaining
-from collector.receivers.ingest import Ingest, metered
+from collector.receivers.ingest import Ingest, export_answer
 from collector.receivers.metrics import ReceiverMetrics
 from collector.threads import os_thread_name
 from collector.tls import grpc_credentials
@@ -46,29 +46,6 @@ def status_detail(error: SextantError, code: grpc.StatusCode) -> bytes:
 
 def grpc_code(error: SextantError) -> grpc.StatusCode:
     return getattr(error, "grpc_code", grpc.StatusCode.INTERNAL)
-
-
-async def export_answer(
-    metrics: ReceiverMetrics,
-    signal: str,
-    consume: Callable[[], Awaitable[bytes]],
-    waited: float = 0.0,
-) -> bytes | SextantError:
-    """The reply of an export, or the error it is answered with; counted by outcome either way
-    (`waited`: seconds the call waited before it got here)."""
-    error: SextantError | None = None
-    with metered(metrics, "grpc", signal, waited) as outcome:
-        try:
-            reply = await consume()
-            outcome["status"] = "ok"
-            return reply
-        except SextantError as exc:
-            error = exc
-        except Exception as exc:  # never let one request take the server down
-            log.exception("unexpected error in OTLP/gRPC %s export", signal)
-            error = SextantError(f"internal error: {type(exc).__name__}")
-        outcome["status"] = status_label(error)
-    return error
 
 
 def refusal(
@@ -200,7 +177,7 @@ class OtlpGrpcReceiver(GrpcReceiver):
             self.auth.check(metadata.get("authorization"))
             return await consume()
 
-        answer = await export_answer(self.metrics, signal, checked)
+        answer = await export_answer(self.metrics, "grpc", signal, checked)
         if isinstance(answer, bytes):
             return answer
         code, details = refusal(

@@ -23,12 +23,11 @@ from collector.errors import (
     SextantError,
     TransientError,
     UnsupportedMediaType,
-    status_label,
 )
 from collector.guard.call import GuardRequest
 from collector.guard.service import Guard
 from collector.httpserver import HttpServer
-from collector.receivers.ingest import Ingest, metered
+from collector.receivers.ingest import Ingest, export_answer
 from collector.receivers.metrics import ReceiverMetrics
 from collector.tls import reloading_context
 
@@ -245,21 +244,17 @@ class OtlpHttpReceiver:
         consume: Callable[[bytes, str], Awaitable[bytes]],
     ) -> web.Response:
         kind = JSON if request.content_type == JSON else PROTOBUF
-        error: SextantError | None = None
-        with metered(self.metrics, "http", signal) as outcome:
-            try:
-                self.auth.check(request.headers.get("Authorization"))
-                kind = media_type(request)
-                body = await read_body(request, self.limits.max_request_bytes)
-                response = web.Response(body=await consume(body, kind), content_type=kind)
-                outcome["status"] = "ok"
-                return response
-            except SextantError as exc:
-                error = exc
-            except Exception as exc:  # never let one request take the server down
-                log.exception("unexpected error in OTLP/HTTP %s export", signal)
-                error = SextantError(f"internal error: {type(exc).__name__}")
-            outcome["status"] = status_label(error)
+
+        async def respond() -> web.Response:
+            nonlocal kind  # an error is answered in the media type the request was read as
+            self.auth.check(request.headers.get("Authorization"))
+            kind = media_type(request)
+            body = await read_body(request, self.limits.max_request_bytes)
+            return web.Response(body=await consume(body, kind), content_type=kind)
+
+        error = await export_answer(self.metrics, "http", signal, respond)
+        if isinstance(error, web.Response):
+            return error
         if misdirected := MISDIRECTED.get(getattr(error, "http_status", 0)):
             self._misdirected(request, misdirected)
         if isinstance(error, PermanentError) and error.http_status == 401:
