@@ -17,6 +17,12 @@ class GuardConfig(Strict):
         description="Longest a guard call is judged; past it the call gets the packs'"
         " guard.on_unavailable answer.",
     )
+    native: bool = Field(
+        True,
+        description="Weigh a call in native code (the native builder and rule interpreter) when"
+        " the packs' guard rules are all native and the run has been kept since an earlier"
+        " call; otherwise, and with false, in Python.",
+    )
     threads: int = Field(
         2, ge=1, le=64, description="Threads that judge guard calls beside the event loop."
     )

@@ -268,24 +268,41 @@ def weigh_call(
     t = run_with_call(request, rows, span_id, now_ns, prices, grown)
     selections = [(p, selected(p, t)) for p in packs]
     chosen = [p for p, (selects, _) in selections if selects]
+    asked = not request.tool.tool_call_id or call_step(t, span_id).requested_by is not None
+    found: list[Verdicts] = []
+    if asked:
+        read: dict[int, Trajectory] = {}
+        found = [
+            v
+            for pack, (selects, error) in selections
+            if selects
+            for v in pack_verdicts(t, pack, span_id, error, read)
+        ]
+        found += conversation_verdicts(chosen, t, span_id, now_ns, conversation)
+    return answer_for(request, chosen, asked, found, decision, span_id)
+
+
+def answer_for(
+    request: GuardRequest,
+    chosen: list[RulePack],
+    asked: bool,
+    found: list[Verdicts],
+    decision: tuple[Decision, list[str]],
+    span_id: str,
+) -> GuardAnswer:
+    """The answer from what the rules of the packs that select the run (`chosen`) found about
+    the call, and the target's decision; `asked`: the model call that asked for the call (when
+    it names its id) is in the run."""
+    tool = request.tool.name
     on_decision = decision_verdict(*decision, tool, [p.guard for p in chosen])
-    call = call_step(t, span_id)
-    if request.tool.tool_call_id and call.requested_by is None:
+    if not asked:
         message = (
             f"no model call of the run so far asked for call {request.tool.tool_call_id};"
             " flush the span processor before asking"
         )
         return unknown(chosen, PARTIAL, message, span_id, decision[0], on_decision)
-    read: dict[int, Trajectory] = {}
-    found = [
-        v
-        for pack, (selects, error) in selections
-        if selects
-        for v in pack_verdicts(t, pack, span_id, error, read)
-    ]
-    found += conversation_verdicts(chosen, t, span_id, now_ns, conversation)
     if on_decision is not None:
-        found.insert(0, on_decision)
+        found = [on_decision, *found]
     if not chosen and not found:
         message = "no pack in force selects this target"
         return GuardAnswer(Answer.ALLOW, [NO_PACK], [], [message], span_id, decision[0].value)

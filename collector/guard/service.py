@@ -25,6 +25,7 @@ from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.check import PARTIAL, UNKNOWN, judge_call
 from collector.guard.conversation import NOT_HELD, Conversations
 from collector.guard.metrics import GuardMetrics
+from collector.guard.native_judge import NativeJudge
 from collector.guard.record import RECORDED, GuardRecorder, guard_span
 from collector.guard.session_rules import SESSION_UNKNOWN, asks_sessions
 from collector.targets import Target
@@ -124,6 +125,7 @@ class Guard:
         self._threads = named_executor("sextant-guard", config.threads)
         self._built: OrderedDict[tuple[str, str], KeptRun] = OrderedDict()
         self._pending = 0
+        self.native = NativeJudge(prices, GROWN_RUNS) if config.native else None
 
     def recover(self) -> None:
         """At a start, after the journal's replay: what was in flight before the stop."""
@@ -137,6 +139,8 @@ class Guard:
         """Ingest's hook, on the event loop: these spans are acknowledged, in the journal frames
         up to the writer's latest. The guard's own steps are not waited for: a run is judged
         on what the agent did, and waiting for each answer's step would serialize the calls."""
+        if self.native is not None:
+            self.native.acknowledged(spans)  # the guard's own steps too: they are the run's
         if protocol == RECORDED:
             return
         if self.conversations is not None:
@@ -163,8 +167,10 @@ class Guard:
         span_id: str,
         now_ns: int,
         held: RunSoFar | None = None,
+        since: int | None = None,
     ) -> GuardAnswer | None:
-        """Read the run (unless `held` is it) and its conversation, weigh it (the decision is
+        """Read the run (unless `held` is it; kept natively from then on with the batches
+        acknowledged after the `since`-th) and its conversation, weigh it (the decision is
         read last, freshest). In a guard thread, unless the run is held in memory: then on the
         event loop, where it takes well under a millisecond and two hand-overs of the GIL cost
         more; None there when the conversation's turns must be read from the store."""
@@ -173,7 +179,12 @@ class Guard:
         if held is None:
             if not self._loaded(request.trace_id):
                 self.journal.settled().result(self.config.deadline_seconds)
-            rows = own_rows(self.runs.run_so_far(request.trace_id), request.service)
+            trace_id = request.trace_id
+            run = self.runs.run_so_far(trace_id)
+            native = self.native
+            if native is not None and since is not None and run and not native.kept(trace_id):
+                native.adopt(trace_id, run, since)
+            rows = own_rows(run, request.service)
             self.metrics.had_run("read")
         else:
             grown, rows = self._grown(request, held)
@@ -192,9 +203,33 @@ class Guard:
             request, rows, packs, decision, span_id, now_ns, self.prices, grown, conversation
         )
 
-    def _judge_read(self, request: GuardRequest, span_id: str, now_ns: int) -> GuardAnswer:
+    def _judge_natively(
+        self, request: GuardRequest, span_id: str, now_ns: int
+    ) -> GuardAnswer | None:
+        """The call weighed natively, on the event loop, when the run is kept natively and the
+        packs' guard rules are all native; None: weighed in Python. A kept run holds every span
+        acknowledged of it, so it needs no wait for the journal's load."""
+        native = self.native
+        assert native is not None
+        if not native.kept(request.trace_id):
+            return None
+        texts = self.packs.snapshot()
+        natives = native.natives(texts)
+        if natives is None:
+            return None
+        packs = [compiled(text) for text in texts]
+        if self.conversations is not None and asks_sessions(packs, request.service):
+            return None
+        answer = native.answer(request, packs, natives, self.decision_of, span_id, now_ns)
+        if answer is not None:
+            self.metrics.had_run("native")
+        return answer
+
+    def _judge_read(
+        self, request: GuardRequest, span_id: str, now_ns: int, since: int | None
+    ) -> GuardAnswer:
         """In a guard thread: everything the call needs may be read from the store."""
-        answer = self._judge(request, span_id, now_ns)
+        answer = self._judge(request, span_id, now_ns, since=since)
         assert answer is not None  # only a run held in memory leaves its conversation unread
         return answer
 
@@ -220,6 +255,10 @@ class Guard:
             self._built[key] = kept
             while len(self._built) > GROWN_RUNS:
                 self._built.popitem(last=False)
+        native = self.native
+        if native is not None and not native.kept(request.trace_id):
+            # kept natively from here on: its spans loaded are all those acknowledged (`_loaded`)
+            native.adopt(request.trace_id, held.as_list(), native.runs.seq())
         return grown, rows
 
     def unavailable(self, request: GuardRequest, span_id: str, reason: str) -> GuardAnswer:
@@ -259,6 +298,10 @@ class Guard:
         two hand-overs of the GIL to a thread would cost more); one read from the store, or
         waiting for its acknowledged spans to load, in a guard thread within the deadline."""
         started = time.perf_counter()
+        if self.native is not None:
+            judged = self._judge_natively(request, span_id, start_ns)
+            if judged is not None:
+                return judged, "judged"
         held = self.runs.held_run(request.trace_id) if self._loaded(request.trace_id) else None
         if held is not None:
             answer = self._judge(request, span_id, start_ns, held)
@@ -268,7 +311,10 @@ class Guard:
             return self.unavailable(request, span_id, "overloaded"), "unavailable"
         self._pending += 1
         loop = asyncio.get_running_loop()
-        work = loop.run_in_executor(self._threads, self._judge_read, request, span_id, start_ns)
+        since = None if self.native is None else self.native.runs.seq()
+        work = loop.run_in_executor(
+            self._threads, self._judge_read, request, span_id, start_ns, since
+        )
         work.add_done_callback(self._done)
         try:
             answer = await asyncio.wait_for(asyncio.shield(work), self.config.deadline_seconds)

@@ -9,6 +9,7 @@ mod columns;
 mod decoded;
 mod distinct_rows;
 mod grpc_server;
+mod guard_judge;
 mod json;
 mod lenient;
 mod logs;
@@ -207,6 +208,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rules::evaluate_packs, m)?)?;
     m.add_function(wrap_pyfunction!(rules::regex_set_matches, m)?)?;
     m.add_class::<rules::NativePack>()?;
+    m.add_class::<guard_judge::GuardRuns>()?;
     assemble::register(m)?;
     Ok(())
 }

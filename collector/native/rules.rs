@@ -324,6 +324,12 @@ pub struct NativePack {
     pack: Pack,
 }
 
+impl NativePack {
+    pub(crate) fn pack(&self) -> &Pack {
+        &self.pack
+    }
+}
+
 #[pymethods]
 impl NativePack {
     #[getter]

@@ -959,7 +959,11 @@ fn consistency<'a>(
     Ok(Finding::new("pass", msg, Vec::new()))
 }
 
-fn finding<'a>(run: &Run<'a>, steps: &[Step<'a>], rule: &Rule) -> Result<Finding<'a>, Defer> {
+pub(crate) fn finding<'a>(
+    run: &Run<'a>,
+    steps: &[Step<'a>],
+    rule: &Rule,
+) -> Result<Finding<'a>, Defer> {
     match &rule.check {
         Check::Budget(b) => budget(run, steps, b),
         Check::Recovery { require_retry } => Ok(recovery(run, steps, *require_retry)),

@@ -597,6 +597,30 @@ pub fn precedes<'a>(steps: &[Step<'a>], rule: &Precedes) -> Result<Finding<'a>, 
     Ok(Finding::new("pass", msg, evidence))
 }
 
+/// `precedes_step`: this step's own verdict under the rule (None when it is no B), what the
+/// runtime guard asks of a proposed call, which an earlier failing B must not hide.
+pub fn precedes_step<'a>(
+    steps: &[Step<'a>],
+    rule: &Precedes,
+    b: &Step<'a>,
+) -> Result<Option<Finding<'a>>, Defer> {
+    if !rule.then.matches(b)? {
+        return Ok(None);
+    }
+    let mut grantable = Vec::with_capacity(steps.len());
+    for a in steps {
+        grantable.push(rule.before.matches(a)? && grants(rule, a)?);
+    }
+    let o = judge(steps, &grantable, rule, b)?;
+    let mut f = Finding::new(
+        o.verdict,
+        o.message,
+        o.evidence.iter().map(|s| s.row.span_id).collect(),
+    );
+    f.reason = o.reason;
+    Ok(Some(f))
+}
+
 /// How deep a value nests (a scalar is 0).
 fn nesting(value: &Value) -> usize {
     match value {

@@ -79,6 +79,46 @@ class NativePack:
         """The pack's native rules over a round's `trajectories` and `steps` record batches
         (the steps with an `attributes` column: the span attributes' JSON text)."""
 
+class GuardRuns:
+    """The runs the runtime guard was asked about, kept as native rows, and their judgement."""
+
+    def __init__(self, most: int, prices: list[tuple[str, float, float]]) -> None: ...
+    def adopt(self, trace_id: str, rows: list[dict[str, Any]], since: int) -> bool:
+        """Keep the run as these span rows with its spans of the batches held after the
+        `since`-th, replacing what was kept of it; False (nothing kept) when some of those
+        batches are no longer remembered."""
+
+    def hold(self, batch: Any) -> int:
+        """An acknowledged batch: its spans of a kept run join it, and it is remembered a
+        while; how many joined."""
+
+    def seq(self) -> int:
+        """How many acknowledged batches were held so far."""
+
+    def count(self, trace_id: str) -> int | None:
+        """Spans kept of the run (None: not kept)."""
+
+    def forget(self, trace_id: str) -> None: ...
+    def judge(
+        self,
+        call: dict[str, Any],
+        agent: str | None,
+        version: str | None,
+        packs: list[NativePack],
+    ) -> (
+        tuple[
+            list[bool],
+            bool,
+            list[tuple[str, str, str, list[str]]],
+            str | None,
+            str | None,
+            str | None,
+        ]
+        | str
+    ):
+        """The proposed call's row weighed against the kept run under the packs: what was
+        found, or why the call is left to Python."""
+
 def compile_pack(text: str, partial: bool = False) -> NativePack:
     """A pack's native form (JSON) compiled; ValueError names the first rule not evaluated
     natively, unless `partial` leaves such rules out (listed in `refused`)."""

@@ -130,12 +130,11 @@ def test_an_unapproved_write_is_denied_before_it_runs_and_the_verdict_agrees(
     def had(how: str) -> float:
         return scraped(server, "sextant_guard_runs_total", how=how) or 0.0
 
-    before = {how: had(how) for how in ("grown", "built", "read")}
+    before = {how: had(how) for how in ("grown", "built", "read", "native")}
     trace_id, got = account_change(server, "5.0.0", approve=False)
     assert (got["answer"], got["reasons"]) == ("deny", ["approval_boundary_violation"]), got
     # open: judged on the run built from the spans in memory, or read once loaded
     assert had("built") + had("read") - before["built"] - before["read"] == 1
-    before["read"] = had("read")
     assert got["span_id"] in got["evidence"]
 
     t = trajectory(server, trace_id)
@@ -145,7 +144,8 @@ def test_an_unapproved_write_is_denied_before_it_runs_and_the_verdict_agrees(
     guard_step = next(s for s in t["steps_detail"] if s["kind"] == "policy")
     assert guard_step["span_id"] == got["span_id"]
     assert all(r["verdict"] != "fail" for r in t["results"]), t["results"]
-    # Closed, the run is read from the store: the same answer.
+    # Closed, the run is weighed natively, kept since the first call with every span
+    # acknowledged since: the same answer.
     again = answer(
         server,
         trace_id,
@@ -155,7 +155,7 @@ def test_an_unapproved_write_is_denied_before_it_runs_and_the_verdict_agrees(
         headers={"Authorization": f"Bearer {TOKEN}"},
     )
     assert (again["answer"], again["reasons"]) == ("deny", ["approval_boundary_violation"])
-    assert had("read") - before["read"] == 1
+    assert had("native") - before["native"] == 1
 
     # An agent that runs the call anyway is failed afterwards for the reason it was told.
     ignored, told = account_change(server, "5.0.1", approve=False, obey=False)

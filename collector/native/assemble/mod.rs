@@ -27,7 +27,9 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 use crate::arrow_py::{import_struct, ArrowBatch};
-use span::Row;
+pub(crate) use output::encoded;
+pub(crate) use span::Row;
+pub(crate) use trajectory::{build_trajectory, Trajectory};
 
 create_exception!(
     _native,

@@ -1,0 +1,702 @@
+//! The runtime guard's judgement in native code: the run so far plus the proposed call, built
+//! by the native builder and weighed by the native rule interpreter, as
+//! collector/guard/check.py `weigh_call` weighs it (which stays the specification; the
+//! differential test tests/unit/guard/test_native_judge.py holds the two equal).
+//!
+//! The guard answers on the event loop, and a judgement in Python (building the run with the
+//! call, each rule over every step) costs most of a call there. Here the runs the guard was
+//! asked about are kept as rows, grown by every acknowledged batch that carries their spans,
+//! so a call costs neither the rows read again from Python nor a Python object per step.
+//! Whatever this side does not weigh as Python does (a rule it defers, a run its builder
+//! refuses, flow and MCP rules, which judge the call as a step of its own) is answered
+//! "deferred", and the caller weighs the call in Python instead.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int64Type, UInt32Type, UInt64Type};
+use arrow_array::{Array, StructArray};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+use crate::arrow_py::import_struct;
+use crate::assemble::{build_trajectory, encoded, Prices, Row, Trajectory};
+use crate::rules::NativePack;
+use crate::rules_eval::{finding, has_override, steps_of, unique, Finding, Run, StepRow};
+use crate::rules_pack::{Check, Pack, Rule};
+use crate::rules_precedes::precedes_step;
+use crate::rules_value::Defer;
+
+/// The rule types the guard asks (evaluators/guard.py `GUARD_RULE_TYPES`).
+const GUARD_RULE_TYPES: [&str; 8] = [
+    "absence",
+    "tool_args",
+    "precedes",
+    "budget",
+    "flow",
+    "mcp",
+    "secrets",
+    "pii",
+];
+
+/// Acknowledged batches remembered for a run adopted from rows read meanwhile: a read in a
+/// guard thread lasts at most the guard's deadline, a few hundred batches at most at full load.
+const RECENT_BATCHES: usize = 1_024;
+
+/// One span of a run, owned: the columns of `spans` the builder reads.
+#[derive(Clone, Default)]
+struct OwnedRow {
+    trace_id: String,
+    span_id: String,
+    parent_span_id: Option<String>,
+    flags: Option<u32>,
+    name: Option<String>,
+    kind: Option<String>,
+    scope_name: Option<String>,
+    start: u64,
+    end: u64,
+    status_code: Option<String>,
+    step_kind: Option<String>,
+    tool_name: Option<String>,
+    tool_call_id: Option<String>,
+    tool_arguments: Option<String>,
+    tool_result: Option<String>,
+    model: Option<String>,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    agent_name: Option<String>,
+    conversation_id: Option<String>,
+    user_id: Option<String>,
+    error_type: Option<String>,
+    service_name: Option<String>,
+    service_version: Option<String>,
+    attributes: Option<String>,
+    events: Option<String>,
+}
+
+impl OwnedRow {
+    fn row(&self) -> Row<'_> {
+        Row {
+            trace_id: &self.trace_id,
+            span_id: &self.span_id,
+            parent_span_id: self.parent_span_id.as_deref(),
+            flags: self.flags,
+            name: self.name.as_deref(),
+            kind: self.kind.as_deref(),
+            scope_name: self.scope_name.as_deref(),
+            start: self.start,
+            end: self.end,
+            status_code: self.status_code.as_deref(),
+            step_kind: self.step_kind.as_deref(),
+            tool_name: self.tool_name.as_deref(),
+            tool_call_id: self.tool_call_id.as_deref(),
+            tool_arguments: self.tool_arguments.as_deref(),
+            tool_result: self.tool_result.as_deref(),
+            model: self.model.as_deref(),
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            agent_name: self.agent_name.as_deref(),
+            conversation_id: self.conversation_id.as_deref(),
+            user_id: self.user_id.as_deref(),
+            error_type: self.error_type.as_deref(),
+            service_name: self.service_name.as_deref(),
+            service_version: self.service_version.as_deref(),
+            attributes: self.attributes.as_deref(),
+            events: self.events.as_deref(),
+            received_at: 0,
+        }
+    }
+
+    /// A span row as Python holds it (a dict of the `spans` columns).
+    fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<Self> {
+        fn get<T>(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<T>>
+        where
+            T: for<'a, 'py> FromPyObject<'a, 'py>,
+        {
+            match d.get_item(key)? {
+                None => Ok(None),
+                Some(v) if v.is_none() => Ok(None),
+                Some(v) => v.extract::<T>().map(Some).map_err(Into::into),
+            }
+        }
+        Ok(OwnedRow {
+            trace_id: get(d, "trace_id")?.unwrap_or_default(),
+            span_id: get(d, "span_id")?.unwrap_or_default(),
+            parent_span_id: get(d, "parent_span_id")?,
+            flags: get(d, "flags")?,
+            name: get(d, "name")?,
+            kind: get(d, "kind")?,
+            scope_name: get(d, "scope_name")?,
+            start: get(d, "start_time_unix_nano")?.unwrap_or(0),
+            end: get(d, "end_time_unix_nano")?.unwrap_or(0),
+            status_code: get(d, "status_code")?,
+            step_kind: get(d, "step_kind")?,
+            tool_name: get(d, "tool_name")?,
+            tool_call_id: get(d, "tool_call_id")?,
+            tool_arguments: get(d, "tool_arguments")?,
+            tool_result: get(d, "tool_result")?,
+            model: get(d, "model")?,
+            input_tokens: get(d, "input_tokens")?,
+            output_tokens: get(d, "output_tokens")?,
+            agent_name: get(d, "agent_name")?,
+            conversation_id: get(d, "conversation_id")?,
+            user_id: get(d, "user_id")?,
+            error_type: get(d, "error_type")?,
+            service_name: get(d, "service_name")?,
+            service_version: get(d, "service_version")?,
+            attributes: get(d, "attributes")?,
+            events: get(d, "events")?,
+        })
+    }
+}
+
+/// The text columns of an acknowledged batch, by name (absent: all null).
+fn texts<'a>(batch: &'a StructArray, name: &str) -> Vec<Option<&'a str>> {
+    match batch
+        .column_by_name(name)
+        .and_then(|c| c.as_string_opt::<i32>())
+    {
+        Some(col) => (0..col.len())
+            .map(|i| col.is_valid(i).then(|| col.value(i)))
+            .collect(),
+        None => vec![None; batch.len()],
+    }
+}
+
+fn numbers<T: arrow_array::ArrowPrimitiveType>(
+    batch: &StructArray,
+    name: &str,
+) -> Vec<Option<T::Native>> {
+    match batch
+        .column_by_name(name)
+        .and_then(|c| c.as_primitive_opt::<T>())
+    {
+        Some(col) => (0..col.len())
+            .map(|i| col.is_valid(i).then(|| col.value(i)))
+            .collect(),
+        None => vec![None; batch.len()],
+    }
+}
+
+/// The spans of a batch whose trace `wanted` takes, owned.
+fn rows_in(batch: &StructArray, wanted: impl Fn(&str) -> bool) -> Vec<OwnedRow> {
+    let trace_ids = texts(batch, "trace_id");
+    let picked: Vec<usize> = (0..batch.len())
+        .filter(|&i| trace_ids[i].is_some_and(&wanted))
+        .collect();
+    if picked.is_empty() {
+        return Vec::new();
+    }
+    let t = |name| texts(batch, name);
+    let (span_id, parent, name, kind, scope) = (
+        t("span_id"),
+        t("parent_span_id"),
+        t("name"),
+        t("kind"),
+        t("scope_name"),
+    );
+    let (status, step_kind, tool_name, tool_call_id) = (
+        t("status_code"),
+        t("step_kind"),
+        t("tool_name"),
+        t("tool_call_id"),
+    );
+    let (arguments, result, model, agent, conversation) = (
+        t("tool_arguments"),
+        t("tool_result"),
+        t("model"),
+        t("agent_name"),
+        t("conversation_id"),
+    );
+    let (user, error, service, version, attributes, events) = (
+        t("user_id"),
+        t("error_type"),
+        t("service_name"),
+        t("service_version"),
+        t("attributes"),
+        t("events"),
+    );
+    let flags = numbers::<UInt32Type>(batch, "flags");
+    let start = numbers::<UInt64Type>(batch, "start_time_unix_nano");
+    let end = numbers::<UInt64Type>(batch, "end_time_unix_nano");
+    let input_tokens = numbers::<Int64Type>(batch, "input_tokens");
+    let output_tokens = numbers::<Int64Type>(batch, "output_tokens");
+    let owned = |s: Option<&str>| s.map(str::to_owned);
+    picked
+        .into_iter()
+        .map(|i| OwnedRow {
+            trace_id: trace_ids[i].unwrap_or_default().to_owned(),
+            span_id: span_id[i].unwrap_or_default().to_owned(),
+            parent_span_id: owned(parent[i]),
+            flags: flags[i],
+            name: owned(name[i]),
+            kind: owned(kind[i]),
+            scope_name: owned(scope[i]),
+            start: start[i].unwrap_or(0),
+            end: end[i].unwrap_or(0),
+            status_code: owned(status[i]),
+            step_kind: owned(step_kind[i]),
+            tool_name: owned(tool_name[i]),
+            tool_call_id: owned(tool_call_id[i]),
+            tool_arguments: owned(arguments[i]),
+            tool_result: owned(result[i]),
+            model: owned(model[i]),
+            input_tokens: input_tokens[i],
+            output_tokens: output_tokens[i],
+            agent_name: owned(agent[i]),
+            conversation_id: owned(conversation[i]),
+            user_id: owned(user[i]),
+            error_type: owned(error[i]),
+            service_name: owned(service[i]),
+            service_version: owned(version[i]),
+            attributes: owned(attributes[i]),
+            events: owned(events[i]),
+        })
+        .collect()
+}
+
+/// A run kept: its rows in the order acknowledged, each span once.
+struct Kept {
+    rows: Vec<OwnedRow>,
+    ids: HashSet<String>,
+    used: u64,
+}
+
+impl Kept {
+    fn add(&mut self, row: OwnedRow) {
+        if self.ids.insert(row.span_id.clone()) {
+            self.rows.push(row);
+        }
+    }
+}
+
+struct Runs {
+    kept: HashMap<String, Kept>,
+    /// Acknowledged batches held so far, and the latest of them.
+    seq: u64,
+    recent: VecDeque<(u64, StructArray)>,
+    tick: u64,
+    most: usize,
+    prices: Prices,
+}
+
+impl Runs {
+    fn touch(&mut self, trace_id: &str) {
+        self.tick += 1;
+        if let Some(k) = self.kept.get_mut(trace_id) {
+            k.used = self.tick;
+        }
+    }
+
+    /// The least recently asked runs let go, down to `most`.
+    fn bound(&mut self) {
+        if self.kept.len() <= self.most {
+            return;
+        }
+        let mut ages: Vec<(u64, String)> = self
+            .kept
+            .iter()
+            .map(|(id, k)| (k.used, id.clone()))
+            .collect();
+        ages.sort_unstable();
+        let over = self.kept.len() - self.most;
+        for (_, id) in ages.into_iter().take(over) {
+            self.kept.remove(&id);
+        }
+    }
+}
+
+/// One rule's verdict about the call: answer (deny, review), reason code, message, evidence.
+type Verdict = (String, String, String, Vec<String>);
+
+/// What a judgement found: per pack whether it selects the run, whether a model call of the
+/// run asked for the call, the rules' verdicts about the call (answer, reason, message,
+/// evidence), the span the call runs under, the first agent and version the run's spans name.
+type Judged = (
+    Vec<bool>,
+    bool,
+    Vec<Verdict>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// The runs the guard was asked about, kept natively, and their judgement.
+#[pyclass(frozen, module = "collector.normalize._native")]
+pub struct GuardRuns {
+    runs: Mutex<Runs>,
+}
+
+impl GuardRuns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Runs> {
+        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[pymethods]
+impl GuardRuns {
+    /// `most`: runs kept at once; `prices`: the price table's `(prefix, input, output)` in
+    /// lookup order.
+    #[new]
+    fn new(most: usize, prices: Vec<(String, f64, f64)>) -> Self {
+        GuardRuns {
+            runs: Mutex::new(Runs {
+                kept: HashMap::new(),
+                seq: 0,
+                recent: VecDeque::new(),
+                tick: 0,
+                most,
+                prices: Prices::new(prices),
+            }),
+        }
+    }
+
+    /// Keep the run of `trace_id` as these rows (dicts of the `spans` columns, as the held
+    /// batches give them), replacing what was kept of it, with its spans of the batches held
+    /// after the `since`-th (acknowledged while the rows were read). False, and nothing
+    /// kept, when some of those batches are no longer remembered.
+    #[pyo3(signature = (trace_id, rows, since))]
+    fn adopt(&self, trace_id: &str, rows: &Bound<'_, PyList>, since: u64) -> PyResult<bool> {
+        let mut kept = Kept {
+            rows: Vec::with_capacity(rows.len()),
+            ids: HashSet::with_capacity(rows.len()),
+            used: 0,
+        };
+        for row in rows.iter() {
+            kept.add(OwnedRow::from_dict(row.cast::<PyDict>()?)?);
+        }
+        let mut runs = self.lock();
+        let remembered = runs.recent.front().map_or(runs.seq + 1, |(seq, _)| *seq);
+        if since + 1 < remembered && since < runs.seq {
+            runs.kept.remove(trace_id);
+            return Ok(false);
+        }
+        for (_, batch) in runs.recent.iter().filter(|(seq, _)| *seq > since) {
+            for row in rows_in(batch, |t| t == trace_id) {
+                kept.add(row);
+            }
+        }
+        runs.kept.insert(trace_id.to_owned(), kept);
+        runs.touch(trace_id);
+        runs.bound();
+        Ok(true)
+    }
+
+    /// An acknowledged batch (the `spans` columns): its spans that belong to a kept run join
+    /// it, and the batch is remembered a while, for a run adopted from rows read meanwhile;
+    /// how many spans joined a kept run.
+    fn hold(&self, batch: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let batch = import_struct(batch, "spans")?;
+        let mut runs = self.lock();
+        runs.seq += 1;
+        let seq = runs.seq;
+        runs.recent.push_back((seq, batch.clone()));
+        while runs.recent.len() > RECENT_BATCHES {
+            runs.recent.pop_front();
+        }
+        if runs.kept.is_empty() {
+            return Ok(0);
+        }
+        let kept = &mut runs.kept;
+        let rows = rows_in(&batch, |t| kept.contains_key(t));
+        let joined = rows.len();
+        for row in rows {
+            if let Some(k) = kept.get_mut(&row.trace_id) {
+                k.add(row);
+            }
+        }
+        Ok(joined)
+    }
+
+    /// How many acknowledged batches were held so far: a reader of a run notes it before it
+    /// reads, and adopts the rows it read with it (`adopt(..., since)`).
+    fn seq(&self) -> u64 {
+        self.lock().seq
+    }
+
+    /// How many spans are kept of the run (None: it is not kept).
+    fn count(&self, trace_id: &str) -> Option<usize> {
+        self.lock().kept.get(trace_id).map(|k| k.rows.len())
+    }
+
+    /// Let go of a run.
+    fn forget(&self, trace_id: &str) {
+        self.lock().kept.remove(trace_id);
+    }
+
+    /// The proposed call (`call`: the span row `proposed_row` makes, its parent None when the
+    /// agent did not say) weighed against the kept run's spans of its service, under `packs`
+    /// (their guard rules all native); the agent and version the request gives. A tuple of
+    /// what was found (see `Judged`), or the reason the call is left to Python.
+    #[pyo3(signature = (call, agent, version, packs))]
+    fn judge<'py>(
+        &self,
+        call: &Bound<'py, PyDict>,
+        agent: Option<&str>,
+        version: Option<&str>,
+        packs: Vec<PyRef<'py, NativePack>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = call.py();
+        Ok(match self.judged(call, agent, version, &packs)? {
+            Ok(judged) => judged.into_pyobject(py)?.into_any(),
+            Err(why) => PyString::new(py, why).into_any(),
+        })
+    }
+}
+
+impl GuardRuns {
+    fn judged(
+        &self,
+        call: &Bound<'_, PyDict>,
+        agent: Option<&str>,
+        version: Option<&str>,
+        packs: &[PyRef<'_, NativePack>],
+    ) -> PyResult<Result<Judged, &'static str>> {
+        let mut proposed = OwnedRow::from_dict(call)?;
+        let packs: Vec<&Pack> = packs.iter().map(|p| p.pack()).collect();
+        let mut runs = self.lock();
+        runs.touch(&proposed.trace_id);
+        let Some(kept) = runs.kept.get(&proposed.trace_id) else {
+            return Ok(Err("run not kept"));
+        };
+        let service = proposed.service_name.as_deref();
+        let own: Vec<&OwnedRow> = kept
+            .rows
+            .iter()
+            .filter(|r| r.service_name.as_deref() == service)
+            .collect();
+        if own.is_empty() {
+            return Ok(Err("no span of the service"));
+        }
+        let parent = proposed.parent_span_id.clone().or_else(|| dangling(&own));
+        proposed.parent_span_id = parent.clone();
+        let first = |f: fn(&OwnedRow) -> &Option<String>| {
+            own.iter()
+                .find_map(|r| f(r).as_deref().filter(|s| !s.is_empty()))
+                .map(str::to_owned)
+        };
+        let first_agent = first(|r| &r.agent_name);
+        let first_version = first(|r| &r.service_version);
+        let found = weigh(&own, &proposed, agent, version, &packs, &runs.prices);
+        Ok(found.map(|(selected, asked, verdicts)| {
+            (
+                selected,
+                asked,
+                verdicts,
+                parent,
+                first_agent,
+                first_version,
+            )
+        }))
+    }
+}
+
+/// `parent_of_call` without a parent given: the first parent a span names that is not among
+/// the run's spans (the agent's own span, which has not ended, so is not stored).
+fn dangling(rows: &[&OwnedRow]) -> Option<String> {
+    let ids: HashSet<&str> = rows.iter().map(|r| r.span_id.as_str()).collect();
+    rows.iter()
+        .filter_map(|r| r.parent_span_id.as_deref())
+        .find(|p| !p.is_empty() && !ids.contains(p))
+        .map(str::to_owned)
+}
+
+type Weighed = (Vec<bool>, bool, Vec<Verdict>);
+
+/// `weigh_call` from the built run on: the packs' selection, whether a model call asked for
+/// the call, and each selected pack's guard rules about it.
+fn weigh(
+    own: &[&OwnedRow],
+    proposed: &OwnedRow,
+    agent: Option<&str>,
+    version: Option<&str>,
+    packs: &[&Pack],
+    prices: &Prices,
+) -> Result<Weighed, &'static str> {
+    let mut rows: Vec<Row> = own.iter().map(|r| r.row()).collect();
+    rows.push(proposed.row());
+    let refs: Vec<&Row> = rows.iter().collect();
+    let mut t = build_trajectory(&proposed.trace_id, &refs, prices, 1, "complete", 0)
+        .map_err(|_| "the builder leaves the run to Python")?;
+    let given = |s: Option<&str>| s.filter(|s| !s.is_empty()).map(str::to_owned);
+    t.agent_name = given(agent).or(t.agent_name.take());
+    t.service_version = given(version).or(t.service_version.take());
+    let span_id = proposed.span_id.as_str();
+    let call = t
+        .steps
+        .iter_mut()
+        .find(|s| s.span_id == span_id)
+        .ok_or("the call is no step")?;
+    if call.agent_name.as_deref().is_none_or(str::is_empty) {
+        call.agent_name = agent.map(str::to_owned);
+    }
+    let asked = call.requested_by.is_some();
+    let json = encoded(&t).map_err(|_| "arguments the builder cannot write")?;
+    let step_rows = step_rows(&t, &json, &refs);
+    let without: Vec<StepRow> = step_rows
+        .iter()
+        .filter(|r| r.span_id != Some(span_id))
+        .cloned()
+        .collect();
+    let run = run_of(&t);
+    let selected: Vec<bool> = packs.iter().map(|p| selects(p, &run)).collect();
+    if proposed
+        .tool_call_id
+        .as_deref()
+        .is_some_and(|id| !id.is_empty())
+        && !asked
+    {
+        return Ok((selected, false, Vec::new()));
+    }
+    let mut verdicts = Vec::new();
+    for (pack, _) in packs.iter().zip(&selected).filter(|(_, s)| **s) {
+        let steps = steps_of(&step_rows, pack).map_err(|Defer(why)| why)?;
+        let before = steps_of(&without, pack).map_err(|Defer(why)| why)?;
+        let input = run
+            .input
+            .filter(|i| !i.is_empty())
+            .map(|i| serde_json::Value::String(i.to_owned()));
+        for rule in pack.rules.iter().filter(|r| asked_of(r)) {
+            if let Some(condition) = &rule.when_input {
+                if !condition.check(input.as_ref()).map_err(|Defer(why)| why)? {
+                    continue;
+                }
+            }
+            let call_step = steps
+                .iter()
+                .find(|s| s.row.span_id == Some(span_id))
+                .ok_or("the call is no step")?;
+            let found = match &rule.check {
+                Check::Precedes(p) => match precedes_step(&steps, p, call_step) {
+                    Ok(None) => None,
+                    Ok(Some(own)) => counted(rule, own, span_id, || Ok(None))?,
+                    Err(Defer(why)) => return Err(why),
+                },
+                Check::Flow(_) | Check::Mcp { .. } => return Err("a rule judging the call alone"),
+                _ => {
+                    let f = finding(&run, &steps, rule).map_err(|Defer(why)| why)?;
+                    counted(rule, f, span_id, || {
+                        finding(&run, &before, rule).map(|f| Some(f.verdict))
+                    })?
+                }
+            };
+            verdicts.extend(found);
+        }
+    }
+    Ok((selected, asked, verdicts))
+}
+
+/// A guard rule: a run rule (not over sessions) of the types the guard asks.
+fn asked_of(rule: &Rule) -> bool {
+    !rule.session && GUARD_RULE_TYPES.contains(&rule.rule_type.as_str())
+}
+
+/// `Selector.matches` on the run's service, agent and version.
+fn selects(pack: &Pack, run: &Run) -> bool {
+    [
+        (&pack.service, run.service_name),
+        (&pack.agent, run.agent_name),
+        (&pack.service_version, run.service_version),
+    ]
+    .iter()
+    .all(|(globs, value)| globs.as_ref().is_none_or(|g| g.matches(*value)))
+}
+
+/// collector/guard/verdicts.py `counted`: deny / review when the finding is about the call
+/// (its evidence names the call, or `without` it the verdict differs); None when it is not.
+fn counted(
+    rule: &Rule,
+    finding: Finding,
+    span_id: &str,
+    without: impl FnOnce() -> Result<Option<&'static str>, Defer>,
+) -> Result<Option<Verdict>, &'static str> {
+    if finding.verdict != "fail" && finding.verdict != "review" {
+        return Ok(None);
+    }
+    if !finding.evidence.contains(&Some(span_id))
+        && without().map_err(|Defer(why)| why)? == Some(finding.verdict)
+    {
+        return Ok(None);
+    }
+    let fail = finding.verdict == "fail";
+    let answer = if fail { "deny" } else { "review" };
+    let reason = match finding.reason.as_deref().filter(|r| !r.is_empty()) {
+        Some(r) => r.to_owned(),
+        None if fail => rule.reason.clone(),
+        None => "review".to_owned(),
+    };
+    let mut evidence = finding.evidence.clone();
+    evidence.push(Some(span_id));
+    let evidence = unique(evidence)
+        .into_iter()
+        .map(|e| e.unwrap_or("None").to_owned())
+        .collect();
+    let message = format!("{}: {}", rule.id, finding.message);
+    Ok(Some((answer.to_owned(), reason, message, evidence)))
+}
+
+/// The run's row of `trajectories` as the interpreter reads it.
+fn run_of(t: &Trajectory) -> Run<'_> {
+    Run {
+        trace_id: &t.trace_id,
+        revision: t.revision,
+        status: Some(t.status),
+        incomplete_reasons: t.incomplete_reasons.iter().map(String::as_str).collect(),
+        agent_run: t.agent_run,
+        service_name: t.service_name.as_deref(),
+        agent_name: t.agent_name.as_deref(),
+        service_version: t.service_version.as_deref(),
+        root_span_id: t.root_span_id.as_deref(),
+        input: t.input.as_deref(),
+        final_output: t.final_output.as_deref(),
+        user_id: t.user_id.as_deref(),
+        start_time_unix_nano: t.start,
+        end_time_unix_nano: t.end,
+    }
+}
+
+/// The run's `steps` rows as the interpreter reads them (output.rs writes the same columns),
+/// each with its span's attributes.
+fn step_rows<'a>(
+    t: &'a Trajectory,
+    json: &'a [(Option<String>, Option<String>)],
+    rows: &[&'a Row<'a>],
+) -> Vec<StepRow<'a>> {
+    t.steps
+        .iter()
+        .zip(json)
+        .map(|(s, (arguments, mcp))| {
+            let attributes = rows[s.source].attributes;
+            let span_kind = s.span_kind.as_deref();
+            let kind = s.kind.as_deref();
+            StepRow {
+                seq: s.seq,
+                span_id: Some(&s.span_id),
+                kind,
+                span_kind,
+                name: Some(&s.name),
+                agent_name: s.agent_name.as_deref(),
+                tool_name: s.tool_name.as_deref(),
+                arguments: arguments.as_deref(),
+                status: Some(if s.error { "error" } else { "ok" }),
+                input_tokens: s.input_tokens,
+                output_tokens: s.output_tokens,
+                cost_usd: s.cost_usd,
+                result: s.result.as_deref(),
+                attributes,
+                mcp: mcp.as_deref(),
+                approval_override: if span_kind == Some("tool") || kind == Some("approval") {
+                    has_override(attributes)
+                } else {
+                    Ok(false)
+                },
+                start_time_unix_nano: s.start,
+                end_time_unix_nano: s.end,
+                tool_call_id: s.tool_call_id.as_deref(),
+                requested_by: s.requested_by.as_deref(),
+                approval_status: s.approval_status.as_deref(),
+            }
+        })
+        .collect()
+}

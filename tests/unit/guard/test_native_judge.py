@@ -1,0 +1,218 @@
+"""The guard's native judgement against the Python one (collector/guard/check.py, the
+specification): every captured run cut before each of its tool calls, the call proposed,
+under the shipped packs and each example pack, under every decision the guard acts on. The
+two answers must be equal field by field, or the native side must leave the call to Python."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from collector.assembler.prices import PriceTable
+from collector.evaluation.packs import PackText, compiled
+from collector.guard.call import GuardRequest
+from collector.guard.check import judge_call
+from collector.guard.native_judge import NativeJudge
+from collector.guard.session_rules import asks_sessions
+from collector.normalize.wire import decode_request
+from collector.targets import Target
+from evaluators.base import Decision
+from tests.support.paths import ROOT as REPO
+from tests.support.paths import TESTDATA
+
+PRICES = PriceTable.load()
+SUPPORT = "support-agent"
+CAPTURES = sorted(
+    p
+    for folder in ("otlp-captures", "otlp-multi")
+    for p in (TESTDATA / folder).glob("*.json")
+    if not p.name.endswith(".expected.json")
+)
+SHIPPED = sorted((REPO / "rules").glob("*.yaml"))
+EXAMPLES = sorted((REPO / "rules" / "examples").glob("*.yaml"))
+PACK_SETS = [SHIPPED, *([SHIPPED[0], example] for example in EXAMPLES)]
+DECISIONS = [
+    (Decision.PASS, []),
+    (Decision.DOWNGRADE, ["tool_loop"]),
+    (Decision.QUARANTINE, ["approval_boundary_violation"]),
+    (Decision.DISABLE, []),
+]
+
+
+SCHEMA_PACK = """
+name: schema
+version: "1"
+owner: shop-oncall
+rules:
+  - id: account-arguments
+    type: tool_args
+    step: {kind: tool, name: update_account}
+    args:
+      $.customer_id: {regex: "^C-[0-9]+$"}
+    reason: bad_arguments
+"""
+
+
+def pack_text(path: Path) -> PackText:
+    text = path.read_text()
+    return PackText(path.stem, hashlib.sha256(text.encode()).hexdigest(), text)
+
+
+def rows_of(path: Path) -> list[dict[str, Any]]:
+    return decode_request("traces", "json", path.read_bytes(), 1 << 20).table.to_pylist()
+
+
+def cuts(rows: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """Each tool span of a run, and the run's spans that started before it (the run so far
+    when the agent asked about that call)."""
+    found = []
+    for tool in rows:
+        if tool["step_kind"] != "tool" or not tool["tool_name"]:
+            continue
+        run = [r for r in rows if r["trace_id"] == tool["trace_id"]]
+        before = [r for r in run if r["end_time_unix_nano"] <= tool["start_time_unix_nano"]]
+        if before:
+            found.append((before, tool))
+    return found
+
+
+def proposal(tool: dict[str, Any], agent: str | None) -> GuardRequest:
+    try:
+        arguments = orjson.loads(tool["tool_arguments"] or "{}")
+    except orjson.JSONDecodeError:
+        arguments = {}
+    return GuardRequest.model_validate(
+        {
+            "trace_id": tool["trace_id"],
+            "parent_span_id": tool["parent_span_id"],
+            "service": tool["service_name"] or "unknown",
+            "agent": agent,
+            "version": tool["service_version"],
+            "tool": {
+                "name": tool["tool_name"],
+                "arguments": arguments if isinstance(arguments, dict) else {},
+                "tool_call_id": tool["tool_call_id"],
+            },
+        }
+    )
+
+
+def test_every_captured_call_is_answered_natively_as_python_answers_it() -> None:
+    judge = NativeJudge(PRICES, 64)
+    compared = deferred = 0
+    for path in CAPTURES:
+        for before, tool in cuts(rows_of(path)):
+            # the run's own agent, none (the spans say), or the support agent the shipped
+            # support pack selects (its approval rules then judge every call)
+            agent = random.Random(tool["span_id"]).choice([tool["agent_name"], None, SUPPORT])
+            request = proposal(tool, agent)
+            own = [r for r in before if r["service_name"] == request.service]
+            if not own:
+                continue
+            judge.adopt(request.trace_id, before, judge.runs.seq())
+            for paths in PACK_SETS:
+                texts = [pack_text(p) for p in paths]
+                packs = [compiled(t) for t in texts]
+                natives = judge.natives(texts)
+                if natives is None or asks_sessions(packs, request.service):
+                    continue
+                for decision in DECISIONS:
+                    expected = judge_call(request, own, packs, decision, "c" * 16, 10**18, PRICES)
+                    got = judge.answer(
+                        request, packs, natives, lambda _, d=decision: d, "c" * 16, 10**18
+                    )
+                    if got is None:
+                        deferred += 1
+                        continue
+                    compared += 1
+                    where = f"{path.name}: {tool['tool_name']} ({tool['span_id']}), {paths}"
+                    assert asdict(got) == asdict(expected), where
+    # the comparison is not empty: most calls are answered natively
+    print(f"{compared} answers compared, {deferred} left to Python")
+    assert compared > 1_000 and deferred < compared, (compared, deferred)
+
+
+def test_the_decision_is_asked_for_the_target_the_run_names() -> None:
+    """Without an agent in the request, the target is the one the run's spans name."""
+    judge = NativeJudge(PRICES, 8)
+    path = next(p for p in CAPTURES if "approved_write" in p.name)
+    before, tool = next(
+        (b, t) for b, t in cuts(rows_of(path)) if t["tool_name"].startswith("update")
+    )
+    request = proposal(tool, None)
+    judge.adopt(request.trace_id, before, judge.runs.seq())
+    texts = [pack_text(p) for p in SHIPPED]
+    natives = judge.natives(texts)
+    assert natives is not None
+    asked: list[Target] = []
+
+    def decision_of(target: Target) -> tuple[Decision, list[str]]:
+        asked.append(target)
+        return Decision.DISABLE, []
+
+    got = judge.answer(request, [compiled(t) for t in texts], natives, decision_of, "c" * 16, 1)
+    assert got is not None and got.reasons[0] == "target_disabled"
+    agent = next(r["agent_name"] for r in before if r["agent_name"])
+    assert asked == [Target(request.service, agent, request.version or "")]
+
+
+def test_a_run_not_kept_or_a_pack_not_native_is_left_to_python() -> None:
+    judge = NativeJudge(PRICES, 8)
+    path = CAPTURES[0]
+    before, tool = cuts(rows_of(path))[0]
+    request = proposal(tool, tool["agent_name"])
+    texts = [pack_text(p) for p in SHIPPED]
+    natives = judge.natives(texts)
+    assert natives is not None
+    packs = [compiled(t) for t in texts]
+    pass_ = (Decision.PASS, [])
+    assert judge.answer(request, packs, natives, lambda _: pass_, "c" * 16, 1) is None
+    judge.adopt(request.trace_id, before, judge.runs.seq())
+    assert judge.answer(request, packs, natives, lambda _: pass_, "c" * 16, 1) is not None
+    schema = PackText("schema", "0" * 64, SCHEMA_PACK)  # regexes are Python's alone
+    assert judge.natives([*texts, schema]) is None
+    judge.runs.forget(request.trace_id)
+    assert judge.answer(request, packs, natives, lambda _: pass_, "c" * 16, 1) is None
+
+
+@pytest.mark.parametrize("most", [1, 3])
+def test_runs_kept_are_bounded_and_the_least_recently_asked_let_go(most: int) -> None:
+    judge = NativeJudge(PRICES, most)
+    runs = {}
+    for path in CAPTURES[:4]:
+        before, tool = cuts(rows_of(path))[0]
+        runs[tool["trace_id"]] = before
+        judge.adopt(tool["trace_id"], before, judge.runs.seq())
+    kept = [t for t in runs if judge.runs.count(t) is not None]
+    assert kept == list(runs)[-most:]
+
+
+def test_a_run_adopted_from_rows_read_takes_the_spans_acknowledged_meanwhile() -> None:
+    """A guard thread reads a run while ingest acknowledges more of its spans: the run is kept
+    with those too, or not at all once the batches since are no longer remembered."""
+    path = next(p for p in CAPTURES if "approved_write" in p.name)
+    table = decode_request("traces", "json", path.read_bytes(), 1 << 20).table
+    trace_id = table["trace_id"][0].as_py()
+    table = table.filter(pc.equal(table["trace_id"], trace_id))
+    rows = table.to_pylist()
+    judge = NativeJudge(PRICES, 8)
+    since = judge.runs.seq()
+    judge.acknowledged(table.slice(len(rows) - 1))  # acknowledged while the rest was read
+    judge.adopt(trace_id, rows[:-1], since)
+    assert judge.runs.count(trace_id) == len(rows)
+    judge.acknowledged(table.slice(0, 1))  # a span sent again is kept once
+    assert judge.runs.count(trace_id) == len(rows)
+
+    other = table.slice(0, 1).set_column(0, "trace_id", pa.array(["0" * 31 + "1"]))
+    for _ in range(1_100):
+        judge.acknowledged(other)
+    judge.adopt(trace_id, rows[:-1], since)
+    assert judge.runs.count(trace_id) is None
