@@ -45,6 +45,7 @@ from collector.receivers.otlp_grpc import OtlpGrpcReceiver
 from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.review.backlog_metrics import ReviewBacklogCollector
 from collector.routes import admin_routes
+from collector.sampled import Sampled
 from collector.sessions.metrics import SessionMetrics
 from collector.sessions.stage import SessionStage
 from collector.store.checkpointer import Checkpointer
@@ -61,7 +62,7 @@ from collector.threads import start_arrow_threads
 from collector.workers import WorkerPool
 
 log = logging.getLogger(__name__)
-# How long a reading of the assembly lag answers ingest's admission (Pipeline._assembly_lag).
+# How long a reading of the assembly lag answers ingest's admission.
 LAG_READ_SECONDS = 0.05
 
 
@@ -116,10 +117,9 @@ class Pipeline:
         self.drift, self.judges, self.evaluations, self.events_out = self._beside(config)
         self.sessions = self._sessions(rules_metrics)
         receiver_metrics = ReceiverMetrics(self.registry)
-        self._lag, self._lag_read_at = 0.0, -LAG_READ_SECONDS
-        self.ingest = Ingest(
-            self.writer, config.ingest, config.limits, receiver_metrics, self._assembly_lag
-        )
+        # asked before every trace export, read at most every LAG_READ_SECONDS
+        lag = Sampled(self._assembly_lag, LAG_READ_SECONDS)
+        self.ingest = Ingest(self.writer, config.ingest, config.limits, receiver_metrics, lag)
         self.notifier, self.decisions = self._decisions(config, receiver_metrics)
         self.writer.on_commit = self._commit_hook()
         auth = BearerAuth([t.get_secret_value() for t in config.auth.secrets], config.auth.names)
@@ -155,17 +155,7 @@ class Pipeline:
         return Writer(self.database, config, metrics, clock=self.clock, journal=journal)
 
     def _assembly_lag(self) -> float:
-        """How far assembly is behind, when it runs (off, spans are only stored); read at most
-        every `LAG_READ_SECONDS`: ingest asks before every trace export, and the reading takes
-        the assembler's lock and walks its open traces (a quarter of the event loop's time
-        with 10-span requests from 64 exporters), while the lag it bounds is in seconds."""
-        now = time.monotonic()
-        if now - self._lag_read_at >= LAG_READ_SECONDS:
-            self._lag_read_at = now
-            self._lag = self._read_assembly_lag()
-        return self._lag
-
-    def _read_assembly_lag(self) -> float:
+        """How far assembly is behind, when it runs (off, spans are only stored)."""
         if not self.config.assembler.enabled:
             return 0.0
         return self.assembler.live_lag(self.writer.queued_rows(), self.writer.load_wait())
