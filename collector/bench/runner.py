@@ -1,4 +1,4 @@
-"""Drive an OTLP endpoint with synthetic agent traces from N threads and report what it took."""
+"""Drive an OTLP endpoint with synthetic agent traces from N exporters and report what it took."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from collector.bench.grpc_load import code_name, fresh_copies, grpc_load
 from collector.bench.traces import Restamp, salted_copy, salted_template
 
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -37,6 +38,9 @@ class BenchOptions:
     # Retry a refusal that says when (RetryInfo, Retry-After) after that wait, as OpenTelemetry
     # SDK exporters do, rather than count it failed and send the next request at once.
     retry: bool = False
+    # Over gRPC: "native" (collector/bench/grpc_load.py, a fraction of the CPU: the load shares
+    # the cores it measures) or "grpcio" (a Python thread an exporter, the `Sender` below).
+    client: str = "native"
 
 
 @dataclass
@@ -189,6 +193,11 @@ def payload_template(options: BenchOptions) -> tuple[bytes, bytes, int]:
     return orjson.dumps(doc), salt.hex().encode(), spans
 
 
+def request_budget(options: BenchOptions, traces_per_request: int) -> int | None:
+    """Requests to send for `options.traces` (None: as many as the duration allows)."""
+    return -(-options.traces // traces_per_request) if options.traces else None
+
+
 class Schedule:
     """Which request goes next, shared by the sending threads: a budget of requests when
     --traces is given, and with --rate the moment each request may leave (open loop)."""
@@ -197,7 +206,7 @@ class Schedule:
         self.lock = threading.Lock()
         self.started_at = time.monotonic()
         self.deadline = self.started_at + options.duration
-        self.budget = -(-options.traces // traces_per_request) if options.traces else None
+        self.budget = request_budget(options, traces_per_request)
         self.slot = 0
         self.interval = spans / options.rate if options.rate else 0.0
 
@@ -301,6 +310,8 @@ def run_bench(options: BenchOptions, on_start: Callable[[], object] | None = Non
     template, salt, spans = payload_template(options)
     restamp = Restamp(template, made_ns, as_json=options.protocol == "http/json")
     report = BenchReport(options, request_bytes=len(template), spans_per_request=spans)
+    if options.protocol == "grpc" and options.client == "native":
+        return send_natively(options, report, (template, salt, restamp), on_start)
     schedule = Schedule(options, spans, max(1, spans // options.spans_per_trace))
     threads = [
         threading.Thread(
@@ -318,4 +329,46 @@ def run_bench(options: BenchOptions, on_start: Callable[[], object] | None = Non
     for t in threads:
         t.join(options.duration + REQUEST_TIMEOUT + 5)
     report.elapsed = time.monotonic() - started
+    return report
+
+
+def send_natively(
+    options: BenchOptions,
+    report: BenchReport,
+    payload: tuple[bytes, bytes, Restamp],
+    on_start: Callable[[], object] | None,
+) -> BenchReport:
+    """The same load from the native gRPC client, counted as `send_until_done` counts: an
+    exporter a connection, one request in flight on each; open loop, a request's latency
+    counts from when it was due."""
+    spans = report.spans_per_request
+    budget = request_budget(options, max(1, spans // options.spans_per_trace))
+    started = time.monotonic()
+    if on_start is not None:
+        on_start()
+    run = grpc_load(
+        options.endpoint,
+        EXPORT_METHOD,
+        template=fresh_copies(*payload),
+        connections=options.concurrency,
+        duration=options.duration,
+        requests=budget or 0,
+        rate=options.rate / spans if options.rate else 0.0,
+        headers=options.headers,
+        timeout=REQUEST_TIMEOUT,
+        retry=options.retry,
+        rejected_spans=True,
+    )
+    report.elapsed = time.monotonic() - started
+    for latency, code, _, rejected in run.calls:
+        if code:
+            report.errors[f"gRPC {code_name(code)}"] += 1
+        elif isinstance(rejected, int):  # the answer's partial_success.rejected_spans
+            report.requests_ok += 1
+            report.spans_accepted += spans - rejected
+            report.latencies.append(latency)
+    for code in run.gave_up:
+        report.errors[f"gRPC {code_name(code)} (refused until the end)"] += 1
+    report.spans_sent = spans * (len(run.calls) + len(run.gave_up))
+    report.retried = run.retried
     return report

@@ -202,10 +202,11 @@ def salted_template(
     return request, salt
 
 
-def salted_copy(template: bytes, salt: bytes) -> bytes:
-    """The serialized template with a fresh salt: raw in protobuf's trace ids, hex text in
-    JSON's and in every conversation id (`salt` is given in the template's encoding)."""
-    new = os.urandom(8)
+def salted_copy(template: bytes, salt: bytes, new: bytes | None = None) -> bytes:
+    """The serialized template with a fresh salt (`new`, 8 random bytes unless given): raw in
+    protobuf's trace ids, hex text in JSON's and in every conversation id (`salt` is given in
+    the template's encoding)."""
+    new = new or os.urandom(8)
     if len(salt) == 8:  # protobuf: the trace ids' raw bytes, then the conversations' text
         template, salt = template.replace(salt, new), salt.hex().encode()
     return template.replace(salt, new.hex().encode())

@@ -49,6 +49,13 @@ def register(sub: Any) -> None:
         help="retry a refusal that says when (RetryInfo, Retry-After) after that wait, as"
         " OpenTelemetry SDK exporters do; without it, a refusal counts failed",
     )
+    bench.add_argument(
+        "--client",
+        choices=("native", "grpcio"),
+        default="native",
+        help="gRPC client: native (Rust, one thread, the least CPU on the cores it measures) or"
+        " grpcio (a Python thread an exporter)",
+    )
     add_format(bench)
     bench.set_defaults(func=run)
 
@@ -74,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
             rate=args.rate,
             headers=dict(h.split("=", 1) for h in args.header),
             retry=args.retry,
+            client=args.client,
         ),
         on_start=lambda: print(f"{SENDING} for {args.duration:g} s", file=sys.stderr, flush=True),
     )

@@ -20,15 +20,17 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::Bytes;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokio::sync::oneshot;
-use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::CompressionEncoding;
 use tonic::server::{Grpc, UnaryService};
 use tonic::transport::server::{TcpConnectInfo, TcpIncoming};
 use tonic::{Code, Status};
+
+use crate::raw_codec::Raw;
 
 const TRACES: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 const LOGS: &str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
@@ -83,44 +85,6 @@ impl Shared {
             // A full pipe already holds a wake-up the loop has not read: nothing is lost.
             let _ = self.wake.lock().expect("pipe").write(&[1]);
         }
-    }
-}
-
-/// Bytes in, bytes out: Python decodes the request and encodes the answer.
-#[derive(Clone, Copy)]
-struct Raw;
-
-impl Codec for Raw {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = Raw;
-    type Decoder = Raw;
-
-    fn encoder(&mut self) -> Raw {
-        Raw
-    }
-
-    fn decoder(&mut self) -> Raw {
-        Raw
-    }
-}
-
-impl Encoder for Raw {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for Raw {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }
 

@@ -39,6 +39,41 @@ class GrpcServer:
     def stopped(self) -> bool: ...
     def close(self) -> None: ...
 
+class FreshCopies:
+    """Fresh copies of an OTLP/protobuf export request (fresh_copy.rs): `salted_copy`, then
+    `Restamp.fresh` (collector/bench/traces.py), byte for byte."""
+
+    def __init__(
+        self, template: bytes, salt: bytes, offsets: list[int], values: list[int], made_ns: int
+    ) -> None:
+        """`template` with raw `salt` (8 bytes) and the span times at `offsets` (fixed64,
+        `values`), made at `made_ns`."""
+    def copy(self, salt: bytes, now_ns: int) -> bytes:
+        """A copy with `salt` (8 raw bytes, and its hex text) in place of the template's and
+        its times moved by `now_ns - made_ns`."""
+    def __len__(self) -> int: ...
+
+def grpc_load(
+    uri: str,
+    method: str,
+    *,
+    bodies: list[bytes] | None = None,
+    template: FreshCopies | None = None,
+    connections: int = 1,
+    in_flight: int = 1,
+    duration: float,
+    requests: int = 0,
+    rate: float = 0.0,
+    headers: list[tuple[str, str]] = ...,
+    timeout: float = 10.0,
+    retry: bool = False,
+    rejected_spans: bool = False,
+    threads: int = 1,
+) -> tuple[list[tuple[float, int, str, bytes | int | None]], int, list[int]]:
+    """A gRPC unary load with the GIL released (grpc_load.rs): (each call as (seconds from
+    when it was due, status code, message, answer bytes or rejected spans or None), refusals
+    retried, codes of the refusals senders gave up on). See collector/bench/grpc_load.py."""
+
 def distinct_rows(batch: Any, names: tuple[str, str, str]) -> list[tuple[str, str | None, str]]:
     """The distinct rows of three string columns of an Arrow record batch whose first and
     third cells are not null, in the order first seen."""
