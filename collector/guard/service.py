@@ -311,11 +311,12 @@ class Guard:
             return self.unavailable(request, span_id, "overloaded"), "unavailable"
         self._pending += 1
         loop = asyncio.get_running_loop()
-        since = None if self.native is None else self.native.runs.seq()
+        # batches acknowledged while the run is read are remembered, to keep it natively
+        since = None if self.native is None else self.native.runs.begin_read()
         work = loop.run_in_executor(
             self._threads, self._judge_read, request, span_id, start_ns, since
         )
-        work.add_done_callback(self._done)
+        work.add_done_callback(lambda _: self._done(since))
         try:
             answer = await asyncio.wait_for(asyncio.shield(work), self.config.deadline_seconds)
         except TimeoutError:
@@ -326,8 +327,10 @@ class Guard:
             return self.unavailable(request, span_id, "deadline"), "unavailable"
         return answer, "judged"
 
-    def _done(self, _: object) -> None:
+    def _done(self, since: int | None) -> None:
         self._pending -= 1
+        if self.native is not None and since is not None:
+            self.native.runs.end_read(since)
 
     async def shutdown(self) -> None:
         """Store the steps still gathered; judgements in flight are let go."""

@@ -11,7 +11,7 @@
 //! refuses, flow and MCP rules, which judge the call as a step of its own) is answered
 //! "deferred", and the caller weighs the call in Python instead.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use arrow_array::cast::AsArray;
@@ -40,8 +40,9 @@ const GUARD_RULE_TYPES: [&str; 8] = [
     "pii",
 ];
 
-/// Acknowledged batches remembered for a run adopted from rows read meanwhile: a read in a
-/// guard thread lasts at most the guard's deadline, a few hundred batches at most at full load.
+/// Acknowledged batches remembered at most while a run is read in a guard thread (a read lasts
+/// at most the guard's deadline: a few hundred batches at full load); past it, the run read is
+/// not kept (asked again, it is read again).
 const RECENT_BATCHES: usize = 1_024;
 
 /// One span of a run, owned: the columns of `spans` the builder reads.
@@ -276,6 +277,8 @@ struct Runs {
     /// Acknowledged batches held so far, and the latest of them.
     seq: u64,
     recent: VecDeque<(u64, StructArray)>,
+    /// The reads in progress, by the batch they began after (how many began there).
+    readers: BTreeMap<u64, usize>,
     tick: u64,
     most: usize,
     prices: Prices,
@@ -345,6 +348,7 @@ impl GuardRuns {
                 kept: HashMap::new(),
                 seq: 0,
                 recent: VecDeque::new(),
+                readers: BTreeMap::new(),
                 tick: 0,
                 most,
                 prices: Prices::new(prices),
@@ -390,10 +394,12 @@ impl GuardRuns {
         let batch = import_struct(batch, "spans")?;
         let mut runs = self.lock();
         runs.seq += 1;
-        let seq = runs.seq;
-        runs.recent.push_back((seq, batch.clone()));
-        while runs.recent.len() > RECENT_BATCHES {
-            runs.recent.pop_front();
+        if !runs.readers.is_empty() {
+            let seq = runs.seq;
+            runs.recent.push_back((seq, batch.clone()));
+            while runs.recent.len() > RECENT_BATCHES {
+                runs.recent.pop_front();
+            }
         }
         if runs.kept.is_empty() {
             return Ok(0);
@@ -409,10 +415,40 @@ impl GuardRuns {
         Ok(joined)
     }
 
-    /// How many acknowledged batches were held so far: a reader of a run notes it before it
-    /// reads, and adopts the rows it read with it (`adopt(..., since)`).
+    /// How many acknowledged batches were held so far: what a run read now is adopted with
+    /// (`adopt(..., since)`) when nothing is acknowledged while it is read (on the event loop,
+    /// where batches are acknowledged).
     fn seq(&self) -> u64 {
         self.lock().seq
+    }
+
+    /// A run is about to be read (in a guard thread, while batches are acknowledged): the
+    /// batches from now on are remembered until `end_read`; the `since` to adopt it with.
+    fn begin_read(&self) -> u64 {
+        let mut runs = self.lock();
+        let since = runs.seq;
+        *runs.readers.entry(since).or_default() += 1;
+        since
+    }
+
+    /// The read that began at `since` is over: batches no read needs are let go.
+    fn end_read(&self, since: u64) {
+        let mut runs = self.lock();
+        if let Some(n) = runs.readers.get_mut(&since) {
+            *n -= 1;
+            if *n == 0 {
+                runs.readers.remove(&since);
+            }
+        }
+        let oldest = runs.readers.keys().next().copied();
+        match oldest {
+            None => runs.recent.clear(),
+            Some(oldest) => {
+                while runs.recent.front().is_some_and(|(seq, _)| *seq <= oldest) {
+                    runs.recent.pop_front();
+                }
+            }
+        }
     }
 
     /// How many spans are kept of the run (None: it is not kept).

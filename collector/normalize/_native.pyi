@@ -130,6 +130,13 @@ class GuardRuns:
     def seq(self) -> int:
         """How many acknowledged batches were held so far."""
 
+    def begin_read(self) -> int:
+        """A run is about to be read in a thread: batches are remembered until `end_read`; the
+        `since` to adopt it with."""
+
+    def end_read(self, since: int) -> None:
+        """The read that began at `since` is over."""
+
     def count(self, trace_id: str) -> int | None:
         """Spans kept of the run (None: not kept)."""
 

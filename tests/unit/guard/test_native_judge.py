@@ -204,15 +204,26 @@ def test_a_run_adopted_from_rows_read_takes_the_spans_acknowledged_meanwhile() -
     table = table.filter(pc.equal(table["trace_id"], trace_id))
     rows = table.to_pylist()
     judge = NativeJudge(PRICES, 8)
-    since = judge.runs.seq()
+    since = judge.runs.begin_read()
     judge.acknowledged(table.slice(len(rows) - 1))  # acknowledged while the rest was read
     judge.adopt(trace_id, rows[:-1], since)
+    judge.runs.end_read(since)
     assert judge.runs.count(trace_id) == len(rows)
     judge.acknowledged(table.slice(0, 1))  # a span sent again is kept once
     assert judge.runs.count(trace_id) == len(rows)
 
+    # a read that began before batches no longer remembered keeps nothing
+    judge.runs.forget(trace_id)
+    since = judge.runs.begin_read()
     other = table.slice(0, 1).set_column(0, "trace_id", pa.array(["0" * 31 + "1"]))
     for _ in range(1_100):
         judge.acknowledged(other)
     judge.adopt(trace_id, rows[:-1], since)
+    judge.runs.end_read(since)
     assert judge.runs.count(trace_id) is None
+    # nor does one whose `since` is stale: batches acknowledged with no read begun
+    judge.acknowledged(other)
+    judge.adopt(trace_id, rows[:-1], since)
+    assert judge.runs.count(trace_id) is None
+    judge.adopt(trace_id, rows, judge.runs.seq())  # nothing acknowledged since: kept
+    assert judge.runs.count(trace_id) == len(rows)
