@@ -14,14 +14,14 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
-use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, StructArray};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::arrow_py::import_struct;
-use crate::assemble::{build_trajectory, encoded, Prices, Row, Trajectory};
+use crate::assemble::{build_trajectory, encoded, prims, strs, Prices, Row, Trajectory};
 use crate::rules::NativePack;
 use crate::rules_eval::{finding, has_override, steps_of, unique, Finding, Run, StepRow};
 use crate::rules_pack::{Check, Pack, Rule};
@@ -152,79 +152,54 @@ impl OwnedRow {
     }
 }
 
-/// The text columns of an acknowledged batch, by name (absent: all null).
-fn texts<'a>(batch: &'a StructArray, name: &str) -> Vec<Option<&'a str>> {
-    match batch
-        .column_by_name(name)
-        .and_then(|c| c.as_string_opt::<i32>())
-    {
-        Some(col) => (0..col.len())
-            .map(|i| col.is_valid(i).then(|| col.value(i)))
-            .collect(),
-        None => vec![None; batch.len()],
-    }
-}
-
-fn numbers<T: arrow_array::ArrowPrimitiveType>(
-    batch: &StructArray,
-    name: &str,
-) -> Vec<Option<T::Native>> {
-    match batch
-        .column_by_name(name)
-        .and_then(|c| c.as_primitive_opt::<T>())
-    {
-        Some(col) => (0..col.len())
-            .map(|i| col.is_valid(i).then(|| col.value(i)))
-            .collect(),
-        None => vec![None; batch.len()],
-    }
-}
-
-/// The spans of a batch whose trace `wanted` takes, owned.
-fn rows_in(batch: &StructArray, wanted: impl Fn(&str) -> bool) -> Vec<OwnedRow> {
-    let trace_ids = texts(batch, "trace_id");
+/// The spans of a batch (the `spans` columns) whose trace `wanted` takes, owned.
+fn rows_in(batch: &StructArray, wanted: impl Fn(&str) -> bool) -> PyResult<Vec<OwnedRow>> {
+    let column = |name| strs(batch, name).map_err(PyValueError::new_err);
+    let trace_ids = column("trace_id")?;
     let picked: Vec<usize> = (0..batch.len())
         .filter(|&i| trace_ids[i].is_some_and(&wanted))
         .collect();
     if picked.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    let t = |name| texts(batch, name);
+    let t = |name| column(name);
     let (span_id, parent, name, kind, scope) = (
-        t("span_id"),
-        t("parent_span_id"),
-        t("name"),
-        t("kind"),
-        t("scope_name"),
+        t("span_id")?,
+        t("parent_span_id")?,
+        t("name")?,
+        t("kind")?,
+        t("scope_name")?,
     );
     let (status, step_kind, tool_name, tool_call_id) = (
-        t("status_code"),
-        t("step_kind"),
-        t("tool_name"),
-        t("tool_call_id"),
+        t("status_code")?,
+        t("step_kind")?,
+        t("tool_name")?,
+        t("tool_call_id")?,
     );
     let (arguments, result, model, agent, conversation) = (
-        t("tool_arguments"),
-        t("tool_result"),
-        t("model"),
-        t("agent_name"),
-        t("conversation_id"),
+        t("tool_arguments")?,
+        t("tool_result")?,
+        t("model")?,
+        t("agent_name")?,
+        t("conversation_id")?,
     );
     let (user, error, service, version, attributes, events) = (
-        t("user_id"),
-        t("error_type"),
-        t("service_name"),
-        t("service_version"),
-        t("attributes"),
-        t("events"),
+        t("user_id")?,
+        t("error_type")?,
+        t("service_name")?,
+        t("service_version")?,
+        t("attributes")?,
+        t("events")?,
     );
-    let flags = numbers::<UInt32Type>(batch, "flags");
-    let start = numbers::<UInt64Type>(batch, "start_time_unix_nano");
-    let end = numbers::<UInt64Type>(batch, "end_time_unix_nano");
-    let input_tokens = numbers::<Int64Type>(batch, "input_tokens");
-    let output_tokens = numbers::<Int64Type>(batch, "output_tokens");
+    let flags = prims::<UInt32Type>(batch, "flags").map_err(PyValueError::new_err)?;
+    let start =
+        prims::<UInt64Type>(batch, "start_time_unix_nano").map_err(PyValueError::new_err)?;
+    let end = prims::<UInt64Type>(batch, "end_time_unix_nano").map_err(PyValueError::new_err)?;
+    let input_tokens = prims::<Int64Type>(batch, "input_tokens").map_err(PyValueError::new_err)?;
+    let output_tokens =
+        prims::<Int64Type>(batch, "output_tokens").map_err(PyValueError::new_err)?;
     let owned = |s: Option<&str>| s.map(str::to_owned);
-    picked
+    Ok(picked
         .into_iter()
         .map(|i| OwnedRow {
             trace_id: trace_ids[i].unwrap_or_default().to_owned(),
@@ -254,7 +229,7 @@ fn rows_in(batch: &StructArray, wanted: impl Fn(&str) -> bool) -> Vec<OwnedRow> 
             attributes: owned(attributes[i]),
             events: owned(events[i]),
         })
-        .collect()
+        .collect())
 }
 
 /// A run kept: its rows in the order acknowledged, each span once.
@@ -377,7 +352,7 @@ impl GuardRuns {
             return Ok(false);
         }
         for (_, batch) in runs.recent.iter().filter(|(seq, _)| *seq > since) {
-            for row in rows_in(batch, |t| t == trace_id) {
+            for row in rows_in(batch, |t| t == trace_id)? {
                 kept.add(row);
             }
         }
@@ -405,7 +380,7 @@ impl GuardRuns {
             return Ok(0);
         }
         let kept = &mut runs.kept;
-        let rows = rows_in(&batch, |t| kept.contains_key(t));
+        let rows = rows_in(&batch, |t| kept.contains_key(t))?;
         let joined = rows.len();
         for row in rows {
             if let Some(k) = kept.get_mut(&row.trace_id) {

@@ -120,7 +120,7 @@ pub struct Round {
     pub attributes: Option<StructArray>,
 }
 
-fn strs<'a>(batch: &'a StructArray, name: &str) -> Result<Vec<Option<&'a str>>, String> {
+pub(crate) fn strs<'a>(batch: &'a StructArray, name: &str) -> Result<Vec<Option<&'a str>>, String> {
     let col = batch
         .column_by_name(name)
         .ok_or_else(|| format!("the spans have no column {name}"))?;
@@ -132,7 +132,7 @@ fn strs<'a>(batch: &'a StructArray, name: &str) -> Result<Vec<Option<&'a str>>, 
         .collect())
 }
 
-fn prims<T: arrow_array::ArrowPrimitiveType>(
+pub(crate) fn prims<T: arrow_array::ArrowPrimitiveType>(
     batch: &StructArray,
     name: &str,
 ) -> Result<Vec<Option<T::Native>>, String> {
