@@ -10,8 +10,9 @@ from collector.assembler.prices import PriceTable
 from collector.guard.conversation import Conversations
 from collector.guard.in_flight import TurnsInFlight
 from collector.guard.metrics import GuardMetrics
+from collector.guard.native_judge import NativeJudge
 from collector.guard.record import RECORDED, GuardRecorder
-from collector.guard.service import Guard
+from collector.guard.service import GROWN_RUNS, Guard
 from collector.store.pending import fan_out
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ def guard_for(pipeline: Pipeline) -> Guard:
         *filter(None, [pipeline.writer.on_commit, in_flight.closed])
     )
     pipeline.sessions.held.keep(sessions.guard_cached)
+    prices = PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()})
     guard = Guard(
         config.guard,
         pipeline.assembler,
@@ -48,9 +50,12 @@ def guard_for(pipeline: Pipeline) -> Guard:
         lambda target: decisions.snapshot().decision_of(target),
         recorder,
         metrics,
-        PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()}),
+        prices,
         pipeline.clock,
         Conversations(sessions, pipeline.sessions, pipeline.database, in_flight),
+        NativeJudge(prices, GROWN_RUNS, config.assembler.max_spans_per_trace)
+        if config.guard.native
+        else None,
     )
     ingest.on_acknowledged = guard.acknowledged
     return guard

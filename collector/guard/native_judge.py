@@ -16,6 +16,7 @@ from collector.evaluation.native_round import native_pack
 from collector.evaluation.packs import PackText
 from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.check import answer_for, guard_rules, proposed_row
+from collector.guard.session_rules import asks_sessions
 from collector.guard.verdicts import Verdicts
 from collector.normalize.native import native
 from collector.targets import Target
@@ -23,29 +24,38 @@ from evaluators.base import Decision
 from evaluators.guard import Answer
 from evaluators.rulepack import RulePack
 
+SERVICES_REMEMBERED = 10_000  # services whose asking of session rules is kept per snapshot
+
 
 class NativeJudge:
-    """The runs kept natively (at most `most`, the least recently asked let go) and the packs
-    in their native form."""
+    """The runs kept natively (at most `most`, the least recently asked let go; a run of more
+    than `most_spans` spans is not kept) and the packs in their native form."""
 
-    def __init__(self, prices: PriceTable, most: int) -> None:
-        self.runs = native.GuardRuns(most, prices.in_lookup_order())
-        self._usable: dict[str, Any] = {}  # pack sha -> its native form, None: not usable
+    def __init__(self, prices: PriceTable, most: int, most_spans: int) -> None:
+        self.runs = native.GuardRuns(most, most_spans, prices.in_lookup_order())
+        self._texts: Sequence[PackText] | None = None
+        self._in_force: tuple[list[RulePack], list[Any] | None] = ([], None)
+        self._sessions: dict[str, bool] = {}
 
-    def natives(self, texts: Sequence[PackText]) -> list[Any] | None:
-        """The packs' native forms, when every guard rule of each is native; else None."""
-        found = []
-        for text in texts:
-            key = text.sha256 + "|" + ",".join(sorted(text.disabled_rules))
-            if key not in self._usable:
-                made = native_pack(text)
-                ids = set(made.native.rule_ids)
-                whole = all(r.id in ids for r in guard_rules(made.pack))
-                self._usable[key] = made.native if whole else None
-            usable = self._usable[key]
-            if usable is None:
-                return None
-            found.append(usable)
+    def in_force(self, texts: Sequence[PackText]) -> tuple[list[RulePack], list[Any] | None]:
+        """The packs and their native forms (None when a guard rule of one is not native),
+        read once for each snapshot of the packs in force (`texts`, the same object until a
+        pack changes): on every call they cost a tenth of it."""
+        if texts is not self._texts:
+            made = [native_pack(text) for text in texts]
+            whole = all({r.id for r in guard_rules(m.pack)} <= set(m.native.rule_ids) for m in made)
+            natives = [m.native for m in made] if whole else None
+            self._texts, self._in_force = texts, ([m.pack for m in made], natives)
+            self._sessions = {}
+        return self._in_force
+
+    def asks_sessions(self, service: str) -> bool:
+        """Whether a pack in force that may select the service's runs asks session rules."""
+        found = self._sessions.get(service)
+        if found is None:
+            if len(self._sessions) >= SERVICES_REMEMBERED:
+                self._sessions.clear()
+            found = self._sessions[service] = asks_sessions(self._in_force[0], service)
         return found
 
     def acknowledged(self, spans: pa.Table) -> None:
@@ -61,8 +71,9 @@ class NativeJudge:
 
     def adopt(self, trace_id: str, rows: list[dict[str, Any]], since: int) -> None:
         """Keep the run as `rows` (every span of it loaded, any service) with its spans
-        acknowledged after the `since`-th batch (`self.runs.seq()` noted before the rows were
-        read: acknowledged, not yet loaded then)."""
+        acknowledged after the `since`-th batch: `runs.begin_read()` before a read in a guard
+        thread (batches acknowledged while it reads), `runs.seq()` on the event loop when
+        every acknowledged span of the run is loaded."""
         self.runs.adopt(trace_id, rows, since)
 
     def answer(

@@ -110,7 +110,9 @@ class Guard:
         prices: PriceTable,
         clock: Clock | None = None,
         conversations: Conversations | None = None,
+        native: NativeJudge | None = None,
     ) -> None:
+        """`native`: the judgement in native code, for the runs kept there (None: Python's)."""
         self.config = config
         self.conversations = conversations  # the runs' sessions, for the session rules
         self.runs = runs
@@ -125,7 +127,7 @@ class Guard:
         self._threads = named_executor("sextant-guard", config.threads)
         self._built: OrderedDict[tuple[str, str], KeptRun] = OrderedDict()
         self._pending = 0
-        self.native = NativeJudge(prices, GROWN_RUNS) if config.native else None
+        self.native = native
 
     def recover(self) -> None:
         """At a start, after the journal's replay: what was in flight before the stop."""
@@ -213,12 +215,10 @@ class Guard:
         assert native is not None
         if not native.kept(request.trace_id):
             return None
-        texts = self.packs.snapshot()
-        natives = native.natives(texts)
+        packs, natives = native.in_force(self.packs.snapshot())
         if natives is None:
             return None
-        packs = [compiled(text) for text in texts]
-        if self.conversations is not None and asks_sessions(packs, request.service):
+        if self.conversations is not None and native.asks_sessions(request.service):
             return None
         answer = native.answer(request, packs, natives, self.decision_of, span_id, now_ns)
         if answer is not None:

@@ -256,6 +256,9 @@ struct Runs {
     readers: BTreeMap<u64, usize>,
     tick: u64,
     most: usize,
+    /// Spans a kept run holds at most; a run past it is let go (weighed in Python, from the
+    /// store, as the assembler closes such a trace early).
+    most_spans: usize,
     prices: Prices,
 }
 
@@ -314,10 +317,10 @@ impl GuardRuns {
 
 #[pymethods]
 impl GuardRuns {
-    /// `most`: runs kept at once; `prices`: the price table's `(prefix, input, output)` in
-    /// lookup order.
+    /// `most`: runs kept at once; `most_spans`: spans a kept run holds at most; `prices`: the
+    /// price table's `(prefix, input, output)` in lookup order.
     #[new]
-    fn new(most: usize, prices: Vec<(String, f64, f64)>) -> Self {
+    fn new(most: usize, most_spans: usize, prices: Vec<(String, f64, f64)>) -> Self {
         GuardRuns {
             runs: Mutex::new(Runs {
                 kept: HashMap::new(),
@@ -326,6 +329,7 @@ impl GuardRuns {
                 readers: BTreeMap::new(),
                 tick: 0,
                 most,
+                most_spans,
                 prices: Prices::new(prices),
             }),
         }
@@ -356,6 +360,10 @@ impl GuardRuns {
                 kept.add(row);
             }
         }
+        if kept.rows.len() > runs.most_spans {
+            runs.kept.remove(trace_id);
+            return Ok(false);
+        }
         runs.kept.insert(trace_id.to_owned(), kept);
         runs.touch(trace_id);
         runs.bound();
@@ -379,12 +387,17 @@ impl GuardRuns {
         if runs.kept.is_empty() {
             return Ok(0);
         }
+        let most_spans = runs.most_spans;
         let kept = &mut runs.kept;
         let rows = rows_in(&batch, |t| kept.contains_key(t))?;
         let joined = rows.len();
         for row in rows {
-            if let Some(k) = kept.get_mut(&row.trace_id) {
+            let trace_id = row.trace_id.clone();
+            if let Some(k) = kept.get_mut(&trace_id) {
                 k.add(row);
+                if k.rows.len() > most_spans {
+                    kept.remove(&trace_id);
+                }
             }
         }
         Ok(joined)

@@ -117,7 +117,9 @@ class NativePack:
 class GuardRuns:
     """The runs the runtime guard was asked about, kept as native rows, and their judgement."""
 
-    def __init__(self, most: int, prices: list[tuple[str, float, float]]) -> None: ...
+    def __init__(
+        self, most: int, most_spans: int, prices: list[tuple[str, float, float]]
+    ) -> None: ...
     def adopt(self, trace_id: str, rows: list[dict[str, Any]], since: int) -> bool:
         """Keep the run as these span rows with its spans of the batches held after the
         `since`-th, replacing what was kept of it; False (nothing kept) when some of those

@@ -17,11 +17,10 @@ import pyarrow.compute as pc
 import pytest
 
 from collector.assembler.prices import PriceTable
-from collector.evaluation.packs import PackText, compiled
+from collector.evaluation.packs import PackText
 from collector.guard.call import GuardRequest
 from collector.guard.check import judge_call
 from collector.guard.native_judge import NativeJudge
-from collector.guard.session_rules import asks_sessions
 from collector.normalize.wire import decode_request
 from collector.targets import Target
 from evaluators.base import Decision
@@ -106,7 +105,8 @@ def proposal(tool: dict[str, Any], agent: str | None) -> GuardRequest:
 
 
 def test_every_captured_call_is_answered_natively_as_python_answers_it() -> None:
-    judge = NativeJudge(PRICES, 64)
+    judge = NativeJudge(PRICES, 64, 10_000)
+    texts_of = {tuple(paths): tuple(pack_text(p) for p in paths) for paths in PACK_SETS}
     compared = deferred = 0
     for path in CAPTURES:
         for before, tool in cuts(rows_of(path)):
@@ -119,10 +119,8 @@ def test_every_captured_call_is_answered_natively_as_python_answers_it() -> None
                 continue
             judge.adopt(request.trace_id, before, judge.runs.seq())
             for paths in PACK_SETS:
-                texts = [pack_text(p) for p in paths]
-                packs = [compiled(t) for t in texts]
-                natives = judge.natives(texts)
-                if natives is None or asks_sessions(packs, request.service):
+                packs, natives = judge.in_force(texts_of[tuple(paths)])
+                if natives is None or judge.asks_sessions(request.service):
                     continue
                 for decision in DECISIONS:
                     expected = judge_call(request, own, packs, decision, "c" * 16, 10**18, PRICES)
@@ -142,15 +140,14 @@ def test_every_captured_call_is_answered_natively_as_python_answers_it() -> None
 
 def test_the_decision_is_asked_for_the_target_the_run_names() -> None:
     """Without an agent in the request, the target is the one the run's spans name."""
-    judge = NativeJudge(PRICES, 8)
+    judge = NativeJudge(PRICES, 8, 10_000)
     path = next(p for p in CAPTURES if "approved_write" in p.name)
     before, tool = next(
         (b, t) for b, t in cuts(rows_of(path)) if t["tool_name"].startswith("update")
     )
     request = proposal(tool, None)
     judge.adopt(request.trace_id, before, judge.runs.seq())
-    texts = [pack_text(p) for p in SHIPPED]
-    natives = judge.natives(texts)
+    packs, natives = judge.in_force([pack_text(p) for p in SHIPPED])
     assert natives is not None
     asked: list[Target] = []
 
@@ -158,34 +155,33 @@ def test_the_decision_is_asked_for_the_target_the_run_names() -> None:
         asked.append(target)
         return Decision.DISABLE, []
 
-    got = judge.answer(request, [compiled(t) for t in texts], natives, decision_of, "c" * 16, 1)
+    got = judge.answer(request, packs, natives, decision_of, "c" * 16, 1)
     assert got is not None and got.reasons[0] == "target_disabled"
     agent = next(r["agent_name"] for r in before if r["agent_name"])
     assert asked == [Target(request.service, agent, request.version or "")]
 
 
 def test_a_run_not_kept_or_a_pack_not_native_is_left_to_python() -> None:
-    judge = NativeJudge(PRICES, 8)
+    judge = NativeJudge(PRICES, 8, 10_000)
     path = CAPTURES[0]
     before, tool = cuts(rows_of(path))[0]
     request = proposal(tool, tool["agent_name"])
     texts = [pack_text(p) for p in SHIPPED]
-    natives = judge.natives(texts)
+    packs, natives = judge.in_force(texts)
     assert natives is not None
-    packs = [compiled(t) for t in texts]
     pass_ = (Decision.PASS, [])
     assert judge.answer(request, packs, natives, lambda _: pass_, "c" * 16, 1) is None
     judge.adopt(request.trace_id, before, judge.runs.seq())
     assert judge.answer(request, packs, natives, lambda _: pass_, "c" * 16, 1) is not None
     schema = PackText("schema", "0" * 64, SCHEMA_PACK)  # regexes are Python's alone
-    assert judge.natives([*texts, schema]) is None
+    assert judge.in_force([*texts, schema])[1] is None
     judge.runs.forget(request.trace_id)
     assert judge.answer(request, packs, natives, lambda _: pass_, "c" * 16, 1) is None
 
 
 @pytest.mark.parametrize("most", [1, 3])
 def test_runs_kept_are_bounded_and_the_least_recently_asked_let_go(most: int) -> None:
-    judge = NativeJudge(PRICES, most)
+    judge = NativeJudge(PRICES, most, 10_000)
     runs = {}
     for path in CAPTURES[:4]:
         before, tool = cuts(rows_of(path))[0]
@@ -203,7 +199,7 @@ def test_a_run_adopted_from_rows_read_takes_the_spans_acknowledged_meanwhile() -
     trace_id = table["trace_id"][0].as_py()
     table = table.filter(pc.equal(table["trace_id"], trace_id))
     rows = table.to_pylist()
-    judge = NativeJudge(PRICES, 8)
+    judge = NativeJudge(PRICES, 8, 10_000)
     since = judge.runs.begin_read()
     judge.acknowledged(table.slice(len(rows) - 1))  # acknowledged while the rest was read
     judge.adopt(trace_id, rows[:-1], since)
@@ -227,3 +223,20 @@ def test_a_run_adopted_from_rows_read_takes_the_spans_acknowledged_meanwhile() -
     assert judge.runs.count(trace_id) is None
     judge.adopt(trace_id, rows, judge.runs.seq())  # nothing acknowledged since: kept
     assert judge.runs.count(trace_id) == len(rows)
+
+
+def test_a_run_past_its_spans_bound_is_not_kept() -> None:
+    """The assembler closes a trace past `assembler.max_spans_per_trace` early: a run past it
+    is left to Python (read from the store, as that trace is)."""
+    path = next(p for p in CAPTURES if "approved_write" in p.name)
+    table = decode_request("traces", "json", path.read_bytes(), 1 << 20).table
+    trace_id = table["trace_id"][0].as_py()
+    table = table.filter(pc.equal(table["trace_id"], trace_id))
+    rows = table.to_pylist()
+    judge = NativeJudge(PRICES, 8, len(rows) - 1)
+    judge.adopt(trace_id, rows, judge.runs.seq())
+    assert not judge.kept(trace_id)
+    judge.adopt(trace_id, rows[:-1], judge.runs.seq())
+    assert judge.kept(trace_id)
+    judge.acknowledged(table.slice(len(rows) - 1))
+    assert not judge.kept(trace_id)
