@@ -11,6 +11,7 @@
 //! refuses, flow and MCP rules, which judge the call as a step of its own) is answered
 //! "deferred", and the caller weighs the call in Python instead.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
@@ -558,11 +559,6 @@ fn weigh(
     let asked = call.requested_by.is_some();
     let json = encoded(&t).map_err(|_| "arguments the builder cannot write")?;
     let step_rows = step_rows(&t, &json, &refs);
-    let without: Vec<StepRow> = step_rows
-        .iter()
-        .filter(|r| r.span_id != Some(span_id))
-        .cloned()
-        .collect();
     let run = run_of(&t);
     let selected: Vec<bool> = packs.iter().map(|p| selects(p, &run)).collect();
     if proposed
@@ -573,24 +569,26 @@ fn weigh(
     {
         return Ok((selected, false, Vec::new()));
     }
+    let input = run
+        .input
+        .filter(|i| !i.is_empty())
+        .map(|i| serde_json::Value::String(i.to_owned()));
+    // the run without the call, made only for a finding that may not be the call's
+    let without: OnceCell<Vec<StepRow>> = OnceCell::new();
     let mut verdicts = Vec::new();
     for (pack, _) in packs.iter().zip(&selected).filter(|(_, s)| **s) {
         let steps = steps_of(&step_rows, pack).map_err(|Defer(why)| why)?;
-        let before = steps_of(&without, pack).map_err(|Defer(why)| why)?;
-        let input = run
-            .input
-            .filter(|i| !i.is_empty())
-            .map(|i| serde_json::Value::String(i.to_owned()));
+        let call_step = steps
+            .iter()
+            .find(|s| s.row.span_id == Some(span_id))
+            .ok_or("the call is no step")?;
+        let before = OnceCell::new();
         for rule in pack.rules.iter().filter(|r| asked_of(r)) {
             if let Some(condition) = &rule.when_input {
                 if !condition.check(input.as_ref()).map_err(|Defer(why)| why)? {
                     continue;
                 }
             }
-            let call_step = steps
-                .iter()
-                .find(|s| s.row.span_id == Some(span_id))
-                .ok_or("the call is no step")?;
             let found = match &rule.check {
                 Check::Precedes(p) => match precedes_step(&steps, p, call_step) {
                     Ok(None) => None,
@@ -601,7 +599,13 @@ fn weigh(
                 _ => {
                     let f = finding(&run, &steps, rule).map_err(|Defer(why)| why)?;
                     counted(rule, f, span_id, || {
-                        finding(&run, &before, rule).map(|f| Some(f.verdict))
+                        let rows = without.get_or_init(|| {
+                            let other = |r: &&StepRow| r.span_id != Some(span_id);
+                            step_rows.iter().filter(other).cloned().collect()
+                        });
+                        let before = before.get_or_init(|| steps_of(rows, pack));
+                        let before = before.as_ref().map_err(|e| Defer(e.0))?;
+                        finding(&run, before, rule).map(|f| Some(f.verdict))
                     })?
                 }
             };
