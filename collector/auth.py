@@ -19,6 +19,11 @@ class BearerAuth:
         self._names = [(names or {}).get(t, "") for t in tokens]
 
     @property
+    def tokens(self) -> list[bytes]:
+        """The tokens accepted (none: every request passes), for the native gRPC listener."""
+        return list(self._tokens)
+
+    @property
     def enabled(self) -> bool:
         """False when no token is configured: every request passes."""
         return bool(self._tokens)

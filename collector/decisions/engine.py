@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -103,6 +104,8 @@ class DecisionEngine:
         # What scrapes, the API and the console read: published under the lock at the end of
         # each change, read without it, so a reader never waits for a round in progress.
         self._published = Snapshot([])
+        # told after each publication (the guard's native listener forgets what it was told)
+        self.on_publish: list[Callable[[], None]] = []
         metrics.interval.set(config.interval_seconds)
 
     def start(self) -> None:
@@ -133,6 +136,8 @@ class DecisionEngine:
         self._published = Snapshot(
             strongest_first(list(self._active.values())), dict(self._targets), dict(self._review)
         )
+        for told in self.on_publish:
+            told()
 
     def consume(self, tables: dict[str, pa.Table], received_at: datetime) -> None:
         """Commit hook: stored live fail or review results wake the next round now. It runs in

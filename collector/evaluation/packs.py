@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,6 +107,9 @@ class PackRegistry(TickingStage):
         self.ticker = Ticker("sextant-rules", config.reload_seconds, self.reload)
         self._snapshot: tuple[PackText, ...] = ()
         self._unrecorded: list[LoadedPack] = []
+        # told after each change of the packs in force (the guard's native listener forgets
+        # the packs it was told)
+        self.on_publish: list[Callable[[], None]] = []
 
     def start(self) -> None:
         self.reload()
@@ -204,6 +208,8 @@ class PackRegistry(TickingStage):
                 if rule.id not in off:
                     self.metrics.errors.labels(name, rule.id)
         self._snapshot = tuple(packs)
+        for told in self.on_publish:
+            told()
         self.metrics.packs.set(len(packs))
 
     def _record(self) -> None:

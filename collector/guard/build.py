@@ -42,6 +42,12 @@ def guard_for(pipeline: Pipeline) -> Guard:
     )
     pipeline.sessions.held.keep(sessions.guard_cached)
     prices = PriceTable.load({k: v.model_dump() for k, v in config.pricing.models.items()})
+    native = None
+    if config.guard.native:
+        native = NativeJudge(prices, GROWN_RUNS, config.assembler.max_spans_per_trace)
+        # what the native side was told of the packs and decisions is forgotten as they change
+        pipeline.packs.on_publish.append(native.runs.packs_changed)
+        decisions.on_publish.append(native.runs.decisions_changed)
     guard = Guard(
         config.guard,
         pipeline.assembler,
@@ -53,9 +59,7 @@ def guard_for(pipeline: Pipeline) -> Guard:
         prices,
         pipeline.clock,
         Conversations(sessions, pipeline.sessions, pipeline.database, in_flight),
-        NativeJudge(prices, GROWN_RUNS, config.assembler.max_spans_per_trace)
-        if config.guard.native
-        else None,
+        native,
     )
     ingest.on_acknowledged = guard.acknowledged
     return guard

@@ -50,11 +50,15 @@ class GuardMetrics:
             " about it, with the spans since), built (built whole from the spans held in"
             " memory), read (read from the store in a guard thread: closed, recovered, spilled"
             " or still loading), native (weighed in native code on the run kept natively since"
-            " an earlier call). Many built or read calls cost the event loop or the deadline.",
+            " an earlier call, on the event loop), listener (the same, answered in the native"
+            " gRPC listener's threads without the event loop). Many built or read calls cost"
+            " the event loop or the deadline.",
             ["how"],
             registry=registry,
         )
-        self._runs = {how: self.runs.labels(how) for how in ("grown", "built", "read", "native")}
+        self._runs = {
+            how: self.runs.labels(how) for how in ("grown", "built", "read", "native", "listener")
+        }
         # each call counts twice: the labelled counters are looked up once, not on every call
         self._calls: dict[str, Counter] = {}
         self._answers = {

@@ -14,10 +14,9 @@ import pyarrow as pa
 from collector.assembler.prices import PriceTable
 from collector.evaluation.native_round import native_pack
 from collector.evaluation.packs import PackText
-from collector.guard.call import GuardAnswer, GuardRequest
-from collector.guard.check import answer_for, guard_rules, proposed_row
-from collector.guard.session_rules import asks_sessions
-from collector.guard.verdicts import Verdicts
+from collector.guard.call import GuardAnswer, GuardRequest, ProposedCall
+from collector.guard.check import guard_rules, proposed_row
+from collector.guard.session_rules import asks_sessions, guard_session_rules
 from collector.normalize.native import native
 from collector.targets import Target
 from evaluators.base import Decision
@@ -36,17 +35,33 @@ class NativeJudge:
         self._texts: Sequence[PackText] | None = None
         self._in_force: tuple[list[RulePack], list[Any] | None] = ([], None)
         self._sessions: dict[str, bool] = {}
+        self._told: int | None = None  # the packs' generation the native side was told
 
-    def in_force(self, texts: Sequence[PackText]) -> tuple[list[RulePack], list[Any] | None]:
+    def in_force(
+        self, texts: Sequence[PackText], gen: int | None = None
+    ) -> tuple[list[RulePack], list[Any] | None]:
         """The packs and their native forms (None when a guard rule of one is not native),
         read once for each snapshot of the packs in force (`texts`, the same object until a
-        pack changes): on every call they cost a tenth of it."""
+        pack changes): on every call they cost a tenth of it. The native side is told them
+        with the generation `gen` of the packs (`runs.packs_gen()`, read before `texts`), so
+        that packs read before a change are never used after it."""
+        gen = self.runs.packs_gen() if gen is None else gen
         if texts is not self._texts:
             made = [native_pack(text) for text in texts]
             whole = all({r.id for r in guard_rules(m.pack)} <= set(m.native.rule_ids) for m in made)
             natives = [m.native for m in made] if whole else None
             self._texts, self._in_force = texts, ([m.pack for m in made], natives)
             self._sessions = {}
+            self._told = None
+        if gen != self._told:
+            packs, natives = self._in_force
+            settings = [
+                (g.writes, g.on_unknown.value, str(g.quarantine), bool(guard_session_rules(p)))
+                for p in packs
+                for g in [p.guard]
+            ]
+            told = self.runs.set_packs(gen, natives, settings)
+            self._told = gen if told or natives is None else None
         return self._in_force
 
     def asks_sessions(self, service: str) -> bool:
@@ -79,27 +94,42 @@ class NativeJudge:
     def answer(
         self,
         request: GuardRequest,
-        packs: list[RulePack],
-        natives: list[Any],
         decision_of: Callable[[Target], tuple[Decision, list[str]]],
         span_id: str,
         now_ns: int,
     ) -> GuardAnswer | None:
-        """`judge_call`'s answer for the kept run (`packs` with their native forms
-        `natives`; `decision_of` the target's current decision); None: left to Python."""
+        """`judge_call`'s answer for the kept run under the packs in force (`in_force`) and
+        the target's current decision (`decision_of`); None: left to Python. An MCP call is
+        Python's: its step is judged with the server it names."""
+        if request.tool.kind == "mcp":
+            return None
         call = proposed_row(request, span_id, request.parent_span_id or None, now_ns)
-        out = self.runs.judge(call, request.agent, request.version, natives)
+
+        def decision(service: str, agent: str, version: str) -> tuple[str, list[str]]:
+            found, fired = decision_of(Target(service, agent, version))
+            return found.value, fired
+
+        out = self.runs.judge(call, request.agent, request.version, decision)
         if isinstance(out, str):
             return None
-        selected, asked, verdicts, parent, first_agent, first_version = out
-        target = Target(
-            request.service,
-            request.agent or first_agent or "",
-            request.version or first_version or "",
-        )
-        chosen = [p for p, selects in zip(packs, selected, strict=True) if selects]
-        found = [Verdicts(Answer(a), r, m, tuple(e)) for a, r, m, e in verdicts]
-        asked = asked or not request.tool.tool_call_id
-        answer = answer_for(request, chosen, asked, found, decision_of(target), span_id)
-        answer.parent_span_id = parent
-        return answer
+        answer, reasons, evidence, messages, decided, parent = out
+        return GuardAnswer(Answer(answer), reasons, evidence, messages, span_id, decided, parent)
+
+    def recorded(self) -> list[tuple[GuardRequest, GuardAnswer, int, int, float]]:
+        """The calls the gRPC listener answered since the last look: each call (as far as its
+        step says it), its answer, the step's start and end (ns), and its latency (s)."""
+        out = []
+        for (trace_id, service, version, tool, call_id), said, timing in self.runs.answered():
+            answer, reasons, evidence, messages, decided, parent = said
+            span_id, start_ns, end_ns, seconds = timing
+            request = GuardRequest.model_construct(
+                trace_id=trace_id,
+                service=service,
+                version=version,
+                tool=ProposedCall.model_construct(name=tool, tool_call_id=call_id),
+            )
+            given = GuardAnswer(
+                Answer(answer), reasons, evidence, messages, span_id, decided, parent
+            )
+            out.append((request, given, start_ns, end_ns, seconds))
+        return out

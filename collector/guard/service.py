@@ -77,6 +77,14 @@ def own_rows(rows: list[dict[str, Any]], service: str) -> list[dict[str, Any]]:
     return [row for row in rows if row["service_name"] == service]
 
 
+def basis_of(answer: GuardAnswer, basis: str) -> str:
+    """How the answer was reached, for `sextant_guard_answers`: a judged run that was
+    unknown or partial counts as unknown."""
+    if basis == "judged" and {UNKNOWN, PARTIAL, SESSION_UNKNOWN} & set(answer.reasons):
+        return "unknown"
+    return basis
+
+
 class KeptRun:
     """A run kept built between calls, with the held rows it was built or last grown from."""
 
@@ -215,12 +223,13 @@ class Guard:
         assert native is not None
         if not native.kept(request.trace_id):
             return None
-        packs, natives = native.in_force(self.packs.snapshot())
+        gen = native.runs.packs_gen()  # before the packs are read: see `in_force`
+        _, natives = native.in_force(self.packs.snapshot(), gen)
         if natives is None:
             return None
         if self.conversations is not None and native.asks_sessions(request.service):
             return None
-        answer = native.answer(request, packs, natives, self.decision_of, span_id, now_ns)
+        answer = native.answer(request, self.decision_of, span_id, now_ns)
         if answer is not None:
             self.metrics.had_run("native")
         return answer
@@ -255,10 +264,6 @@ class Guard:
             self._built[key] = kept
             while len(self._built) > GROWN_RUNS:
                 self._built.popitem(last=False)
-        native = self.native
-        if native is not None and not native.kept(request.trace_id):
-            # kept natively from here on: its spans loaded are all those acknowledged (`_loaded`)
-            native.adopt(request.trace_id, held.as_list(), native.runs.seq())
         return grown, rows
 
     def unavailable(self, request: GuardRequest, span_id: str, reason: str) -> GuardAnswer:
@@ -271,6 +276,29 @@ class Guard:
         message = f"the guard could not judge the call ({reason}); guard.on_unavailable"
         return GuardAnswer(answer, [f"guard_unavailable_{reason}"], [], [message], span_id)
 
+    def listener(self, tokens: list[bytes]) -> Any:
+        """What the native gRPC listener answers calls with (the runs kept natively), told the
+        OTLP listener's `tokens`; None when calls are not answered there: no native judgement,
+        or a clock of the guard's own (its steps are timed by it, the listener's by the
+        system's)."""
+        if self.native is None or not isinstance(self.clock, SystemClock):
+            return None
+        self.native.runs.listen(tokens, self.conversations is not None)
+        return self.native.runs
+
+    def answered_by_listener(self) -> None:
+        """On the event loop: the calls the gRPC listener answered natively since the last
+        look, recorded as steps of their runs and counted, as `check` does for its own."""
+        if self.native is None:
+            return
+        for request, answer, start_ns, end_ns, seconds in self.native.recorded():
+            self.metrics.called("grpc")
+            self.metrics.had_run("listener")
+            self.metrics.answered(answer.answer.value, basis_of(answer, "judged"))
+            span = guard_span(request, answer, answer.parent_span_id, start_ns, end_ns)
+            self.recorder.record(request, span)
+            self.metrics.duration.observe(seconds)
+
     async def check(self, request: GuardRequest, protocol: str) -> GuardAnswer:
         """The answer, within the deadline whatever happens; recorded as a step of the run."""
         started = time.perf_counter()
@@ -282,9 +310,7 @@ class Guard:
         except Exception as exc:
             log.exception("guard call raised: %s", exc)
             answer, basis = self.unavailable(request, span_id, "error"), "unavailable"
-        if basis == "judged" and {UNKNOWN, PARTIAL, SESSION_UNKNOWN} & set(answer.reasons):
-            basis = "unknown"
-        self.metrics.answered(answer.answer.value, basis)
+        self.metrics.answered(answer.answer.value, basis_of(answer, basis))
         end_ns = int(self.clock.wall() * 1e9)
         parent = answer.parent_span_id or request.parent_span_id
         self.recorder.record(request, guard_span(request, answer, parent, start_ns, end_ns))
@@ -298,12 +324,20 @@ class Guard:
         two hand-overs of the GIL to a thread would cost more); one read from the store, or
         waiting for its acknowledged spans to load, in a guard thread within the deadline."""
         started = time.perf_counter()
-        if self.native is not None:
+        native = self.native
+        if native is not None:
             judged = self._judge_natively(request, span_id, start_ns)
             if judged is not None:
                 return judged, "judged"
         held = self.runs.held_run(request.trace_id) if self._loaded(request.trace_id) else None
         if held is not None:
+            if native is not None and not native.kept(request.trace_id):
+                # kept natively from here on (its spans loaded are all those acknowledged), and
+                # weighed so at once: the gRPC listener answers the run's next calls
+                native.adopt(request.trace_id, held.as_list(), native.runs.seq())
+                judged = self._judge_natively(request, span_id, start_ns)
+                if judged is not None:
+                    return judged, "judged"
             answer = self._judge(request, span_id, start_ns, held)
             if answer is not None:
                 return answer, "judged"

@@ -79,6 +79,21 @@ struct Plan {
     stop: AtomicBool,
 }
 
+/// Tokio's timer rounds a wake-up up to its next millisecond tick, and a call measured from
+/// when it was due would count that as the server's latency: the last stretch is slept by the
+/// system's timer (tens of microseconds late) in a blocking thread.
+const TIMER_GRAIN: Duration = Duration::from_millis(2);
+
+async fn until(at: Instant) {
+    if let Some(early) = at.checked_sub(TIMER_GRAIN) {
+        tokio::time::sleep_until(early.into()).await;
+    }
+    let left = at.saturating_duration_since(Instant::now());
+    if !left.is_zero() {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(left)).await;
+    }
+}
+
 impl Plan {
     /// The next call's number and the moment it is due, once it is; None when the run is over
     /// (its duration, its budget of calls, or an interrupt). Open loop, call n is due at
@@ -95,7 +110,7 @@ impl Plan {
             return Some((n, Instant::now()));
         }
         let due = self.started + Duration::from_secs_f64(n as f64 / self.rate);
-        tokio::time::sleep_until(due.min(self.deadline).into()).await;
+        until(due.min(self.deadline)).await;
         (due < self.deadline && !self.stop.load(Ordering::Relaxed)).then_some((n, due))
     }
 

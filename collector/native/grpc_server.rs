@@ -16,7 +16,7 @@ use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
 use std::os::fd::FromRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,7 @@ use tonic::server::{Grpc, UnaryService};
 use tonic::transport::server::{TcpConnectInfo, TcpIncoming};
 use tonic::{Code, Status};
 
+use crate::guard_judge::{GuardCore, GuardRuns};
 use crate::raw_codec::Raw;
 
 const TRACES: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
@@ -71,6 +72,8 @@ struct Shared {
     woken: AtomicBool,
     wake: Mutex<File>,
     guard: bool,
+    /// The guard's kept runs, when it answers calls in these threads (guard_listen.rs).
+    native_guard: OnceLock<Arc<GuardCore>>,
     max_request_bytes: usize,
     max_response_bytes: usize,
 }
@@ -81,6 +84,11 @@ impl Shared {
     /// so no call waits for a wake-up that never comes.
     fn hand_over(&self, call: Call) {
         self.waiting.lock().expect("calls").push(call);
+        self.wake();
+    }
+
+    /// Wake the loop unless a wake-up is already on its way.
+    fn wake(&self) {
         if !self.woken.swap(true, Ordering::SeqCst) {
             // A full pipe already holds a wake-up the loop has not read: nothing is lost.
             let _ = self.wake.lock().expect("pipe").write(&[1]);
@@ -108,6 +116,15 @@ impl UnaryService<Bytes> for Unary {
             value.to_str().ok().map(str::to_owned)
         };
         let authorization = text("authorization");
+        if let (Method::Guard, Some(guard)) = (self.method, shared.native_guard.get()) {
+            let arrived = Instant::now();
+            if let Some(answer) =
+                guard.answer_call(request.get_ref(), authorization.as_deref(), arrived)
+            {
+                shared.wake(); // the loop records the guard's step and counts the call
+                return Box::pin(async move { Ok(tonic::Response::new(Bytes::from(answer))) });
+            }
+        }
         let user_agent = text("user-agent");
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer, answered) = oneshot::channel();
@@ -281,6 +298,7 @@ impl GrpcServer {
             woken: AtomicBool::new(false),
             wake: Mutex::new(wake),
             guard,
+            native_guard: OnceLock::new(),
             max_request_bytes,
             max_response_bytes,
         });
@@ -353,6 +371,12 @@ impl GrpcServer {
                 details: Bytes::copy_from_slice(details),
             });
         }
+    }
+
+    /// Answer `GuardService/Check` in these threads for the runs `runs` keeps (the others
+    /// are still handed to Python); once per server.
+    fn answer_guard_calls(&self, runs: &GuardRuns) {
+        let _ = self.shared.native_guard.set(runs.core());
     }
 
     /// Stop taking connections and calls; calls in flight are still answered.

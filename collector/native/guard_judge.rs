@@ -13,16 +13,19 @@
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::Mutex;
+use std::hash::RandomState;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::types::{Int64Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, StructArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyAny, PyDict, PyList, PyString};
 
 use crate::arrow_py::import_struct;
 use crate::assemble::{build_trajectory, encoded, prims, strs, Prices, Row, Trajectory};
+use crate::guard_answer::{answer_for, Answered, Asked, Settings, Verdict};
+use crate::guard_listen::{InForce, Policy, Recorded};
 use crate::rules::NativePack;
 use crate::rules_eval::{finding, has_override, steps_of, unique, Finding, Run, StepRow};
 use crate::rules_pack::{Check, Pack, Rule};
@@ -48,7 +51,7 @@ const RECENT_BATCHES: usize = 1_024;
 
 /// One span of a run, owned: the columns of `spans` the builder reads.
 #[derive(Clone, Default)]
-struct OwnedRow {
+pub(crate) struct OwnedRow {
     trace_id: String,
     span_id: String,
     parent_span_id: Option<String>,
@@ -78,6 +81,40 @@ struct OwnedRow {
 }
 
 impl OwnedRow {
+    /// The proposed call as check.py `proposed_row` makes it: a tool span starting now, under
+    /// the guard's own span id; `resource` the service and version, `tool` its name, the
+    /// model's id for it and its arguments (compact JSON).
+    pub(crate) fn proposed(
+        trace_id: &str,
+        span_id: &str,
+        parent_span_id: Option<String>,
+        now_ns: u64,
+        resource: (&str, Option<&str>),
+        tool: (&str, Option<&str>, &str),
+    ) -> Self {
+        let (name, tool_call_id, arguments) = tool;
+        OwnedRow {
+            trace_id: trace_id.to_owned(),
+            span_id: span_id.to_owned(),
+            parent_span_id,
+            flags: Some(0),
+            name: Some(name.to_owned()),
+            kind: Some("INTERNAL".to_owned()),
+            scope_name: Some("sextant.guard".to_owned()),
+            start: now_ns,
+            end: now_ns,
+            status_code: Some("UNSET".to_owned()),
+            step_kind: Some("tool".to_owned()),
+            tool_name: Some(name.to_owned()),
+            tool_call_id: tool_call_id.map(str::to_owned),
+            tool_arguments: Some(arguments.to_owned()),
+            service_name: Some(resource.0.to_owned()),
+            service_version: resource.1.map(str::to_owned),
+            attributes: Some(r#"{"sextant.guard.proposed":true}"#.to_owned()),
+            ..OwnedRow::default()
+        }
+    }
+
     fn row(&self) -> Row<'_> {
         Row {
             trace_id: &self.trace_id,
@@ -235,7 +272,8 @@ fn rows_in(batch: &StructArray, wanted: impl Fn(&str) -> bool) -> PyResult<Vec<O
 
 /// A run kept: its rows in the order acknowledged, each span once.
 struct Kept {
-    rows: Vec<OwnedRow>,
+    /// Shared, so a judgement takes the run and weighs it without the lock.
+    rows: Vec<Arc<OwnedRow>>,
     ids: HashSet<String>,
     used: u64,
 }
@@ -243,7 +281,7 @@ struct Kept {
 impl Kept {
     fn add(&mut self, row: OwnedRow) {
         if self.ids.insert(row.span_id.clone()) {
-            self.rows.push(row);
+            self.rows.push(Arc::new(row));
         }
     }
 }
@@ -260,7 +298,8 @@ struct Runs {
     /// Spans a kept run holds at most; a run past it is let go (weighed in Python, from the
     /// store, as the assembler closes such a trace early).
     most_spans: usize,
-    prices: Prices,
+    /// The price table's `(prefix, input, output)`, for each judgement's own `Prices`.
+    prices: Arc<Vec<(String, f64, f64)>>,
 }
 
 impl Runs {
@@ -289,9 +328,6 @@ impl Runs {
     }
 }
 
-/// One rule's verdict about the call: answer (deny, review), reason code, message, evidence.
-type Verdict = (String, String, String, Vec<String>);
-
 /// What a judgement found: per pack whether it selects the run, whether a model call of the
 /// run asked for the call, the rules' verdicts about the call (answer, reason, message,
 /// evidence), the span the call runs under, the first agent and version the run's spans name.
@@ -304,16 +340,70 @@ type Judged = (
     Option<String>,
 );
 
+/// A call answered: the answer, and the span the call runs under.
+pub(crate) struct Judgement {
+    pub answered: Answered,
+    pub parent: Option<String>,
+}
+
+/// The runs kept and what the answers depend on besides them, shared by Python's calls and
+/// the gRPC listener's threads (guard_listen.rs).
+pub(crate) struct GuardCore {
+    runs: Mutex<Runs>,
+    pub(crate) policy: Mutex<Policy>,
+    /// Calls the listener answered, for Python to record and count.
+    pub(crate) answered: Mutex<Vec<Recorded>>,
+    pub(crate) seed: RandomState,
+}
+
 /// The runs the guard was asked about, kept natively, and their judgement.
 #[pyclass(frozen, module = "collector.normalize._native")]
 pub struct GuardRuns {
-    runs: Mutex<Runs>,
+    core: Arc<GuardCore>,
 }
 
 impl GuardRuns {
     fn lock(&self) -> std::sync::MutexGuard<'_, Runs> {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+        self.core.lock()
     }
+
+    fn policy(&self) -> std::sync::MutexGuard<'_, Policy> {
+        self.core.policy.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The core, for the listener that answers calls with it.
+    pub(crate) fn core(&self) -> Arc<GuardCore> {
+        self.core.clone()
+    }
+}
+
+type Recording<'py> = (
+    (String, String, Option<String>, String, Option<String>),
+    (
+        String,
+        Vec<String>,
+        Vec<String>,
+        Vec<String>,
+        String,
+        Option<String>,
+    ),
+    (String, u64, u64, f64),
+);
+
+type Settled = (
+    String,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    String,
+    Option<String>,
+);
+
+fn settled(j: Judgement) -> Settled {
+    let a = j.answered;
+    (
+        a.answer, a.reasons, a.evidence, a.messages, a.decision, j.parent,
+    )
 }
 
 #[pymethods]
@@ -322,16 +412,26 @@ impl GuardRuns {
     /// price table's `(prefix, input, output)` in lookup order.
     #[new]
     fn new(most: usize, most_spans: usize, prices: Vec<(String, f64, f64)>) -> Self {
+        let runs = Runs {
+            kept: HashMap::new(),
+            seq: 0,
+            recent: VecDeque::new(),
+            readers: BTreeMap::new(),
+            tick: 0,
+            most,
+            most_spans,
+            prices: Arc::new(prices),
+        };
+        let policy = Policy {
+            sessions: true,
+            ..Policy::default()
+        };
         GuardRuns {
-            runs: Mutex::new(Runs {
-                kept: HashMap::new(),
-                seq: 0,
-                recent: VecDeque::new(),
-                readers: BTreeMap::new(),
-                tick: 0,
-                most,
-                most_spans,
-                prices: Prices::new(prices),
+            core: Arc::new(GuardCore {
+                runs: Mutex::new(runs),
+                policy: Mutex::new(policy),
+                answered: Mutex::new(Vec::new()),
+                seed: RandomState::new(),
             }),
         }
     }
@@ -451,48 +551,215 @@ impl GuardRuns {
     }
 
     /// The proposed call (`call`: the span row `proposed_row` makes, its parent None when the
-    /// agent did not say) weighed against the kept run's spans of its service, under `packs`
-    /// (their guard rules all native); the agent and version the request gives. A tuple of
-    /// what was found (see `Judged`), or the reason the call is left to Python.
-    #[pyo3(signature = (call, agent, version, packs))]
+    /// agent did not say) weighed against the kept run's spans of its service under the packs
+    /// in force (`set_packs`), and answered under the target's decision: `decision_of(service,
+    /// agent, version)` gives it as (decision, reasons that fire), and it is remembered for the
+    /// listener until the decisions change. A tuple (answer, reasons, evidence, messages,
+    /// decision, parent span), or the reason the call is left to Python.
+    #[pyo3(signature = (call, agent, version, decision_of))]
     fn judge<'py>(
         &self,
         call: &Bound<'py, PyDict>,
         agent: Option<&str>,
         version: Option<&str>,
-        packs: Vec<PyRef<'py, NativePack>>,
+        decision_of: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = call.py();
-        Ok(match self.judged(call, agent, version, &packs)? {
-            Ok(judged) => judged.into_pyobject(py)?.into_any(),
-            Err(why) => PyString::new(py, why).into_any(),
-        })
+        let proposed = OwnedRow::from_dict(call)?;
+        let Some(packs) = self.policy().packs.clone() else {
+            return Ok(PyString::new(py, "the packs in force are not native").into_any());
+        };
+        let gen = self.policy().decisions_gen;
+        let decision = |service: &str, agent: &str, version: &str| -> PyResult<_> {
+            let found: (String, Vec<String>) =
+                decision_of.call1((service, agent, version))?.extract()?;
+            let target = (service.to_owned(), agent.to_owned(), version.to_owned());
+            self.policy().know_decision(gen, target, found.clone());
+            Ok(Some(found))
+        };
+        let core = &self.core;
+        let judged = py.detach(|| core.judged(proposed, agent, version, &packs));
+        Ok(
+            match core.answered_from(judged, agent, version, &packs, decision)? {
+                Ok(judgement) => settled(judgement).into_pyobject(py)?.into_any(),
+                Err(why) => PyString::new(py, why).into_any(),
+            },
+        )
+    }
+
+    /// The packs in force as of generation `gen` (`packs_gen()` read before the packs were):
+    /// their native forms (None: a guard rule of one is not native) and each one's `guard:`
+    /// settings (writes, on_unknown, quarantine) and whether it asks session rules. False, and
+    /// nothing kept, when the packs changed since, or a setting is not read natively.
+    #[pyo3(signature = (gen, natives, settings))]
+    fn set_packs(
+        &self,
+        gen: u64,
+        natives: Option<Vec<PyRef<'_, NativePack>>>,
+        settings: Vec<(Vec<String>, String, String, bool)>,
+    ) -> bool {
+        let made = natives.map(|natives| {
+            natives
+                .iter()
+                .zip(settings)
+                .map(
+                    |(native, (writes, on_unknown, quarantine, asks_sessions))| {
+                        Settings::new(&writes, on_unknown, quarantine).map(|settings| InForce {
+                            pack: native.shared(),
+                            settings,
+                            asks_sessions,
+                        })
+                    },
+                )
+                .collect::<Result<Vec<_>, _>>()
+        });
+        let mut policy = self.policy();
+        if gen != policy.packs_gen {
+            return false;
+        }
+        let (kept, packs) = match made {
+            Some(Ok(packs)) => (true, Some(Arc::new(packs))),
+            _ => (false, None),
+        };
+        policy.packs = packs;
+        kept
+    }
+
+    /// The generation of the packs in force, changed by `packs_changed`.
+    fn packs_gen(&self) -> u64 {
+        self.policy().packs_gen
+    }
+
+    /// The packs in force changed: none is used until told them again.
+    fn packs_changed(&self) {
+        let mut policy = self.policy();
+        policy.packs_gen += 1;
+        policy.packs = None;
+    }
+
+    /// The decisions changed: none remembered is used again.
+    fn decisions_changed(&self) {
+        let mut policy = self.policy();
+        policy.decisions_gen += 1;
+        policy.decisions.clear();
+    }
+
+    /// The gRPC listener answers calls for the runs kept, with the OTLP listener's `tokens`
+    /// (none: no auth); `sessions`: conversations are held (a pack asking session rules
+    /// leaves its calls to Python).
+    fn listen(&self, tokens: Vec<Vec<u8>>, sessions: bool) {
+        let mut policy = self.policy();
+        policy.listening = true;
+        policy.tokens = tokens;
+        policy.sessions = sessions;
+    }
+
+    /// The calls the listener answered since the last look, to record and count: each as
+    /// ((trace id, service, version, tool, tool call id), (answer, reasons, evidence,
+    /// messages, decision, parent span), (the guard's span id, start and end in ns, seconds
+    /// from arrival to answer)).
+    fn answered(&self) -> Vec<Recording<'_>> {
+        let taken =
+            std::mem::take(&mut *self.core.answered.lock().unwrap_or_else(|e| e.into_inner()));
+        taken
+            .into_iter()
+            .map(|r| {
+                (
+                    (r.trace_id, r.service, r.version, r.tool, r.tool_call_id),
+                    settled(r.judgement),
+                    (r.span_id, r.start_ns, r.end_ns, r.seconds),
+                )
+            })
+            .collect()
     }
 }
 
-impl GuardRuns {
-    fn judged(
+impl GuardCore {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Runs> {
+        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The call weighed under `packs` and answered under the decision `decision_of` gives
+    /// the target (None: not known here, and the call is left to Python).
+    pub(crate) fn answer<E>(
         &self,
-        call: &Bound<'_, PyDict>,
+        proposed: OwnedRow,
         agent: Option<&str>,
         version: Option<&str>,
-        packs: &[PyRef<'_, NativePack>],
-    ) -> PyResult<Result<Judged, &'static str>> {
-        let mut proposed = OwnedRow::from_dict(call)?;
-        let packs: Vec<&Pack> = packs.iter().map(|p| p.pack()).collect();
-        let mut runs = self.lock();
-        runs.touch(&proposed.trace_id);
-        let Some(kept) = runs.kept.get(&proposed.trace_id) else {
-            return Ok(Err("run not kept"));
+        packs: &[InForce],
+        decision_of: impl FnOnce(&str, &str, &str) -> Result<Option<(String, Vec<String>)>, E>,
+    ) -> Result<Result<Judgement, &'static str>, E> {
+        let judged = self.judged(proposed, agent, version, packs);
+        self.answered_from(judged, agent, version, packs, decision_of)
+    }
+
+    fn answered_from<E>(
+        &self,
+        judged: Result<(Judged, OwnedRow), &'static str>,
+        agent: Option<&str>,
+        version: Option<&str>,
+        packs: &[InForce],
+        decision_of: impl FnOnce(&str, &str, &str) -> Result<Option<(String, Vec<String>)>, E>,
+    ) -> Result<Result<Judgement, &'static str>, E> {
+        let ((selected, asked, verdicts, parent, first_agent, first_version), call) = match judged {
+            Ok(j) => j,
+            Err(why) => return Ok(Err(why)),
         };
-        let service = proposed.service_name.as_deref();
-        let own: Vec<&OwnedRow> = kept
-            .rows
+        fn given(s: Option<&str>) -> Option<&str> {
+            s.filter(|s| !s.is_empty())
+        }
+        let service = call.service_name.as_deref().unwrap_or_default();
+        let agent = given(agent).or(first_agent.as_deref()).unwrap_or_default();
+        let version = given(version)
+            .or(first_version.as_deref())
+            .unwrap_or_default();
+        let Some((decision, fired)) = decision_of(service, agent, version)? else {
+            return Ok(Err("the target's decision is not known here"));
+        };
+        let chosen: Vec<&Settings> = packs
             .iter()
-            .filter(|r| r.service_name.as_deref() == service)
+            .zip(&selected)
+            .filter(|(_, s)| **s)
+            .map(|(p, _)| &p.settings)
             .collect();
+        let tool_call_id = given(call.tool_call_id.as_deref());
+        let was_asked = asked || tool_call_id.is_none();
+        let asked = Asked {
+            tool: call.tool_name.as_deref().unwrap_or_default(),
+            tool_call_id,
+        };
+        let answered = answer_for(&asked, &chosen, was_asked, verdicts, &decision, &fired);
+        Ok(Ok(Judgement { answered, parent }))
+    }
+
+    /// `weigh_call` on the kept run (its spans of the call's service) with the proposed call;
+    /// with the call as weighed (its parent filled in).
+    fn judged(
+        &self,
+        mut proposed: OwnedRow,
+        agent: Option<&str>,
+        version: Option<&str>,
+        packs: &[InForce],
+    ) -> Result<(Judged, OwnedRow), &'static str> {
+        let packs: Vec<&Pack> = packs.iter().map(|p| &*p.pack).collect();
+        let service = proposed.service_name.as_deref();
+        let (own, prices) = {
+            let mut runs = self.lock();
+            runs.touch(&proposed.trace_id);
+            let Some(kept) = runs.kept.get(&proposed.trace_id) else {
+                return Err("run not kept");
+            };
+            let own: Vec<Arc<OwnedRow>> = kept
+                .rows
+                .iter()
+                .filter(|r| r.service_name.as_deref() == service)
+                .cloned()
+                .collect();
+            (own, runs.prices.clone())
+        };
+        let own: Vec<&OwnedRow> = own.iter().map(|r| &**r).collect();
         if own.is_empty() {
-            return Ok(Err("no span of the service"));
+            return Err("no span of the service");
         }
         let parent = proposed.parent_span_id.clone().or_else(|| dangling(&own));
         proposed.parent_span_id = parent.clone();
@@ -503,17 +770,17 @@ impl GuardRuns {
         };
         let first_agent = first(|r| &r.agent_name);
         let first_version = first(|r| &r.service_version);
-        let found = weigh(&own, &proposed, agent, version, &packs, &runs.prices);
-        Ok(found.map(|(selected, asked, verdicts)| {
-            (
-                selected,
-                asked,
-                verdicts,
-                parent,
-                first_agent,
-                first_version,
-            )
-        }))
+        let prices = Prices::new(prices.to_vec());
+        let (selected, asked, verdicts) = weigh(&own, &proposed, agent, version, &packs, &prices)?;
+        let judged = (
+            selected,
+            asked,
+            verdicts,
+            parent,
+            first_agent,
+            first_version,
+        );
+        Ok((judged, proposed))
     }
 }
 

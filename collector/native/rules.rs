@@ -321,12 +321,17 @@ pub fn evaluate_batch(packs: &[&Pack], runs: &[Run], steps: &StepRows) -> Struct
 /// A compiled pack: `evaluate(trajectories, steps)` gives its native rules' results.
 #[pyclass(frozen, module = "collector.normalize._native")]
 pub struct NativePack {
-    pack: Pack,
+    pack: std::sync::Arc<Pack>,
 }
 
 impl NativePack {
     pub(crate) fn pack(&self) -> &Pack {
         &self.pack
+    }
+
+    /// The pack, shared (the guard's listener keeps the packs in force).
+    pub(crate) fn shared(&self) -> std::sync::Arc<Pack> {
+        self.pack.clone()
     }
 }
 
@@ -386,7 +391,7 @@ pub fn evaluate_packs(
 ) -> PyResult<ArrowBatch> {
     let trajectories = import_struct(trajectories, "trajectories")?;
     let steps = import_struct(steps, "steps")?;
-    let packs: Vec<&Pack> = packs.iter().map(|p| &p.pack).collect();
+    let packs: Vec<&Pack> = packs.iter().map(|p| p.pack()).collect();
     let array = py.detach(|| {
         let runs = runs(&trajectories)?;
         let rows = step_rows(&steps)?;
@@ -402,7 +407,9 @@ pub fn evaluate_packs(
 #[pyo3(signature = (text, partial=false))]
 pub fn compile_pack(text: &str, partial: bool) -> PyResult<NativePack> {
     let pack = compile(text, partial).map_err(|e| refused(e.0))?;
-    Ok(NativePack { pack })
+    Ok(NativePack {
+        pack: std::sync::Arc::new(pack),
+    })
 }
 
 /// Which of the RE2 patterns the regex crate finds in `text`, as the native secrets scan reads

@@ -1,5 +1,6 @@
 """The Rust extension (Cargo.toml, collector/native/): the native hot path."""
 
+from collections.abc import Callable
 from typing import Any
 
 class ArrowBatch:
@@ -35,6 +36,9 @@ class GrpcServer:
     def reply(
         self, id: int, code: int, body: bytes, message: str = "", details: bytes = b""
     ) -> None: ...
+    def answer_guard_calls(self, runs: GuardRuns) -> None:
+        """Answer GuardService/Check in the listener's threads for the runs `runs` keeps."""
+
     def stop(self) -> None: ...
     def stopped(self) -> bool: ...
     def close(self) -> None: ...
@@ -148,20 +152,48 @@ class GuardRuns:
         call: dict[str, Any],
         agent: str | None,
         version: str | None,
-        packs: list[NativePack],
-    ) -> (
+        decision_of: Callable[[str, str, str], tuple[str, list[str]]],
+    ) -> tuple[str, list[str], list[str], list[str], str, str | None] | str:
+        """The proposed call's row weighed against the kept run under the packs in force
+        (`set_packs`) and answered under the target's decision (`decision_of(service, agent,
+        version)`, remembered until `decisions_changed`): (answer, reasons, evidence,
+        messages, decision, parent span), or why the call is left to Python."""
+
+    def set_packs(
+        self,
+        gen: int,
+        natives: list[NativePack] | None,
+        settings: list[tuple[list[str], str, str, bool]],
+    ) -> bool:
+        """The packs in force as of generation `gen`, and each one's guard settings (writes,
+        on_unknown, quarantine, asks session rules); False when the packs changed since or a
+        setting is not read natively."""
+
+    def packs_gen(self) -> int:
+        """The generation of the packs in force."""
+
+    def packs_changed(self) -> None:
+        """The packs in force changed: none is used until `set_packs` again."""
+
+    def decisions_changed(self) -> None:
+        """The decisions changed: none remembered is used again."""
+
+    def listen(self, tokens: list[bytes], sessions: bool) -> None:
+        """The gRPC listener answers calls for the runs kept, with these tokens (none: no
+        auth); `sessions`: conversations are held."""
+
+    def answered(
+        self,
+    ) -> list[
         tuple[
-            list[bool],
-            bool,
-            list[tuple[str, str, str, list[str]]],
-            str | None,
-            str | None,
-            str | None,
+            tuple[str, str, str | None, str, str | None],
+            tuple[str, list[str], list[str], list[str], str, str | None],
+            tuple[str, int, int, float],
         ]
-        | str
-    ):
-        """The proposed call's row weighed against the kept run under the packs: what was
-        found, or why the call is left to Python."""
+    ]:
+        """The calls the listener answered since the last look: ((trace id, service, version,
+        tool, tool call id), (answer, reasons, evidence, messages, decision, parent span),
+        (span id, start ns, end ns, seconds))."""
 
 def compile_pack(text: str, partial: bool = False) -> NativePack:
     """A pack's native form (JSON) compiled; ValueError names the first rule not evaluated

@@ -62,6 +62,9 @@ class NativeGrpcReceiver(GrpcReceiver):
                 f" ({exc})"
             ) from exc
         self.server, self.port, self._wake = server, server.port, wake
+        runs = None if self.guard is None else self.guard.listener(self.auth.tokens)
+        if runs is not None:
+            server.answer_guard_calls(runs)
         self._tasks = set()
         asyncio.get_running_loop().add_reader(wake, self._take)
 
@@ -86,8 +89,11 @@ class NativeGrpcReceiver(GrpcReceiver):
         server = self.server
         if server is None:
             return
+        calls = server.take()  # clears the wake-up: what the listener answers after wakes again
+        if self.guard is not None:
+            self.guard.answered_by_listener()
         loop = asyncio.get_running_loop()
-        for call_id, method, body, authorization, agent, peer, waited in server.take():
+        for call_id, method, body, authorization, agent, peer, waited in calls:
             if method == GUARD:
                 work = self._check(server, call_id, body, authorization)
             else:

@@ -22,6 +22,7 @@ from tests.support.admin import firing, scraped, trajectory
 from tests.support.agents import AgentScript, provider_for, trace_id_of
 from tests.support.guard import answer, ask, ask_grpc
 from tests.support.server import DECIDE_FAST, FAST, SHIPPED_PACKS, RunningServer, serve
+from tests.support.wait import wait_for
 
 TOKEN = "guard-test-token-0123456789"
 RULE = "approval-before-account-change"
@@ -32,6 +33,18 @@ name: ops
 version: "1"
 owner: ops-oncall
 selector: {service: ops-desk}
+rules:
+  - id: never-drop-tables
+    type: absence
+    step: {kind: tool, name: "drop_*"}
+    reason: destructive_tool
+    on_fail: DISABLE
+"""
+LISTEN_PACK = """
+name: listen
+version: "1"
+owner: ops-oncall
+selector: {service: listen-desk}
 rules:
   - id: never-drop-tables
     type: absence
@@ -58,6 +71,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     packs: dict[str, str | Path] = {
         "support-agent": SHIPPED_PACKS / "support-agent.yaml",
         "ops": OPS_PACK,
+        "listen": LISTEN_PACK,
     }
     running = serve(
         tmp_path_factory.mktemp("guard"),
@@ -130,11 +144,14 @@ def test_an_unapproved_write_is_denied_before_it_runs_and_the_verdict_agrees(
     def had(how: str) -> float:
         return scraped(server, "sextant_guard_runs_total", how=how) or 0.0
 
+    def since(how: str) -> float:
+        return had(how) - before[how]
+
     before = {how: had(how) for how in ("grown", "built", "read", "native")}
     trace_id, got = account_change(server, "5.0.0", approve=False)
     assert (got["answer"], got["reasons"]) == ("deny", ["approval_boundary_violation"]), got
-    # open: judged on the run built from the spans in memory, or read once loaded
-    assert had("built") + had("read") - before["built"] - before["read"] == 1
+    # open: weighed natively on the spans in memory, or read once loaded (and kept natively)
+    assert (since("native") + since("read"), since("built")) == (1, 0)
     assert got["span_id"] in got["evidence"]
 
     t = trajectory(server, trace_id)
@@ -155,7 +172,7 @@ def test_an_unapproved_write_is_denied_before_it_runs_and_the_verdict_agrees(
         headers={"Authorization": f"Bearer {TOKEN}"},
     )
     assert (again["answer"], again["reasons"]) == ("deny", ["approval_boundary_violation"])
-    assert had("native") - before["native"] == 1
+    assert since("native") + since("read") == 2 and since("native") >= 1
 
     # An agent that runs the call anyway is failed afterwards for the reason it was told.
     ignored, told = account_change(server, "5.0.1", approve=False, obey=False)
@@ -318,6 +335,65 @@ def test_the_guard_answers_over_grpc_with_the_otlp_token(server: RunningServer) 
     provider.shutdown()
     assert (got.answer, list(got.reasons)) == ("deny", ["approval_boundary_violation"])
     assert scraped(server, "sextant_guard_calls_total", protocol="grpc")
+
+
+def test_a_run_kept_natively_is_answered_in_the_grpc_listener(server: RunningServer) -> None:
+    """After the first call about a run, the gRPC listener answers the next ones in its own
+    threads, off the event loop: the same answers as Python's, each recorded as a step of the
+    run, the token still checked, another service still blind to the run, and a decision that
+    fires since applied at once."""
+
+    def listened() -> float:
+        return scraped(server, "sextant_guard_runs_total", how="listener") or 0.0
+
+    provider = provider_for(exporter(server), service="listen-desk", version="1.0.0")
+    script = AgentScript(provider.get_tracer("listen"))
+    with script.agent("listen-agent", "Look up C-1", "Done.") as root:
+        script.chat([("lookup_customer", {"customer_id": "C-1"})])
+
+        def check(tool: str, service: str = "listen-desk", token: str | None = TOKEN) -> Any:
+            request = wire.CheckRequest(
+                trace_id=trace_id_of(root),
+                parent_span_id=span_id(root),
+                service=service,
+                version="1.0.0",
+                tool=wire.ProposedCall(name=tool, arguments_json='{"customer_id": "C-1"}'),
+            )
+            return ask_grpc(server, request, token)
+
+        first = check("lookup_customer")  # weighed in Python, and the run kept from here on
+        before = listened()
+        looked = [check("lookup_customer") for _ in range(5)]
+        dropped = check("drop_table")
+        wait_for(lambda: listened() > before)
+        with pytest.raises(grpc.RpcError) as refused:
+            check("lookup_customer", token="not-the-token")
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        other = check("lookup_customer", service="other-desk")
+        script.chat()
+    provider.shutdown()
+    said = [(g.answer, list(g.reasons), g.decision) for g in [first, *looked]]
+    assert said == [("allow", [], "PASS")] * 6
+    assert (dropped.answer, list(dropped.reasons)) == ("deny", ["destructive_tool"])
+    assert dropped.span_id in dropped.evidence
+    assert (other.answer, list(other.reasons)) == ("review", ["guard_run_unknown"])
+    # every answer is a step of the run, the listener's as Python's
+    t = trajectory(server, trace_id_of(root))
+    guard_steps = {s["span_id"] for s in t["steps_detail"] if s["kind"] == "policy"}
+    assert {g.span_id for g in [first, *looked, dropped]} <= guard_steps
+
+    # a DISABLE that fires since is the answer from the next call on
+    ran = provider_for(exporter(server), service="listen-desk", version="1.0.0")
+    other_run = AgentScript(ran.get_tracer("listen"))
+    with other_run.agent("listen-agent", "Clean up", "Done.") as dropping:
+        other_run.chat([("drop_table", {"table": "customers"})])
+        other_run.tool("drop_table", {"table": "customers"}, "dropped")
+        other_run.chat()
+    ran.shutdown()
+    trajectory(server, trace_id_of(dropping))
+    firing(server, "DISABLE", service_name="listen-desk")
+    disabled = [check("lookup_customer") for _ in range(3)]  # the first run, still kept
+    assert {(g.answer, tuple(g.reasons)) for g in disabled} == {("deny", ("target_disabled",))}
 
 
 def test_past_its_deadline_the_guard_answers_what_the_pack_says(tmp_path: Path) -> None:

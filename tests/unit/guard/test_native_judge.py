@@ -124,9 +124,7 @@ def test_every_captured_call_is_answered_natively_as_python_answers_it() -> None
                     continue
                 for decision in DECISIONS:
                     expected = judge_call(request, own, packs, decision, "c" * 16, 10**18, PRICES)
-                    got = judge.answer(
-                        request, packs, natives, lambda _, d=decision: d, "c" * 16, 10**18
-                    )
+                    got = judge.answer(request, lambda _, d=decision: d, "c" * 16, 10**18)
                     if got is None:
                         deferred += 1
                         continue
@@ -147,7 +145,7 @@ def test_the_decision_is_asked_for_the_target_the_run_names() -> None:
     )
     request = proposal(tool, None)
     judge.adopt(request.trace_id, before, judge.runs.seq())
-    packs, natives = judge.in_force([pack_text(p) for p in SHIPPED])
+    _, natives = judge.in_force([pack_text(p) for p in SHIPPED])
     assert natives is not None
     asked: list[Target] = []
 
@@ -155,7 +153,7 @@ def test_the_decision_is_asked_for_the_target_the_run_names() -> None:
         asked.append(target)
         return Decision.DISABLE, []
 
-    got = judge.answer(request, packs, natives, decision_of, "c" * 16, 1)
+    got = judge.answer(request, decision_of, "c" * 16, 1)
     assert got is not None and got.reasons[0] == "target_disabled"
     agent = next(r["agent_name"] for r in before if r["agent_name"])
     assert asked == [Target(request.service, agent, request.version or "")]
@@ -167,16 +165,16 @@ def test_a_run_not_kept_or_a_pack_not_native_is_left_to_python() -> None:
     before, tool = cuts(rows_of(path))[0]
     request = proposal(tool, tool["agent_name"])
     texts = [pack_text(p) for p in SHIPPED]
-    packs, natives = judge.in_force(texts)
+    _, natives = judge.in_force(texts)
     assert natives is not None
     pass_ = (Decision.PASS, [])
-    assert judge.answer(request, packs, natives, lambda _: pass_, "c" * 16, 1) is None
+    assert judge.answer(request, lambda _: pass_, "c" * 16, 1) is None
     judge.adopt(request.trace_id, before, judge.runs.seq())
-    assert judge.answer(request, packs, natives, lambda _: pass_, "c" * 16, 1) is not None
+    assert judge.answer(request, lambda _: pass_, "c" * 16, 1) is not None
     schema = PackText("schema", "0" * 64, SCHEMA_PACK)  # regexes are Python's alone
     assert judge.in_force([*texts, schema])[1] is None
     judge.runs.forget(request.trace_id)
-    assert judge.answer(request, packs, natives, lambda _: pass_, "c" * 16, 1) is None
+    assert judge.answer(request, lambda _: pass_, "c" * 16, 1) is None
 
 
 @pytest.mark.parametrize("most", [1, 3])
