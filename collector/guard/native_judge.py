@@ -84,12 +84,12 @@ class NativeJudge:
         before it asked."""
         return self.runs.count(trace_id) is not None
 
-    def adopt(self, trace_id: str, rows: list[dict[str, Any]], since: int) -> None:
+    def adopt(self, trace_id: str, rows: list[dict[str, Any]], since: int) -> bool:
         """Keep the run as `rows` (every span of it loaded, any service) with its spans
         acknowledged after the `since`-th batch: `runs.begin_read()` before a read in a guard
         thread (batches acknowledged while it reads), `runs.seq()` on the event loop when
         every acknowledged span of the run is loaded."""
-        self.runs.adopt(trace_id, rows, since)
+        return self.runs.adopt(trace_id, rows, since)
 
     def answer(
         self,

@@ -283,8 +283,26 @@ class Guard:
         system's)."""
         if self.native is None or not isinstance(self.clock, SystemClock):
             return None
-        self.native.runs.listen(tokens, self.conversations is not None)
+        self.native.runs.listen(tokens, self.conversations is not None, self._adopt)
         return self.native.runs
+
+    def _adopt(self, trace_id: str) -> bool:
+        """In a listener thread, with the GIL: keep the run natively when the assembler holds
+        every span of it acknowledged (else its call goes to the event loop, as before). The
+        batches acknowledged meanwhile, on the loop, are taken too (`begin_read`)."""
+        native = self.native
+        assert native is not None
+        since = native.runs.begin_read()
+        try:
+            if not self._loaded(trace_id):
+                return False
+            held = self.runs.held_run(trace_id)
+            return held is not None and native.adopt(trace_id, held.as_list(), since)
+        except Exception:
+            log.exception("keeping run %s natively failed", trace_id)
+            return False
+        finally:
+            native.runs.end_read(since)
 
     def answered_by_listener(self) -> None:
         """On the event loop: the calls the gRPC listener answered natively since the last

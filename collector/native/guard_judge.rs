@@ -354,6 +354,9 @@ pub(crate) struct GuardCore {
     /// Calls the listener answered, for Python to record and count.
     pub(crate) answered: Mutex<Vec<Recorded>>,
     pub(crate) seed: RandomState,
+    /// Python's `adopt(trace_id) -> bool`, called by the listener (with the GIL) for a run not
+    /// kept yet: the run kept from the spans the assembler holds, when it holds them all.
+    pub(crate) adopter: std::sync::OnceLock<Py<PyAny>>,
 }
 
 /// The runs the guard was asked about, kept natively, and their judgement.
@@ -432,6 +435,7 @@ impl GuardRuns {
                 policy: Mutex::new(policy),
                 answered: Mutex::new(Vec::new()),
                 seed: RandomState::new(),
+                adopter: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -646,8 +650,9 @@ impl GuardRuns {
 
     /// The gRPC listener answers calls for the runs kept, with the OTLP listener's `tokens`
     /// (none: no auth); `sessions`: conversations are held (a pack asking session rules
-    /// leaves its calls to Python).
-    fn listen(&self, tokens: Vec<Vec<u8>>, sessions: bool) {
+    /// leaves its calls to Python); `adopt(trace_id) -> bool` keeps a run not kept yet.
+    fn listen(&self, tokens: Vec<Vec<u8>>, sessions: bool, adopt: Py<PyAny>) {
+        let _ = self.core.adopter.set(adopt);
         let mut policy = self.policy();
         policy.listening = true;
         policy.tokens = tokens;
@@ -677,6 +682,23 @@ impl GuardRuns {
 impl GuardCore {
     fn lock(&self) -> std::sync::MutexGuard<'_, Runs> {
         self.runs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the run is kept, else whether Python's `adopter` (with the GIL, no lock held:
+    /// the event loop takes the runs' lock with the GIL held) kept it now.
+    pub(crate) fn kept_or_adopted(&self, trace_id: &str) -> bool {
+        if self.lock().kept.contains_key(trace_id) {
+            return true;
+        }
+        let Some(adopter) = self.adopter.get() else {
+            return false;
+        };
+        Python::attach(|py| {
+            adopter
+                .call1(py, (trace_id,))
+                .and_then(|kept| kept.extract::<bool>(py))
+                .unwrap_or(false)
+        })
     }
 
     /// The call weighed under `packs` and answered under the decision `decision_of` gives

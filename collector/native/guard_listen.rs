@@ -295,7 +295,7 @@ impl GuardCore {
             policy.packs.clone()?
         };
         let p = Proposal::of(body)?;
-        if self.policy().asks_sessions(&packs, &p.service) {
+        if self.policy().asks_sessions(&packs, &p.service) || !self.kept_or_adopted(&p.trace_id) {
             return None;
         }
         let span_id = new_span_id(&self.seed);

@@ -178,9 +178,11 @@ class GuardRuns:
     def decisions_changed(self) -> None:
         """The decisions changed: none remembered is used again."""
 
-    def listen(self, tokens: list[bytes], sessions: bool) -> None:
+    def listen(
+        self, tokens: list[bytes], sessions: bool, adopt: Callable[[str], bool]
+    ) -> None:
         """The gRPC listener answers calls for the runs kept, with these tokens (none: no
-        auth); `sessions`: conversations are held."""
+        auth); `sessions`: conversations are held; `adopt(trace_id)` keeps a run not kept."""
 
     def answered(
         self,
