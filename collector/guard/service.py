@@ -283,8 +283,15 @@ class Guard:
         system's)."""
         if self.native is None or not isinstance(self.clock, SystemClock):
             return None
-        self.native.runs.listen(tokens, self.conversations is not None, self._adopt)
+        self.native.runs.listen(
+            tokens, self.conversations is not None, self._adopt, self._decision_of
+        )
         return self.native.runs
+
+    def _decision_of(self, service: str, agent: str, version: str) -> tuple[str, list[str]]:
+        """In a listener thread, with the GIL: a target's decision, as `check` reads it."""
+        decision, fired = self.decision_of(Target(service, agent, version))
+        return decision.value, fired
 
     def _adopt(self, trace_id: str) -> bool:
         """In a listener thread, with the GIL: keep the run natively when the assembler holds

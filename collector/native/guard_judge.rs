@@ -357,6 +357,9 @@ pub(crate) struct GuardCore {
     /// Python's `adopt(trace_id) -> bool`, called by the listener (with the GIL) for a run not
     /// kept yet: the run kept from the spans the assembler holds, when it holds them all.
     pub(crate) adopter: std::sync::OnceLock<Py<PyAny>>,
+    /// Python's `decision_of(service, agent, version) -> (decision, reasons)`, called by the
+    /// listener (with the GIL) for a target whose decision it was not told since they changed.
+    pub(crate) decider: std::sync::OnceLock<Py<PyAny>>,
 }
 
 /// The runs the guard was asked about, kept natively, and their judgement.
@@ -436,6 +439,7 @@ impl GuardRuns {
                 answered: Mutex::new(Vec::new()),
                 seed: RandomState::new(),
                 adopter: std::sync::OnceLock::new(),
+                decider: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -573,15 +577,14 @@ impl GuardRuns {
         let Some(packs) = self.policy().packs.clone() else {
             return Ok(PyString::new(py, "the packs in force are not native").into_any());
         };
+        let core = &self.core;
         let gen = self.policy().decisions_gen;
-        let decision = |service: &str, agent: &str, version: &str| -> PyResult<_> {
+        let decision = |service: &str, agent: &str, version: &str| {
             let found: (String, Vec<String>) =
                 decision_of.call1((service, agent, version))?.extract()?;
-            let target = (service.to_owned(), agent.to_owned(), version.to_owned());
-            self.policy().know_decision(gen, target, found.clone());
-            Ok(Some(found))
+            core.know_decision(gen, (service, agent, version), &found);
+            Ok::<_, PyErr>(Some(found))
         };
-        let core = &self.core;
         let judged = py.detach(|| core.judged(proposed, agent, version, &packs));
         Ok(
             match core.answered_from(judged, agent, version, &packs, decision)? {
@@ -650,9 +653,17 @@ impl GuardRuns {
 
     /// The gRPC listener answers calls for the runs kept, with the OTLP listener's `tokens`
     /// (none: no auth); `sessions`: conversations are held (a pack asking session rules
-    /// leaves its calls to Python); `adopt(trace_id) -> bool` keeps a run not kept yet.
-    fn listen(&self, tokens: Vec<Vec<u8>>, sessions: bool, adopt: Py<PyAny>) {
+    /// leaves its calls to Python); `adopt(trace_id) -> bool` keeps a run not kept yet;
+    /// `decision_of(service, agent, version)` gives a target's decision not remembered.
+    fn listen(
+        &self,
+        tokens: Vec<Vec<u8>>,
+        sessions: bool,
+        adopt: Py<PyAny>,
+        decision_of: Py<PyAny>,
+    ) {
         let _ = self.core.adopter.set(adopt);
+        let _ = self.core.decider.set(decision_of);
         let mut policy = self.policy();
         policy.listening = true;
         policy.tokens = tokens;
@@ -684,6 +695,46 @@ impl GuardCore {
         self.runs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Remember a target's decision, read from the decisions as of generation `gen`.
+    pub(crate) fn know_decision(
+        &self,
+        gen: u64,
+        target: (&str, &str, &str),
+        found: &(String, Vec<String>),
+    ) {
+        let (service, agent, version) = target;
+        let target = (service.to_owned(), agent.to_owned(), version.to_owned());
+        let mut policy = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        policy.know_decision(gen, target, found.clone());
+    }
+
+    /// The target's decision: remembered, else asked of Python's `decider` (with the GIL, no
+    /// lock held) and remembered; None when there is no decider.
+    pub(crate) fn decision_of(
+        &self,
+        service: &str,
+        agent: &str,
+        version: &str,
+    ) -> Option<(String, Vec<String>)> {
+        let gen = {
+            let policy = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+            let key = (service.to_owned(), agent.to_owned(), version.to_owned());
+            if let Some(found) = policy.decisions.get(&key) {
+                return Some(found.clone());
+            }
+            policy.decisions_gen
+        };
+        let decider = self.decider.get()?;
+        let found: (String, Vec<String>) = with_gil(|py| {
+            decider
+                .call1(py, (service, agent, version))
+                .and_then(|d| d.extract(py))
+                .ok()
+        })?;
+        self.know_decision(gen, (service, agent, version), &found);
+        Some(found)
+    }
+
     /// Whether the run is kept, else whether Python's `adopter` (with the GIL, no lock held:
     /// the event loop takes the runs' lock with the GIL held) kept it now.
     pub(crate) fn kept_or_adopted(&self, trace_id: &str) -> bool {
@@ -693,7 +744,7 @@ impl GuardCore {
         let Some(adopter) = self.adopter.get() else {
             return false;
         };
-        Python::attach(|py| {
+        with_gil(|py| {
             adopter
                 .call1(py, (trace_id,))
                 .and_then(|kept| kept.extract::<bool>(py))
@@ -804,6 +855,13 @@ impl GuardCore {
         );
         Ok((judged, proposed))
     }
+}
+
+/// `f` with the GIL, from a listener thread (no lock of the guard's held: the event loop takes
+/// them with the GIL held). Not `block_in_place`: handing the thread's other calls to another
+/// thread for each wait cost more than the wait (the guard's p99 went from 2 to 100 ms).
+fn with_gil<T>(f: impl FnOnce(Python<'_>) -> T) -> T {
+    Python::attach(f)
 }
 
 /// `parent_of_call` without a parent given: the first parent a span names that is not among

@@ -6,8 +6,9 @@
 //!
 //! Everything this side cannot answer exactly as Python would is handed to Python as before:
 //! a request it does not read as Python's model does (or one Python refuses), a token it does
-//! not find, a run not kept, packs not read natively or asking session rules, a target whose
-//! decision it has not been told since the decisions last changed, an MCP call.
+//! not find, a run the assembler does not hold whole, packs not read natively or asking session
+//! rules, an MCP call. A run not kept yet, and a target's decision not remembered since the
+//! decisions last changed, are asked of Python with the GIL, in the listener's thread.
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -309,8 +310,7 @@ impl GuardCore {
             (&p.tool, p.tool_call_id.as_deref(), &p.arguments),
         );
         let decisions = |service: &str, agent: &str, version: &str| {
-            let key = (service.to_owned(), agent.to_owned(), version.to_owned());
-            Ok::<_, ()>(self.policy().decisions.get(&key).cloned())
+            Ok::<_, ()>(self.decision_of(service, agent, version))
         };
         let judgement = self
             .answer(

@@ -179,10 +179,15 @@ class GuardRuns:
         """The decisions changed: none remembered is used again."""
 
     def listen(
-        self, tokens: list[bytes], sessions: bool, adopt: Callable[[str], bool]
+        self,
+        tokens: list[bytes],
+        sessions: bool,
+        adopt: Callable[[str], bool],
+        decision_of: Callable[[str, str, str], tuple[str, list[str]]],
     ) -> None:
         """The gRPC listener answers calls for the runs kept, with these tokens (none: no
-        auth); `sessions`: conversations are held; `adopt(trace_id)` keeps a run not kept."""
+        auth); `sessions`: conversations are held; `adopt(trace_id)` keeps a run not kept;
+        `decision_of(service, agent, version)` gives a decision not remembered."""
 
     def answered(
         self,
