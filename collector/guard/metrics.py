@@ -49,8 +49,8 @@ class GuardMetrics:
             "How each judgement had its run so far: grown (the run kept from the previous call"
             " about it, with the spans since), built (built whole from the spans held in"
             " memory), read (read from the store in a guard thread: closed, recovered, spilled"
-            " or still loading), native (weighed in native code on the run kept natively since"
-            " an earlier call, on the event loop), listener (the same, answered in the native"
+            " or still loading), native (weighed in native code on the run kept natively, on"
+            " the event loop), listener (the same, answered in the native"
             " gRPC listener's threads without the event loop). Many built or read calls cost"
             " the event loop or the deadline.",
             ["how"],

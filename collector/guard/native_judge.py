@@ -60,8 +60,8 @@ class NativeJudge:
                 for p in packs
                 for g in [p.guard]
             ]
-            told = self.runs.set_packs(gen, natives, settings)
-            self._told = gen if told or natives is None else None
+            current = self.runs.set_packs(gen, natives, settings)
+            self._told = gen if current else None  # told again when the packs changed since
         return self._in_force
 
     def asks_sessions(self, service: str) -> bool:
@@ -87,8 +87,9 @@ class NativeJudge:
     def adopt(self, trace_id: str, rows: list[dict[str, Any]], since: int) -> bool:
         """Keep the run as `rows` (every span of it loaded, any service) with its spans
         acknowledged after the `since`-th batch: `runs.begin_read()` before a read in a guard
-        thread (batches acknowledged while it reads), `runs.seq()` on the event loop when
-        every acknowledged span of the run is loaded."""
+        thread or a gRPC listener thread (batches acknowledged while it reads), `runs.seq()` on
+        the event loop when every acknowledged span of the run is loaded. False when not kept
+        (batches acknowledged meanwhile let go, or more spans than a kept run holds)."""
         return self.runs.adopt(trace_id, rows, since)
 
     def answer(

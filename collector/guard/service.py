@@ -316,6 +316,9 @@ class Guard:
         look, recorded as steps of their runs and counted, as `check` does for its own."""
         if self.native is None:
             return
+        dropped = self.native.runs.dropped()
+        if dropped:
+            self.metrics.dropped.labels("queue_full").inc(dropped)
         for request, answer, start_ns, end_ns, seconds in self.native.recorded():
             self.metrics.called("grpc")
             self.metrics.had_run("listener")
@@ -392,6 +395,10 @@ class Guard:
             self.native.runs.end_read(since)
 
     async def shutdown(self) -> None:
-        """Store the steps still gathered; judgements in flight are let go."""
+        """Store the steps still gathered (those the gRPC listener answered too); judgements in
+        flight are let go."""
+        self.answered_by_listener()
+        if self.native is not None:
+            self.native.runs.stop_listening()
         await self.recorder.flush()
         self._threads.shutdown(wait=False, cancel_futures=True)

@@ -4,8 +4,10 @@
 //! Python's gRPC server costs the event loop about 360 µs a call before a handler runs, so
 //! 10-span requests from many exporters are bounded by the server, not by the work. Here a call
 //! costs the loop only what Python does with it: the calls that arrived since the loop last
-//! looked are taken with one `take()`, woken by one byte on a pipe the loop watches (no thread
-//! of this server ever takes the GIL), and each is answered with `reply()`.
+//! looked are taken with one `take()`, woken by one byte on a pipe the loop watches, and each is
+//! answered with `reply()`. A guard call about a run the guard keeps natively is answered here
+//! instead (guard_listen.rs), and only the guard's step is left to the loop; these threads
+//! take the GIL only for such a run's first call and for a decision not remembered.
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -3,18 +3,21 @@
 //! collector/guard/check.py `weigh_call` weighs it (which stays the specification; the
 //! differential test tests/unit/guard/test_native_judge.py holds the two equal).
 //!
-//! The guard answers on the event loop, and a judgement in Python (building the run with the
-//! call, each rule over every step) costs most of a call there. Here the runs the guard was
-//! asked about are kept as rows, grown by every acknowledged batch that carries their spans,
-//! so a call costs neither the rows read again from Python nor a Python object per step.
-//! Whatever this side does not weigh as Python does (a rule it defers, a run its builder
-//! refuses, flow and MCP rules, which judge the call as a step of its own) is answered
-//! "deferred", and the caller weighs the call in Python instead.
+//! A judgement in Python (building the run with the call, each rule over every step) costs most
+//! of a call on the event loop. Here the runs the guard was asked about are kept as rows, grown
+//! by every acknowledged batch that carries their spans, so a call costs neither the rows read
+//! again from Python nor a Python object per step; the event loop (`judge`) and the gRPC
+//! listener's threads (guard_listen.rs) weigh calls with it. Whatever this side does not weigh
+//! as Python does (a rule it defers, a run its builder refuses, flow and MCP rules, which judge
+//! the call as a step of its own) is answered "deferred", and the caller weighs the call in
+//! Python instead.
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::RandomState;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use arrow_array::types::{Int64Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, StructArray};
@@ -354,13 +357,25 @@ pub(crate) struct GuardCore {
     /// Calls the listener answered, for Python to record and count.
     pub(crate) answered: Mutex<Vec<Recorded>>,
     pub(crate) seed: RandomState,
-    /// Python's `adopt(trace_id) -> bool`, called by the listener (with the GIL) for a run not
-    /// kept yet: the run kept from the spans the assembler holds, when it holds them all.
-    pub(crate) adopter: std::sync::OnceLock<Py<PyAny>>,
-    /// Python's `decision_of(service, agent, version) -> (decision, reasons)`, called by the
-    /// listener (with the GIL) for a target whose decision it was not told since they changed.
-    pub(crate) decider: std::sync::OnceLock<Py<PyAny>>,
+    /// Python's `adopt(trace_id) -> bool` and `decision_of(service, agent, version) ->
+    /// (decision, reasons)`, called by the listener (with the GIL) for a run not kept yet and
+    /// a target whose decision it was not told since they changed; None once not listening
+    /// (they hold the guard, which holds these runs: the cycle is broken at shutdown).
+    pub(crate) callbacks: Mutex<Option<(Py<PyAny>, Py<PyAny>)>>,
+    /// Runs the adopter could not keep lately (not loaded yet, not held whole), by when: not
+    /// asked again for `UNADOPTED_FOR`, their calls going to the event loop meanwhile.
+    unadopted: Mutex<HashMap<String, Instant>>,
+    /// Calls answered by the listener not recorded because `answered` was full.
+    pub(crate) dropped: AtomicU64,
 }
+
+/// How long a run the adopter could not keep is left to the event loop (which keeps it too).
+const UNADOPTED_FOR: Duration = Duration::from_secs(1);
+/// Runs remembered as not kept at most.
+const UNADOPTED_MOST: usize = 10_000;
+/// Calls answered by the listener waiting to be recorded at most (the recorder's own bound is
+/// `guard.max_unrecorded`); past it a call's step is dropped and counted.
+pub(crate) const ANSWERED_MOST: usize = 100_000;
 
 /// The runs the guard was asked about, kept natively, and their judgement.
 #[pyclass(frozen, module = "collector.normalize._native")]
@@ -383,16 +398,9 @@ impl GuardRuns {
     }
 }
 
-type Recording<'py> = (
+type Recording = (
     (String, String, Option<String>, String, Option<String>),
-    (
-        String,
-        Vec<String>,
-        Vec<String>,
-        Vec<String>,
-        String,
-        Option<String>,
-    ),
+    Settled,
     (String, u64, u64, f64),
 );
 
@@ -438,8 +446,9 @@ impl GuardRuns {
                 policy: Mutex::new(policy),
                 answered: Mutex::new(Vec::new()),
                 seed: RandomState::new(),
-                adopter: std::sync::OnceLock::new(),
-                decider: std::sync::OnceLock::new(),
+                callbacks: Mutex::new(None),
+                unadopted: Mutex::new(HashMap::new()),
+                dropped: AtomicU64::new(0),
             }),
         }
     }
@@ -596,8 +605,9 @@ impl GuardRuns {
 
     /// The packs in force as of generation `gen` (`packs_gen()` read before the packs were):
     /// their native forms (None: a guard rule of one is not native) and each one's `guard:`
-    /// settings (writes, on_unknown, quarantine) and whether it asks session rules. False, and
-    /// nothing kept, when the packs changed since, or a setting is not read natively.
+    /// settings (writes, on_unknown, quarantine) and whether it asks session rules (none kept
+    /// when a setting is not read natively: the calls go to Python). False, and nothing
+    /// kept, when the packs changed since (to be told again).
     #[pyo3(signature = (gen, natives, settings))]
     fn set_packs(
         &self,
@@ -624,12 +634,11 @@ impl GuardRuns {
         if gen != policy.packs_gen {
             return false;
         }
-        let (kept, packs) = match made {
-            Some(Ok(packs)) => (true, Some(Arc::new(packs))),
-            _ => (false, None),
+        policy.packs = match made {
+            Some(Ok(packs)) => Some(Arc::new(packs)),
+            _ => None,
         };
-        policy.packs = packs;
-        kept
+        true
     }
 
     /// The generation of the packs in force, changed by `packs_changed`.
@@ -662,19 +671,30 @@ impl GuardRuns {
         adopt: Py<PyAny>,
         decision_of: Py<PyAny>,
     ) {
-        let _ = self.core.adopter.set(adopt);
-        let _ = self.core.decider.set(decision_of);
+        *lock(&self.core.callbacks) = Some((adopt, decision_of));
         let mut policy = self.policy();
         policy.listening = true;
         policy.tokens = tokens;
         policy.sessions = sessions;
     }
 
+    /// The listener answers no more calls (the callbacks to Python are let go).
+    fn stop_listening(&self) {
+        self.policy().listening = false;
+        lock(&self.core.callbacks).take();
+    }
+
+    /// Calls the listener answered whose step was dropped since the last look (the queue of
+    /// calls to record was full).
+    fn dropped(&self) -> u64 {
+        self.core.dropped.swap(0, Ordering::Relaxed)
+    }
+
     /// The calls the listener answered since the last look, to record and count: each as
     /// ((trace id, service, version, tool, tool call id), (answer, reasons, evidence,
     /// messages, decision, parent span), (the guard's span id, start and end in ns, seconds
     /// from arrival to answer)).
-    fn answered(&self) -> Vec<Recording<'_>> {
+    fn answered(&self) -> Vec<Recording> {
         let taken =
             std::mem::take(&mut *self.core.answered.lock().unwrap_or_else(|e| e.into_inner()));
         taken
@@ -724,8 +744,8 @@ impl GuardCore {
             }
             policy.decisions_gen
         };
-        let decider = self.decider.get()?;
         let found: (String, Vec<String>) = with_gil(|py| {
+            let (_, decider) = self.callbacks(py)?;
             decider
                 .call1(py, (service, agent, version))
                 .and_then(|d| d.extract(py))
@@ -741,15 +761,42 @@ impl GuardCore {
         if self.lock().kept.contains_key(trace_id) {
             return true;
         }
-        let Some(adopter) = self.adopter.get() else {
-            return false;
-        };
-        with_gil(|py| {
-            adopter
+        let now = Instant::now();
+        {
+            let mut unadopted = lock(&self.unadopted);
+            if unadopted
+                .get(trace_id)
+                .is_some_and(|at| now < *at + UNADOPTED_FOR)
+            {
+                return false;
+            }
+            unadopted.remove(trace_id);
+        }
+        let kept = with_gil(|py| {
+            let (adopter, _) = self.callbacks(py)?;
+            let kept = adopter
                 .call1(py, (trace_id,))
-                .and_then(|kept| kept.extract::<bool>(py))
-                .unwrap_or(false)
-        })
+                .and_then(|k| k.extract::<bool>(py));
+            Some(kept.unwrap_or(false))
+        });
+        if kept == Some(false) {
+            let mut unadopted = lock(&self.unadopted);
+            if unadopted.len() >= UNADOPTED_MOST {
+                unadopted.retain(|_, at| now < *at + UNADOPTED_FOR);
+            }
+            if unadopted.len() < UNADOPTED_MOST {
+                unadopted.insert(trace_id.to_owned(), now);
+            }
+        }
+        kept == Some(true)
+    }
+
+    /// The callbacks to Python, while listening (cloned with the GIL: no lock is held while
+    /// Python runs them).
+    fn callbacks(&self, py: Python<'_>) -> Option<(Py<PyAny>, Py<PyAny>)> {
+        let callbacks = lock(&self.callbacks);
+        let (adopt, decide) = callbacks.as_ref()?;
+        Some((adopt.clone_ref(py), decide.clone_ref(py)))
     }
 
     /// The call weighed under `packs` and answered under the decision `decision_of` gives
@@ -855,6 +902,10 @@ impl GuardCore {
         );
         Ok((judged, proposed))
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `f` with the GIL, from a listener thread (no lock of the guard's held: the event loop takes

@@ -19,7 +19,7 @@ use prost::Message;
 use serde_json::Value;
 
 use crate::guard_answer::Settings;
-use crate::guard_judge::{GuardCore, Judgement, OwnedRow};
+use crate::guard_judge::{GuardCore, Judgement, OwnedRow, ANSWERED_MOST};
 use crate::rules_pack::Pack;
 
 /// Decisions remembered per target at most between two changes of the decisions.
@@ -296,7 +296,8 @@ impl GuardCore {
             policy.packs.clone()?
         };
         let p = Proposal::of(body)?;
-        if self.policy().asks_sessions(&packs, &p.service) || !self.kept_or_adopted(&p.trace_id) {
+        let asks_sessions = self.policy().asks_sessions(&packs, &p.service);
+        if asks_sessions || !self.kept_or_adopted(&p.trace_id) {
             return None;
         }
         let span_id = new_span_id(&self.seed);
@@ -332,21 +333,23 @@ impl GuardCore {
             decision: a.decision.clone(),
         }
         .encode_to_vec();
-        self.answered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Recorded {
-                trace_id: p.trace_id,
-                service: p.service,
-                version: p.version,
-                tool: p.tool,
-                tool_call_id: p.tool_call_id,
-                judgement,
-                span_id,
-                start_ns,
-                end_ns: now_ns(),
-                seconds: arrived.elapsed().as_secs_f64(),
-            });
+        let mut answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        if answered.len() >= ANSWERED_MOST {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return Some(response);
+        }
+        answered.push(Recorded {
+            trace_id: p.trace_id,
+            service: p.service,
+            version: p.version,
+            tool: p.tool,
+            tool_call_id: p.tool_call_id,
+            judgement,
+            span_id,
+            start_ns,
+            end_ns: now_ns(),
+            seconds: arrived.elapsed().as_secs_f64(),
+        });
         Some(response)
     }
 }

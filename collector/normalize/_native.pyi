@@ -166,8 +166,8 @@ class GuardRuns:
         settings: list[tuple[list[str], str, str, bool]],
     ) -> bool:
         """The packs in force as of generation `gen`, and each one's guard settings (writes,
-        on_unknown, quarantine, asks session rules); False when the packs changed since or a
-        setting is not read natively."""
+        on_unknown, quarantine, asks session rules; none kept when a setting is not read
+        natively); False when the packs changed since."""
 
     def packs_gen(self) -> int:
         """The generation of the packs in force."""
@@ -188,6 +188,12 @@ class GuardRuns:
         """The gRPC listener answers calls for the runs kept, with these tokens (none: no
         auth); `sessions`: conversations are held; `adopt(trace_id)` keeps a run not kept;
         `decision_of(service, agent, version)` gives a decision not remembered."""
+
+    def stop_listening(self) -> None:
+        """The listener answers no more calls; the callbacks to Python are let go."""
+
+    def dropped(self) -> int:
+        """Calls the listener answered whose step was dropped since the last look."""
 
     def answered(
         self,

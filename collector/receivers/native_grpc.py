@@ -5,7 +5,9 @@ grpcio's asyncio server costs the event loop about 360 µs a call before a handl
 native listener (collector/native/grpc_server.rs) takes the calls off the GIL and hands the
 ones that arrived since the loop last looked to it together, woken by a byte on a pipe. Each
 call is then answered exactly as `OtlpGrpcReceiver` answers it: the same authentication,
-ingest, status codes, RetryInfo details, metrics and guard. TLS listeners stay on grpcio.
+ingest, status codes, RetryInfo details, metrics and guard. A guard call about a run the guard
+keeps natively is answered in the listener's threads (collector/native/guard_listen.rs); the
+loop records its step when it next looks. TLS listeners stay on grpcio.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ class NativeGrpcReceiver(GrpcReceiver):
         server.stop()
         while not server.stopped() and remaining(deadline) > 0:
             await asyncio.sleep(0.02)
+        if self.guard is not None:
+            self.guard.answered_by_listener()  # the steps of the last calls answered natively
         self.server = None
         asyncio.get_running_loop().remove_reader(self._wake)
         os.close(self._wake)
@@ -90,8 +94,6 @@ class NativeGrpcReceiver(GrpcReceiver):
         if server is None:
             return
         calls = server.take()  # clears the wake-up: what the listener answers after wakes again
-        if self.guard is not None:
-            self.guard.answered_by_listener()
         loop = asyncio.get_running_loop()
         for call_id, method, body, authorization, agent, peer, waited in calls:
             if method == GUARD:
@@ -103,6 +105,11 @@ class NativeGrpcReceiver(GrpcReceiver):
             task = loop.create_task(work)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        if self.guard is not None:
+            try:
+                self.guard.answered_by_listener()  # calls the listener answered: their steps
+            except Exception:  # never let recording take the calls' hand-over down
+                log.exception("recording the guard steps answered natively failed")
 
     async def _export(
         self,
