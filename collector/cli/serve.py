@@ -65,6 +65,7 @@ async def run_server(config: Any) -> int:
 
     from collector.garbage import collect_on_a_clock
     from collector.pipeline import Pipeline
+    from collector.priority import behind_the_listener
     from collector.threads import named_executor
 
     pipeline = Pipeline(config)
@@ -75,6 +76,8 @@ async def run_server(config: Any) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await pipeline.start()
+    if config.guard.enabled and config.guard.native:
+        behind_the_listener(config.guard.listener_ahead)
     # What start-up built (modules, compiled packs, config) stays for the process's life: frozen,
     # full collections skip it, and a guard call or an export is not held up 0.1-0.5 s by one.
     # What is built later is walked by a full collection once a minute (collector/garbage.py).

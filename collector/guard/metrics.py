@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from collector.guard.call import GuardAnswer
+from collector.guard.check import PARTIAL, UNKNOWN
+from collector.guard.session_rules import SESSION_UNKNOWN
+
 # Guard calls are answered in milliseconds: finer buckets than the receivers'.
 GUARD_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 
@@ -77,6 +81,13 @@ class GuardMetrics:
 
     def had_run(self, how: str) -> None:
         self._runs[how].inc()
+
+    def gave(self, answer: GuardAnswer, basis: str) -> None:
+        """Count an answer reached on `basis`; a judged run that was unknown or partial
+        counts as unknown."""
+        if basis == "judged" and {UNKNOWN, PARTIAL, SESSION_UNKNOWN} & set(answer.reasons):
+            basis = "unknown"
+        self.answered(answer.answer.value, basis)
 
     def answered(self, answer: str, basis: str) -> None:
         counter = self._answers.get((answer, basis))

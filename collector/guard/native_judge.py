@@ -16,6 +16,8 @@ from collector.evaluation.native_round import native_pack
 from collector.evaluation.packs import PackText
 from collector.guard.call import GuardAnswer, GuardRequest, ProposedCall
 from collector.guard.check import guard_rules, proposed_row
+from collector.guard.metrics import GuardMetrics
+from collector.guard.record import GuardRecorder, guard_span
 from collector.guard.session_rules import asks_sessions, guard_session_rules
 from collector.normalize.native import native
 from collector.targets import Target
@@ -115,6 +117,20 @@ class NativeJudge:
             return None
         answer, reasons, evidence, messages, decided, parent = out
         return GuardAnswer(Answer(answer), reasons, evidence, messages, span_id, decided, parent)
+
+    def record_answered(self, metrics: GuardMetrics, recorder: GuardRecorder) -> None:
+        """On the event loop: the calls the gRPC listener answered since the last look,
+        recorded as steps of their runs and counted, as `Guard.check` does for its own."""
+        dropped = self.runs.dropped()
+        if dropped:
+            metrics.dropped.labels("queue_full").inc(dropped)
+        for request, answer, start_ns, end_ns, seconds in self.recorded():
+            metrics.called("grpc")
+            metrics.had_run("listener")
+            metrics.gave(answer, "judged")
+            span = guard_span(request, answer, answer.parent_span_id, start_ns, end_ns)
+            recorder.record(request, span)
+            metrics.duration.observe(seconds)
 
     def recorded(self) -> list[tuple[GuardRequest, GuardAnswer, int, int, float]]:
         """The calls the gRPC listener answered since the last look: each call (as far as its

@@ -22,12 +22,12 @@ from collector.clock import Clock, SystemClock
 from collector.config.guard import GuardConfig
 from collector.evaluation.packs import PackSource, compiled
 from collector.guard.call import GuardAnswer, GuardRequest
-from collector.guard.check import PARTIAL, UNKNOWN, judge_call
+from collector.guard.check import judge_call
 from collector.guard.conversation import NOT_HELD, Conversations
 from collector.guard.metrics import GuardMetrics
 from collector.guard.native_judge import NativeJudge
 from collector.guard.record import RECORDED, GuardRecorder, guard_span
-from collector.guard.session_rules import SESSION_UNKNOWN, asks_sessions
+from collector.guard.session_rules import asks_sessions
 from collector.targets import Target
 from collector.threads import named_executor
 from evaluators.base import Decision
@@ -75,14 +75,6 @@ def own_rows(rows: list[dict[str, Any]], service: str) -> list[dict[str, Any]]:
     """The run's spans the asking service sent: a guard for one service reads nothing of
     another's, even in a trace they share."""
     return [row for row in rows if row["service_name"] == service]
-
-
-def basis_of(answer: GuardAnswer, basis: str) -> str:
-    """How the answer was reached, for `sextant_guard_answers`: a judged run that was
-    unknown or partial counts as unknown."""
-    if basis == "judged" and {UNKNOWN, PARTIAL, SESSION_UNKNOWN} & set(answer.reasons):
-        return "unknown"
-    return basis
 
 
 class KeptRun:
@@ -314,18 +306,8 @@ class Guard:
     def answered_by_listener(self) -> None:
         """On the event loop: the calls the gRPC listener answered natively since the last
         look, recorded as steps of their runs and counted, as `check` does for its own."""
-        if self.native is None:
-            return
-        dropped = self.native.runs.dropped()
-        if dropped:
-            self.metrics.dropped.labels("queue_full").inc(dropped)
-        for request, answer, start_ns, end_ns, seconds in self.native.recorded():
-            self.metrics.called("grpc")
-            self.metrics.had_run("listener")
-            self.metrics.answered(answer.answer.value, basis_of(answer, "judged"))
-            span = guard_span(request, answer, answer.parent_span_id, start_ns, end_ns)
-            self.recorder.record(request, span)
-            self.metrics.duration.observe(seconds)
+        if self.native is not None:
+            self.native.record_answered(self.metrics, self.recorder)
 
     async def check(self, request: GuardRequest, protocol: str) -> GuardAnswer:
         """The answer, within the deadline whatever happens; recorded as a step of the run."""
@@ -338,7 +320,7 @@ class Guard:
         except Exception as exc:
             log.exception("guard call raised: %s", exc)
             answer, basis = self.unavailable(request, span_id, "error"), "unavailable"
-        self.metrics.answered(answer.answer.value, basis_of(answer, basis))
+        self.metrics.gave(answer, basis)
         end_ns = int(self.clock.wall() * 1e9)
         parent = answer.parent_span_id or request.parent_span_id
         self.recorder.record(request, guard_span(request, answer, parent, start_ns, end_ns))

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from collector.targets import Target
 from evaluators.base import Decision
 from tests.support.paths import ROOT as REPO
 from tests.support.paths import TESTDATA
+from tests.unit.guard.generated_runs import SLACK, generated_run
 
 PRICES = PriceTable.load()
 SUPPORT = "support-agent"
@@ -134,6 +138,162 @@ def test_every_captured_call_is_answered_natively_as_python_answers_it() -> None
     # the comparison is not empty: most calls are answered natively
     print(f"{compared} answers compared, {deferred} left to Python")
     assert compared > 1_000 and deferred < compared, (compared, deferred)
+
+
+# Generated runs (tests/unit/guard/generated_runs.py): the seed is fixed, so a failure names
+# the run to make again alone, `generated_run(GENERATED_SEED, run)`.
+GENERATED_SEED = 20_251_107
+GENERATED_RUNS = 100
+# Packs of guard settings the shipped ones leave at their defaults (on_unknown, quarantine,
+# writes globs) and native rules they do not have (tight budgets, a forbidden step, argument
+# conditions, payments and writes each behind an earlier step for the same subject).
+GUARD_A = """
+name: guard-a
+version: "1"
+owner: shop-oncall
+selector: {service: "support-*"}
+guard:
+  writes: ["update_*", "Update_*", "drop_*", "send_?mail", "*_payment", "İ*"]
+  on_unknown: allow
+  quarantine: review
+rules:
+  - id: tight-budget
+    type: budget
+    max_tool_calls: 6
+    max_same_tool: 3
+    max_llm_calls: 5
+    max_tokens: 6000
+    max_cost_usd: 0.05
+    max_duration_ms: 200
+    reason: over_budget
+    on_fail: REVIEW
+  - id: no-drops
+    type: absence
+    step: {kind: tool, name: "drop_*"}
+    reason: destructive_tool
+    on_fail: FAIL
+  - id: sane-update-arguments
+    type: tool_args
+    step: {kind: tool, name: "update_*"}
+    args:
+      $.customer_id: {exists: true, not_equals: ""}
+      $.email: {exists: true}
+    reason: bad_arguments
+    on_fail: FAIL
+  - id: payments-after-approval
+    type: precedes
+    before: {kind: approval}
+    then: {kind: tool, name: ["send_payment", "transfer_*"]}
+    require_approved: true
+    reason: payment_without_approval
+    on_fail: QUARANTINE
+"""
+GUARD_B = """
+name: guard-b
+version: "1"
+owner: shop-oncall
+selector: {agent: "support-agent"}
+guard:
+  on_unknown: deny
+  quarantine: allow
+rules:
+  - id: lookup-before-write
+    type: precedes
+    before: {kind: tool, name: "lookup_*", status: ok}
+    then: {kind: tool, name: "update_*"}
+    same_subject:
+      - {approval_argument: $.customer_id, action_argument: $.customer_id}
+    reason: write_without_lookup
+    on_fail: FAIL
+"""
+
+
+def inline_pack(name: str, text: str) -> PackText:
+    """A pack given as text, as the packs in force are read."""
+    return PackText(name, hashlib.sha256(text.encode()).hexdigest(), text)
+
+
+def generated_pack_sets() -> list[tuple[PackText, ...]]:
+    """The captures' pack sets, and sets without the default pack (whose secrets rule leaves
+    to Python every run with non-ASCII text or a number that may be a card's) or with the
+    packs above."""
+    shipped = {p.stem: pack_text(p) for p in SHIPPED}
+    guard_a, guard_b = inline_pack("guard-a", GUARD_A), inline_pack("guard-b", GUARD_B)
+    return [
+        *(tuple(pack_text(p) for p in paths) for paths in PACK_SETS),
+        (shipped["research-agent"], shipped["support-agent"]),
+        (shipped["default"], guard_a),
+        (shipped["support-agent"], guard_a, guard_b),
+        (guard_b,),
+    ]
+
+
+def generated_calls(
+    seed: int, runs: int
+) -> Iterator[tuple[int, list[dict[str, Any]], GuardRequest, int]]:
+    """Each generated run cut before each of its tool calls, the call proposed as the agent
+    might propose it: under the span it runs under, none or another of the run's, for the
+    run's agent, none, another or one the packs select, at the time the call starts (or
+    later, or at a clock far behind the run's). The run's index, the run so far, the call,
+    and the time it is asked."""
+    for run in range(runs):
+        rows = generated_run(seed, run)
+        agent = next(r["agent_name"] for r in rows if r["parent_span_id"] is None)
+        for before, tool in cuts(rows):
+            pick = random.Random(tool["span_id"])
+            agents = [agent, agent, agent, None, SUPPORT, "paper-agent", "Support-Agent", ""]
+            parents = [tool["parent_span_id"]] * 6 + [None] * 3 + [pick.choice(before)["span_id"]]
+            asked = dict(tool, parent_span_id=pick.choice(parents))
+            start = tool["start_time_unix_nano"]
+            now = pick.choice([start] * 6 + [start + SLACK, 10**18])
+            yield run, before, proposal(asked, pick.choice(agents)), now
+
+
+def test_generated_calls_are_answered_natively_as_python_answers_them() -> None:
+    """The captures are a few dozen well-behaved runs; generated ones reach what they do not
+    (approvals granted, refused and unreadable, subjects equal only in Python's eyes, writes
+    asked for in the approval's own turn or by no model call, loops, errors, sub-agents, broken
+    trees, guard settings): each answer made natively must be Python's, field by field."""
+    assert set(generated_run(GENERATED_SEED, 0)[0]) == set(rows_of(CAPTURES[0])[0])
+    judge = NativeJudge(PRICES, 64, 10_000)
+    pack_sets = generated_pack_sets()
+    compared = deferred = 0
+    answers: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    began = time.perf_counter()
+    for run, before, request, now in generated_calls(GENERATED_SEED, GENERATED_RUNS):
+        own = [r for r in before if r["service_name"] == request.service]
+        if not own:
+            continue
+        judge.adopt(request.trace_id, before, judge.runs.seq())
+        for texts in pack_sets:
+            packs, natives = judge.in_force(texts)
+            if natives is None or judge.asks_sessions(request.service):
+                continue
+            for decision in DECISIONS:
+                got = judge.answer(request, lambda _, d=decision: d, "c" * 16, now)
+                if got is None:
+                    deferred += 1
+                    continue
+                expected = judge_call(request, own, packs, decision, "c" * 16, now, PRICES)
+                compared += 1
+                answers[got.answer.value] += 1
+                reasons.update(got.reasons)
+                where = (
+                    f"seed {GENERATED_SEED}, run {run}: {request.tool.name!r} proposed at {now}"
+                    f" ({request.model_dump_json()}), packs {[t.name for t in texts]},"
+                    f" {decision[0].value}"
+                )
+                assert asdict(got) == asdict(expected), where
+    seconds = time.perf_counter() - began
+    print(f"{compared} answers compared, {deferred} left to Python in {seconds:.1f} s: {answers}")
+    print(f"reasons: {dict(reasons.most_common())}")
+    # not vacuous: most answers are made natively, and they allow, review and deny for the
+    # rules' reasons, not the decisions' alone
+    assert compared > 3_000 and deferred < compared, (compared, deferred)
+    assert min(answers[a] for a in ("allow", "review", "deny")) > 300, answers
+    rules = ("approval_boundary_violation", "tool_outside_allow_list", "write_without_lookup")
+    assert all(reasons[r] > 20 for r in rules), reasons
 
 
 def test_the_decision_is_asked_for_the_target_the_run_names() -> None:
