@@ -28,30 +28,24 @@ TOKEN = "guard-test-token-0123456789"
 RULE = "approval-before-account-change"
 APPROVED = json.dumps({"approved": True, "approver": "lead-7"})
 WRITE = {"customer_id": "C-2002", "email": "mira@example.org"}
-OPS_PACK = """
-name: ops
+
+
+def drop_pack(name: str, service: str) -> str:
+    """A pack that DISABLEs a target of `service` whose run drops a table."""
+    return f"""
+name: {name}
 version: "1"
 owner: ops-oncall
-selector: {service: ops-desk}
+selector: {{service: {service}}}
 rules:
   - id: never-drop-tables
     type: absence
-    step: {kind: tool, name: "drop_*"}
+    step: {{kind: tool, name: "drop_*"}}
     reason: destructive_tool
     on_fail: DISABLE
 """
-LISTEN_PACK = """
-name: listen
-version: "1"
-owner: ops-oncall
-selector: {service: listen-desk}
-rules:
-  - id: never-drop-tables
-    type: absence
-    step: {kind: tool, name: "drop_*"}
-    reason: destructive_tool
-    on_fail: DISABLE
-"""
+
+
 LENIENT_PACK = """
 name: lenient
 version: "1"
@@ -70,8 +64,8 @@ rules:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     packs: dict[str, str | Path] = {
         "support-agent": SHIPPED_PACKS / "support-agent.yaml",
-        "ops": OPS_PACK,
-        "listen": LISTEN_PACK,
+        "ops": drop_pack("ops", "ops-desk"),
+        "listen": drop_pack("listen", "listen-desk"),
     }
     running = serve(
         tmp_path_factory.mktemp("guard"),
@@ -200,15 +194,20 @@ def test_an_approved_write_is_allowed_and_passes_afterwards(server: RunningServe
     assert found is not None and found["verdict"] == "pass"
 
 
-def test_a_disabled_target_is_denied_every_call(server: RunningServer) -> None:
-    provider = provider_for(exporter(server), service="ops-desk", version="1.0.0")
-    script = AgentScript(provider.get_tracer("ops"))
-    with script.agent("ops-agent", "Clean up", "Done.") as root:
+def drop_a_table(script: AgentScript, server: RunningServer, agent: str, service: str) -> None:
+    """A run of `agent` that drops a table, stored, and the DISABLE it fires for `service`."""
+    with script.agent(agent, "Clean up", "Done.") as root:
         script.chat([("drop_table", {"table": "customers"})])
         script.tool("drop_table", {"table": "customers"}, "dropped")
         script.chat()
     trajectory(server, trace_id_of(root))
-    firing(server, "DISABLE", service_name="ops-desk")
+    firing(server, "DISABLE", service_name=service)
+
+
+def test_a_disabled_target_is_denied_every_call(server: RunningServer) -> None:
+    provider = provider_for(exporter(server), service="ops-desk", version="1.0.0")
+    script = AgentScript(provider.get_tracer("ops"))
+    drop_a_table(script, server, "ops-agent", "ops-desk")
 
     with script.agent("ops-agent", "Look something up", "Done.") as root:
         script.chat([("lookup_customer", {"customer_id": "C-1"})])
@@ -384,14 +383,8 @@ def test_a_run_kept_natively_is_answered_in_the_grpc_listener(server: RunningSer
 
     # a DISABLE that fires since is the answer from the next call on
     ran = provider_for(exporter(server), service="listen-desk", version="1.0.0")
-    other_run = AgentScript(ran.get_tracer("listen"))
-    with other_run.agent("listen-agent", "Clean up", "Done.") as dropping:
-        other_run.chat([("drop_table", {"table": "customers"})])
-        other_run.tool("drop_table", {"table": "customers"}, "dropped")
-        other_run.chat()
+    drop_a_table(AgentScript(ran.get_tracer("listen")), server, "listen-agent", "listen-desk")
     ran.shutdown()
-    trajectory(server, trace_id_of(dropping))
-    firing(server, "DISABLE", service_name="listen-desk")
     disabled = [check("lookup_customer") for _ in range(3)]  # the first run, still kept
     assert {(g.answer, tuple(g.reasons)) for g in disabled} == {("deny", ("target_disabled",))}
 
