@@ -1,13 +1,15 @@
-"""The native gRPC listener's threads ahead of the collector's others for the CPU.
+"""The threads a caller waits on ahead of the collector's others for the CPU.
 
 A guard call over gRPC is answered in the listener's threads (collector/native/guard_listen.rs)
-while an agent waits before its tool call; storage, assembly, evaluation and the event loop's
-ingest work are asynchronous. On a machine whose cores they share, a listener thread that
+while an agent waits before its tool call; storage, assembly and evaluation are asynchronous.
+On a machine whose cores they share, a listener thread that
 becomes runnable waits behind them for a core: on the 2-core benchmark machine that wait, not
 the judgement, was most of a guard call's p99. Raising the others' nice value (which any
 process may do to its own threads) lets the listener's threads run first when they have work.
-Threads started later inherit their creator's value, so the whole collector but the listener
-keeps it. Linux only (per-thread nice values under /proc/self/task); elsewhere it does nothing.
+The event loop stays with them: `POST /v1/guard` and every export's acknowledgement wait on it
+(behind the others it let `POST /v1/guard`'s p99 swing from 23 to 342 ms between runs). Threads
+started later inherit their creator's value, so the whole collector but those threads keeps it.
+Linux only (per-thread nice values under /proc/self/task); elsewhere it does nothing.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ TASKS = Path("/proc/self/task")
 LISTENER = "sextant-grpc"  # the OS name of the gRPC listener's threads (collector/threads.py)
 
 
-def behind_the_listener(nice: int) -> int:
-    """Every thread of the process but the gRPC listener's runs `nice` steps lower than the
-    listener's (never higher than it runs already); how many threads were changed."""
+def behind_the_listener(nice: int, keep: int | None = None) -> int:
+    """Every thread of the process but the gRPC listener's and the one whose id is `keep` (the
+    event loop's) runs `nice` steps lower than the listener's (never higher than it runs
+    already); how many threads were changed."""
     if nice <= 0 or not TASKS.is_dir() or not hasattr(os, "setpriority"):
         return 0
     threads: dict[int, str] = {}
@@ -42,7 +45,7 @@ def behind_the_listener(nice: int) -> int:
         return 0
     changed = 0
     for tid, name in threads.items():
-        if name == LISTENER:
+        if name == LISTENER or tid == keep:
             continue
         try:
             if os.getpriority(os.PRIO_PROCESS, tid) < target:

@@ -62,6 +62,7 @@ async def run_server(config: Any) -> int:
     import asyncio
     import gc
     import signal
+    import threading
 
     from collector.garbage import collect_on_a_clock
     from collector.pipeline import Pipeline
@@ -77,7 +78,7 @@ async def run_server(config: Any) -> int:
         loop.add_signal_handler(sig, stop.set)
     await pipeline.start()
     if config.guard.enabled and config.guard.native:
-        behind_the_listener(config.guard.listener_ahead)
+        behind_the_listener(config.guard.listener_ahead, keep=threading.get_native_id())
     # What start-up built (modules, compiled packs, config) stays for the process's life: frozen,
     # full collections skip it, and a guard call or an export is not held up 0.1-0.5 s by one.
     # What is built later is walked by a full collection once a minute (collector/garbage.py).

@@ -28,8 +28,9 @@ class GuardConfig(Strict):
         ge=0,
         le=19,
         description="Nice steps by which the collector's other threads run behind the native"
-        " gRPC listener's, which answer guard calls about runs kept natively (Linux; 0: all"
-        " alike). Storage, assembly and evaluation then wait for a core instead of the agent.",
+        " gRPC listener's, which answer guard calls about runs kept natively, and the event"
+        " loop's (Linux; 0: all alike). Storage, assembly and evaluation then wait for a core"
+        " instead of the agent.",
     )
     threads: int = Field(
         2, ge=1, le=64, description="Threads that judge guard calls beside the event loop."

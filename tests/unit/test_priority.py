@@ -40,7 +40,7 @@ CHILD = textwrap.dedent(
     for e in named:
         e.wait()
     before = nice()
-    changed = behind_the_listener(NICE)
+    changed = behind_the_listener(NICE, keep=threading.get_native_id())
     go.set()
     for t in threads:
         t.join()
@@ -67,9 +67,10 @@ def test_every_thread_but_the_listeners_runs_behind_them() -> None:
     seen = run(5)
     base = seen["before"]
     assert seen["listener"] == base
-    # the writer and the main thread, and a thread the main thread starts afterwards
-    assert seen["writer"] == seen["main"] == seen["later"] == min(base + 5, 19)
-    assert seen["changed"] >= 2
+    # the writer behind; the thread kept (the event loop's), and those it starts later, not
+    assert seen["writer"] == min(base + 5, 19)
+    assert seen["main"] == seen["later"] == base
+    assert seen["changed"] >= 1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice: Linux")
