@@ -28,6 +28,19 @@ from evaluators.rulepack import RulePack
 SERVICES_REMEMBERED = 10_000  # services whose asking of session rules is kept per snapshot
 
 
+def decision_reader(
+    decision_of: Callable[[Target], tuple[Decision, list[str]]],
+) -> Callable[[str, str, str], tuple[str, list[str]]]:
+    """`decision_of` as the native side asks it: by service, agent and version, the decision
+    as its value (PASS, DISABLE...) with the reasons that fire."""
+
+    def read(service: str, agent: str, version: str) -> tuple[str, list[str]]:
+        found, fired = decision_of(Target(service, agent, version))
+        return found.value, fired
+
+    return read
+
+
 class NativeJudge:
     """The runs kept natively (at most `most`, the least recently asked let go; a run of more
     than `most_spans` spans is not kept) and the packs in their native form."""
@@ -107,11 +120,7 @@ class NativeJudge:
         if request.tool.kind == "mcp":
             return None
         call = proposed_row(request, span_id, request.parent_span_id or None, now_ns)
-
-        def decision(service: str, agent: str, version: str) -> tuple[str, list[str]]:
-            found, fired = decision_of(Target(service, agent, version))
-            return found.value, fired
-
+        decision = decision_reader(decision_of)
         out = self.runs.judge(call, request.agent, request.version, decision)
         if isinstance(out, str):
             return None

@@ -25,7 +25,7 @@ from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.check import judge_call
 from collector.guard.conversation import NOT_HELD, Conversations
 from collector.guard.metrics import GuardMetrics
-from collector.guard.native_judge import NativeJudge
+from collector.guard.native_judge import NativeJudge, decision_reader
 from collector.guard.record import RECORDED, GuardRecorder, guard_span
 from collector.guard.session_rules import asks_sessions
 from collector.targets import Target
@@ -275,15 +275,9 @@ class Guard:
         system's)."""
         if self.native is None or not isinstance(self.clock, SystemClock):
             return None
-        self.native.runs.listen(
-            tokens, self.conversations is not None, self._adopt, self._decision_of
-        )
+        decision_of = decision_reader(self.decision_of)  # in a listener thread, with the GIL
+        self.native.runs.listen(tokens, self.conversations is not None, self._adopt, decision_of)
         return self.native.runs
-
-    def _decision_of(self, service: str, agent: str, version: str) -> tuple[str, list[str]]:
-        """In a listener thread, with the GIL: a target's decision, as `check` reads it."""
-        decision, fired = self.decision_of(Target(service, agent, version))
-        return decision.value, fired
 
     def _adopt(self, trace_id: str) -> bool:
         """In a listener thread, with the GIL: keep the run natively when the assembler holds

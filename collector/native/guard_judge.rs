@@ -389,7 +389,7 @@ impl GuardRuns {
     }
 
     fn policy(&self) -> std::sync::MutexGuard<'_, Policy> {
-        self.core.policy.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.core.policy)
     }
 
     /// The core, for the listener that answers calls with it.
@@ -695,8 +695,7 @@ impl GuardRuns {
     /// messages, decision, parent span), (the guard's span id, start and end in ns, seconds
     /// from arrival to answer)).
     fn answered(&self) -> Vec<Recording> {
-        let taken =
-            std::mem::take(&mut *self.core.answered.lock().unwrap_or_else(|e| e.into_inner()));
+        let taken = std::mem::take(&mut *lock(&self.core.answered));
         taken
             .into_iter()
             .map(|r| {
@@ -712,7 +711,7 @@ impl GuardRuns {
 
 impl GuardCore {
     fn lock(&self) -> std::sync::MutexGuard<'_, Runs> {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.runs)
     }
 
     /// Remember a target's decision, read from the decisions as of generation `gen`.
@@ -724,7 +723,7 @@ impl GuardCore {
     ) {
         let (service, agent, version) = target;
         let target = (service.to_owned(), agent.to_owned(), version.to_owned());
-        let mut policy = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        let mut policy = lock(&self.policy);
         policy.know_decision(gen, target, found.clone());
     }
 
@@ -737,7 +736,7 @@ impl GuardCore {
         version: &str,
     ) -> Option<(String, Vec<String>)> {
         let gen = {
-            let policy = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+            let policy = lock(&self.policy);
             let key = (service.to_owned(), agent.to_owned(), version.to_owned());
             if let Some(found) = policy.decisions.get(&key) {
                 return Some(found.clone());
@@ -904,7 +903,8 @@ impl GuardCore {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// A lock, also after a thread panicked holding it (every guarded state stays consistent).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

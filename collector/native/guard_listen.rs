@@ -19,7 +19,7 @@ use prost::Message;
 use serde_json::Value;
 
 use crate::guard_answer::Settings;
-use crate::guard_judge::{GuardCore, Judgement, OwnedRow, ANSWERED_MOST};
+use crate::guard_judge::{lock, GuardCore, Judgement, OwnedRow, ANSWERED_MOST};
 use crate::rules_pack::Pack;
 
 /// Decisions remembered per target at most between two changes of the decisions.
@@ -277,7 +277,7 @@ fn now_ns() -> u64 {
 
 impl GuardCore {
     fn policy(&self) -> MutexGuard<'_, Policy> {
-        self.policy.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.policy)
     }
 
     /// The answer to a `GuardService/Check` call's bytes (the CheckResponse), or None: Python
@@ -333,7 +333,7 @@ impl GuardCore {
             decision: a.decision.clone(),
         }
         .encode_to_vec();
-        let mut answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        let mut answered = lock(&self.answered);
         if answered.len() >= ANSWERED_MOST {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return Some(response);
