@@ -11,14 +11,13 @@
 //! calls at a time (1: as an SDK exporter sends), closed loop or open loop at a request rate.
 
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use prost::Message;
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tonic::client::Grpc;
@@ -27,6 +26,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use crate::fresh_copy::{FreshCopies, Template};
+use crate::load_schedule::{gather, on_main_thread, runtime, Schedule};
 use crate::raw_codec::Raw;
 
 /// tonic's message when its own deadline (from `grpc-timeout`) ends a call.
@@ -71,49 +71,10 @@ struct Plan {
     timeout: Duration,
     retry: bool,
     rejected_spans: bool,
-    rate: f64,
-    budget: Option<u64>,
-    started: Instant,
-    deadline: Instant,
-    next: AtomicU64,
-    stop: AtomicBool,
-}
-
-/// Tokio's timer rounds a wake-up up to its next millisecond tick, and a call measured from
-/// when it was due would count that as the server's latency: the last stretch is slept by the
-/// system's timer (tens of microseconds late) in a blocking thread.
-const TIMER_GRAIN: Duration = Duration::from_millis(2);
-
-async fn until(at: Instant) {
-    if let Some(early) = at.checked_sub(TIMER_GRAIN) {
-        tokio::time::sleep_until(early.into()).await;
-    }
-    let left = at.saturating_duration_since(Instant::now());
-    if !left.is_zero() {
-        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(left)).await;
-    }
+    schedule: Schedule,
 }
 
 impl Plan {
-    /// The next call's number and the moment it is due, once it is; None when the run is over
-    /// (its duration, its budget of calls, or an interrupt). Open loop, call n is due at
-    /// start + n / rate whatever the calls before it did; closed loop, at once.
-    async fn next_call(&self) -> Option<(u64, Instant)> {
-        if self.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
-            return None;
-        }
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        if self.budget.is_some_and(|budget| n >= budget) {
-            return None;
-        }
-        if self.rate <= 0.0 {
-            return Some((n, Instant::now()));
-        }
-        let due = self.started + Duration::from_secs_f64(n as f64 / self.rate);
-        until(due.min(self.deadline)).await;
-        (due < self.deadline && !self.stop.load(Ordering::Relaxed)).then_some((n, due))
-    }
-
     fn body(&self, n: u64, random: &mut SplitMix64) -> Bytes {
         match &self.bodies {
             Bodies::Fixed(bodies) => bodies[(n % bodies.len() as u64) as usize].clone(),
@@ -166,7 +127,7 @@ async fn send(plan: Arc<Plan>, channel: Channel, seed: u64) -> Sent {
     let mut client = Grpc::new(channel);
     let mut random = SplitMix64(seed);
     let mut sent = Sent::default();
-    while let Some((n, due)) = plan.next_call().await {
+    while let Some((n, due)) = plan.schedule.next_call().await {
         let body = plan.body(n, &mut random);
         loop {
             let (code, message, reply) = match plan.call(&mut client, body.clone()).await {
@@ -178,7 +139,7 @@ async fn send(plan: Arc<Plan>, channel: Channel, seed: u64) -> Sent {
                         None
                     };
                     if let Some(delay) = delay {
-                        if Instant::now() + delay >= plan.deadline {
+                        if Instant::now() + delay >= plan.schedule.deadline {
                             sent.gave_up = Some(status.code() as i32);
                             return sent;
                         }
@@ -281,19 +242,7 @@ fn metadata(headers: Vec<(String, String)>) -> PyResult<MetadataMap> {
     Ok(map)
 }
 
-fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder.worker_threads(threads).thread_name("sextant-load");
-        builder
-    };
-    builder.enable_io().enable_time().build()
-}
-
-/// Every sender's calls, until each is done. On Python's main thread an interrupt (Ctrl-C)
-/// stops them; elsewhere signals are not Python's to see, and the GIL is not taken at all.
+/// Every sender's calls, until each is done (`in_flight` senders on each channel).
 async fn run(
     plan: Arc<Plan>,
     channels: Vec<Channel>,
@@ -308,24 +257,7 @@ async fn run(
             senders.spawn(send(plan.clone(), channel.clone(), seed));
         }
     }
-    let mut done = Vec::new();
-    let mut ticks = tokio::time::interval(Duration::from_millis(200));
-    loop {
-        tokio::select! {
-            finished = senders.join_next() => match finished {
-                Some(Ok(sent)) => done.push(sent),
-                Some(Err(e)) => return Err(PyOSError::new_err(format!("a sender failed: {e}"))),
-                None => return Ok(done),
-            },
-            _ = ticks.tick(), if on_main_thread => {
-                if let Err(interrupt) = Python::attach(|py| py.check_signals()) {
-                    plan.stop.store(true, Ordering::Relaxed);
-                    senders.abort_all();
-                    return Err(interrupt);
-                }
-            }
-        }
-    }
+    gather(&plan.schedule, senders, on_main_thread).await
 }
 
 /// A call as Python gets it: (seconds from when it was due, gRPC status code, message, the
@@ -386,14 +318,10 @@ pub fn grpc_load<'py>(
         return Err(PyValueError::new_err("duration and timeout are seconds"));
     }
     let metadata = metadata(headers)?;
-    let threading = py.import("threading")?;
-    let on_main_thread = threading
-        .call_method0("current_thread")?
-        .is(&threading.call_method0("main_thread")?);
-    let runtime = runtime(threads).map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let on_main_thread = on_main_thread(py)?;
+    let runtime = runtime(threads)?;
     let result = py.detach(|| {
         runtime.block_on(async {
-            let started = Instant::now();
             let plan = Arc::new(Plan {
                 path,
                 bodies,
@@ -401,12 +329,7 @@ pub fn grpc_load<'py>(
                 timeout: Duration::from_secs_f64(timeout),
                 retry,
                 rejected_spans,
-                rate,
-                budget: (requests > 0).then_some(requests),
-                started,
-                deadline: started + Duration::from_secs_f64(duration),
-                next: AtomicU64::new(0),
-                stop: AtomicBool::new(false),
+                schedule: Schedule::new(rate, requests, duration),
             });
             let channels = (0..connections.max(1))
                 .map(|_| endpoint.connect_lazy())

@@ -14,8 +14,10 @@ mod grpc_server;
 mod guard_answer;
 mod guard_judge;
 mod guard_listen;
+mod http_load;
 mod json;
 mod lenient;
+mod load_schedule;
 mod logs;
 mod otlp_json;
 mod python;
@@ -209,6 +211,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<grpc_server::GrpcServer>()?;
     m.add_class::<fresh_copy::FreshCopies>()?;
     m.add_function(wrap_pyfunction!(grpc_load::grpc_load, m)?)?;
+    m.add_function(wrap_pyfunction!(http_load::http_load, m)?)?;
     m.add_class::<span_keys::SpanKeys>()?;
     m.add_function(wrap_pyfunction!(distinct_rows::distinct_rows, m)?)?;
     m.add_function(wrap_pyfunction!(rules::compile_pack, m)?)?;

@@ -78,6 +78,23 @@ def grpc_load(
     when it was due, status code, message, answer bytes or rejected spans or None), refusals
     retried, codes of the refusals senders gave up on). See collector/bench/grpc_load.py."""
 
+def http_load(
+    address: str,
+    path: str,
+    *,
+    bodies: list[bytes],
+    connections: int = 1,
+    duration: float,
+    requests: int = 0,
+    rate: float = 0.0,
+    headers: list[tuple[str, str]] = ...,
+    timeout: float = 10.0,
+    threads: int = 1,
+) -> list[tuple[float, int, str, bytes | None]]:
+    """An HTTP/1.1 POST load with the GIL released (http_load.rs): each call as (seconds from
+    when it was due, HTTP status or 0, why not, the answer's body or None). See
+    collector/bench/http_load.py."""
+
 def distinct_rows(batch: Any, names: tuple[str, str, str]) -> list[tuple[str, str | None, str]]:
     """The distinct rows of three string columns of an Arrow record batch whose first and
     third cells are not null, in the order first seen."""

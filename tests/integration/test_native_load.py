@@ -1,6 +1,8 @@
-"""The native gRPC load client (collector/bench/grpc_load.py) against a real server: what
+"""The native load clients against a real server. gRPC (collector/bench/grpc_load.py): what
 `sextant bench` reports with it is what the store holds, refusals are counted by name as the
-grpcio client counts them, an open-loop rate is kept, and a call past its deadline ends."""
+grpcio client counts them, an open-loop rate is kept, and a call past its deadline ends.
+HTTP/1.1 (collector/bench/http_load.py, the guard benchmark's): each call's status and body,
+refusals as the server answered them, the open-loop rate, and a call past its timeout."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from google.protobuf.any_pb2 import Any as ProtoAny
 from google.rpc import error_details_pb2, status_pb2
 
 from collector.bench.grpc_load import grpc_load
+from collector.bench.http_load import http_load
 from collector.bench.runner import BenchOptions, run_bench
 from tests.support.otlp import TRACE_EXPORT, new_trace_id, simple_spans, trace_request
 from tests.support.server import RunningServer, hold_journal, start_server
@@ -141,6 +144,94 @@ def test_a_call_past_its_deadline_is_deadline_exceeded(tmp_path: Path) -> None:
         assert entered.is_set()
         ((latency, code, _, reply),) = run.calls
         assert (code, reply) == (4, None)  # DEADLINE_EXCEEDED
+        assert 0.4 < latency < 5
+    finally:
+        release.set()
+        server.stop()
+
+
+def http_address(server: RunningServer) -> str:
+    return f"127.0.0.1:{server.pipeline.http.port}"
+
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def test_http_bodies_are_posted_in_turn_and_answered_with_status_and_body(
+    server: RunningServer,
+) -> None:
+    traces = [new_trace_id() for _ in range(2)]
+    bodies = [trace_request(simple_spans(3, t)).SerializeToString() for t in traces]
+    calls = http_load(
+        http_address(server), "/v1/traces", bodies=bodies, requests=4, duration=20, headers=PROTOBUF
+    )
+    assert [(status, message, reply) for _, status, message, reply in calls] == [(200, "", b"")] * 4
+    assert all(0 < latency < 10 for latency, *_ in calls)
+    labels = {"protocol": "http", "signal": "traces", "status": "ok"}
+    assert server.metric("sextant_receiver_requests_total", labels) == 4
+    stored = server.query("SELECT DISTINCT trace_id FROM spans")
+    assert sorted(t for (t,) in stored) == sorted(t.hex() for t in traces)
+
+
+def test_http_refusals_come_back_with_their_status_and_body(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data", auth={"tokens": [TOKEN]})
+    try:
+        body = trace_request(simple_spans(2)).SerializeToString()
+        wrong = {**PROTOBUF, "Authorization": "Bearer not-the-token"}
+        calls = http_load(
+            http_address(server),
+            "/v1/traces",
+            bodies=[body],
+            requests=3,
+            duration=20,
+            headers=wrong,
+            connections=2,
+        )
+        assert [status for _, status, _, _ in calls] == [401] * 3
+        assert all(reply for *_, reply in calls)  # the server's reason, as it wrote it
+        right = {**PROTOBUF, **server.auth_headers}
+        calls = http_load(
+            http_address(server),
+            "/v1/traces",
+            bodies=[body],
+            requests=2,
+            duration=20,
+            headers=right,
+        )
+        assert [status for _, status, _, _ in calls] == [200] * 2
+    finally:
+        server.stop()
+
+
+def test_an_http_open_loop_rate_is_kept_and_a_late_call_waits_for_a_connection(
+    server: RunningServer,
+) -> None:
+    """100 calls a second for 2 s: never more than the 200 due, not far fewer, and no call
+    measured before it was due; a closed loop on one connection sends thousands."""
+    body = trace_request(simple_spans(1)).SerializeToString()
+    calls = http_load(
+        http_address(server), "/v1/traces", bodies=[body], duration=2, rate=100, headers=PROTOBUF
+    )
+    assert 150 <= len(calls) <= 200
+    assert all(status == 200 and latency >= 0 for latency, status, _, _ in calls)
+
+
+def test_an_http_call_past_its_timeout_has_no_status(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data")
+    entered, release = hold_journal(server)
+    try:
+        body = trace_request(simple_spans(2)).SerializeToString()
+        ((latency, status, message, reply),) = http_load(
+            http_address(server),
+            "/v1/traces",
+            bodies=[body],
+            requests=1,
+            duration=20,
+            timeout=0.5,
+            headers=PROTOBUF,
+        )
+        assert entered.is_set()
+        assert (status, message, reply) == (0, "timed out", None)
         assert 0.4 < latency < 5
     finally:
         release.set()
