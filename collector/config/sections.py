@@ -293,8 +293,11 @@ class AssemblerConfig(Strict):
     max_round_traces: int = Field(
         2000, gt=0, description="Most traces one assembly round builds; the rest wait a tick."
     )
+    # A held span costs about 1.3 KB (the decoded batch's columns) and a batch is held about a
+    # quiet period and a round: 256 MiB spilled half the traces at 40,000 spans/s, read back
+    # from the store at 1.8 µs of CPU a span more (docs/performance.md).
     max_held_mib: int = Field(
-        256,
+        512,
         ge=0,
         description="Memory for the committed span batches of open traces, from which closing"
         " traces are built; past it the oldest batches are let go and their traces are read"
