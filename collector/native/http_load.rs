@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, HOST};
+use http::header::{HeaderName, HeaderValue, HOST};
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{handshake, SendRequest};
@@ -37,12 +37,12 @@ struct Plan {
 type Finished = (f64, u16, String, Option<Bytes>);
 
 impl Plan {
+    /// The call's request; hyper sets its Content-Length from the body.
     fn request(&self, body: Bytes) -> Result<Request<Full<Bytes>>, String> {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.path.as_str())
-            .header(HOST, self.address.as_str())
-            .header(CONTENT_LENGTH, body.len());
+            .header(HOST, self.address.as_str());
         for (name, value) in &self.headers {
             request = request.header(name, value);
         }
@@ -55,11 +55,9 @@ impl Plan {
         connection: &mut Option<SendRequest<Full<Bytes>>>,
         body: Bytes,
     ) -> Result<(u16, Bytes), String> {
-        if connection.as_ref().is_none_or(|c| c.is_closed()) {
-            *connection = Some(self.connect().await.map_err(|e| e.to_string())?);
-        }
-        let Some(sender) = connection.as_mut() else {
-            unreachable!("a connection was just opened");
+        let sender = match connection.take().filter(|open| !open.is_closed()) {
+            Some(open) => connection.insert(open),
+            None => connection.insert(self.connect().await.map_err(|e| e.to_string())?),
         };
         sender.ready().await.map_err(|e| e.to_string())?;
         let response = sender
