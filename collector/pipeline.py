@@ -39,10 +39,8 @@ from collector.judges.stage import JudgeStage
 from collector.lifecycle import Stage, deadline_in
 from collector.receivers.ingest import Ingest
 from collector.receivers.journaled import decode_journaled
+from collector.receivers.listeners import otlp_listeners
 from collector.receivers.metrics import ReceiverMetrics
-from collector.receivers.native_grpc import NativeGrpcReceiver
-from collector.receivers.otlp_grpc import OtlpGrpcReceiver
-from collector.receivers.otlp_http import OtlpHttpReceiver
 from collector.review.backlog_metrics import ReviewBacklogCollector
 from collector.routes import admin_routes
 from collector.sampled import Sampled
@@ -125,7 +123,9 @@ class Pipeline:
         auth = BearerAuth([t.get_secret_value() for t in config.auth.secrets], config.auth.names)
         grace = config.shutdown_timeout_seconds
         self.guard = guard_for(self) if config.guard.enabled else None
-        self.grpc, self.http = self._receivers(auth, receiver_metrics, grace)
+        self.grpc, self.http = otlp_listeners(
+            self.config, auth, self.ingest, receiver_metrics, grace, self.guard
+        )
         self.exporter, self.retention = self._store_upkeep(config)
         self.admin = self._admin(auth, grace)
         self._started = self._stopped = False
@@ -159,16 +159,6 @@ class Pipeline:
         if not self.config.assembler.enabled:
             return 0.0
         return self.assembler.live_lag(self.writer.queued_rows(), self.writer.load_wait())
-
-    def _receivers(
-        self, auth: BearerAuth, metrics: ReceiverMetrics, grace: float
-    ) -> tuple[OtlpGrpcReceiver | NativeGrpcReceiver, OtlpHttpReceiver]:
-        c, guard = self.config, self.guard
-        native = c.grpc.server == "native" and c.grpc.tls is None
-        kind = NativeGrpcReceiver if native else OtlpGrpcReceiver
-        grpc = kind(c.grpc, c.limits, auth, self.ingest, metrics, guard)
-        http = OtlpHttpReceiver(c.http, c.limits, auth, self.ingest, metrics, grace, guard)
-        return grpc, http
 
     def _admin(self, auth: BearerAuth, grace: float) -> AdminServer:
         """The admin server with every route group, the console's login in front of its pages."""

@@ -8,10 +8,11 @@ the code that starts them holds a name for that moment (`os_thread_name`).
 
 The names group into stages (`collector.bench.stages`): `sextant-writer`, `sextant-checkpoint`,
 `sextant-assembler`, `sextant-native` (rounds built and evaluated natively), `sextant-pool` (the
-hand-over to the worker processes), `sextant-duckdb`, `sextant-grpc` (gRPC's threads that it
-does not name itself), `sextant-arrow` (Arrow's thread pool), `sextant-async_N` (asyncio's
-worker threads: admin requests), the tickers, and `sextant-decode*` for threads that decode
-requests. Elsewhere than on Linux these calls do nothing.
+hand-over to the worker processes), `sextant-duckdb`, `sextant-grpc` (the gRPC listener's threads,
+and grpcio's that it does not name itself), `sextant-http` (the HTTP listener's), `sextant-arrow`
+(Arrow's thread pool), `sextant-async_N` (asyncio's worker threads: admin requests), the tickers,
+and `sextant-decode*` for threads that decode requests. Elsewhere than on Linux these calls do
+nothing.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ PREFIXES = (
     ("sextant-gc", "gc"),
     ("sextant-embedded", "receive"),
     ("sextant-grpc", "receive"),
+    ("sextant-http", "receive"),
     ("grpc", "receive"),
     ("event_engine", "receive"),
     ("lifeguard", "receive"),
@@ -55,7 +56,7 @@ PREFIXES = (
 )
 # What each stage is, in the order of a report.
 STAGES = {
-    "receive": "event loop and gRPC threads: receive, answer, small requests decoded inline",
+    "receive": "event loop and listener threads: receive, answer, small requests decoded inline",
     "decode": "decoding threads (sextant-decode*)",
     "workers": "worker processes: decoding large requests, building and evaluating trajectories",
     "hand-over": "the process pool's threads: requests to the workers, answers back",

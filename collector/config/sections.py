@@ -84,6 +84,12 @@ class GrpcConfig(Listener):
 
 class HttpConfig(Listener):
     addr: str = Field("0.0.0.0:4318", description="OTLP/HTTP listen address (HOST:PORT).")
+    server: Literal["native", "aiohttp"] = Field(
+        "native",
+        description="native: HTTP/1.1 runs in native threads beside the event loop, which only"
+        " sees each request's bytes, and POST /v1/guard is answered there for a run the guard"
+        " keeps (plain text; a listener with tls uses aiohttp); aiohttp: Python's HTTP server.",
+    )
 
 
 class AdminConfig(Listener):

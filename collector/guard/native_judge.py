@@ -133,21 +133,21 @@ class NativeJudge:
         dropped = self.runs.dropped()
         if dropped:
             metrics.dropped.labels("queue_full").inc(dropped)
-        for request, answer, start_ns, end_ns, seconds in self.recorded():
-            metrics.called("grpc")
+        for request, answer, start_ns, end_ns, seconds, protocol in self.recorded():
+            metrics.called(protocol)
             metrics.had_run("listener")
             metrics.gave(answer, "judged")
             span = guard_span(request, answer, answer.parent_span_id, start_ns, end_ns)
             recorder.record(request, span)
             metrics.duration.observe(seconds)
 
-    def recorded(self) -> list[tuple[GuardRequest, GuardAnswer, int, int, float]]:
+    def recorded(self) -> list[tuple[GuardRequest, GuardAnswer, int, int, float, str]]:
         """The calls the gRPC listener answered since the last look: each call (as far as its
         step says it), its answer, the step's start and end (ns), and its latency (s)."""
         out = []
         for (trace_id, service, version, tool, call_id), said, timing in self.runs.answered():
             answer, reasons, evidence, messages, decided, parent = said
-            span_id, start_ns, end_ns, seconds = timing
+            span_id, start_ns, end_ns, seconds, protocol = timing
             request = GuardRequest.model_construct(
                 trace_id=trace_id,
                 service=service,
@@ -157,5 +157,5 @@ class NativeJudge:
             given = GuardAnswer(
                 Answer(answer), reasons, evidence, messages, span_id, decided, parent
             )
-            out.append((request, given, start_ns, end_ns, seconds))
+            out.append((request, given, start_ns, end_ns, seconds, protocol))
         return out

@@ -9,15 +9,11 @@
 //! instead (guard_listen.rs), and only the guard's step is left to the loop; these threads
 //! take the GIL only for such a run's first call and for a decision not remembered.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::fs::File;
 use std::future::Future;
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
-use std::os::fd::FromRawFd;
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -33,6 +29,7 @@ use tonic::transport::server::{TcpConnectInfo, TcpIncoming};
 use tonic::{Code, Status};
 
 use crate::guard_judge::{GuardCore, GuardRuns};
+use crate::listener::{bind, runtime, Handover};
 use crate::raw_codec::Raw;
 
 const TRACES: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
@@ -67,35 +64,12 @@ struct Answer {
 }
 
 struct Shared {
-    waiting: Mutex<Vec<Call>>,
-    answers: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
-    next_id: AtomicU64,
-    /// Set when a byte is on its way to the loop and it has not taken the calls since.
-    woken: AtomicBool,
-    wake: Mutex<File>,
+    calls: Handover<Call, Answer>,
     guard: bool,
     /// The guard's kept runs, when it answers calls in these threads (guard_listen.rs).
     native_guard: OnceLock<Arc<GuardCore>>,
     max_request_bytes: usize,
     max_response_bytes: usize,
-}
-
-impl Shared {
-    /// Queue a call for Python and wake its loop unless a wake-up is already on its way; the
-    /// call is queued before the flag is read, and the loop clears the flag before it takes,
-    /// so no call waits for a wake-up that never comes.
-    fn hand_over(&self, call: Call) {
-        self.waiting.lock().expect("calls").push(call);
-        self.wake();
-    }
-
-    /// Wake the loop unless a wake-up is already on its way.
-    fn wake(&self) {
-        if !self.woken.swap(true, Ordering::SeqCst) {
-            // A full pipe already holds a wake-up the loop has not read: nothing is lost.
-            let _ = self.wake.lock().expect("pipe").write(&[1]);
-        }
-    }
 }
 
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -123,27 +97,24 @@ impl UnaryService<Bytes> for Unary {
             if let Some(answer) =
                 guard.answer_call(request.get_ref(), authorization.as_deref(), arrived)
             {
-                shared.wake(); // the loop records the guard's step and counts the call
+                shared.calls.wake(); // the loop records the guard's step and counts the call
                 return Box::pin(async move { Ok(tonic::Response::new(Bytes::from(answer))) });
             }
         }
         let user_agent = text("user-agent");
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let (answer, answered) = oneshot::channel();
-        shared.answers.lock().expect("answers").insert(id, answer);
-        shared.hand_over(Call {
+        let method = self.method;
+        let peer = std::mem::take(&mut self.peer);
+        let (id, answered) = shared.calls.hand_over(|id| Call {
             id,
-            method: self.method,
+            method,
             body: request.into_inner(),
             authorization,
             user_agent,
-            peer: std::mem::take(&mut self.peer),
+            peer,
             arrived: Instant::now(),
         });
         Box::pin(async move {
-            // Removed from `answers` if the client leaves first: Python's reply finds no one.
-            let _forget = Forget(shared.clone(), id);
-            let Ok(answer) = answered.await else {
+            let Some(answer) = shared.calls.answer(id, answered).await else {
                 return Err(Status::unavailable("the collector is shutting down"));
             };
             if answer.code == 0 {
@@ -155,14 +126,6 @@ impl UnaryService<Bytes> for Unary {
                 answer.details,
             ))
         })
-    }
-}
-
-struct Forget(Arc<Shared>, u64);
-
-impl Drop for Forget {
-    fn drop(&mut self) {
-        self.0.answers.lock().expect("answers").remove(&self.1);
     }
 }
 
@@ -271,34 +234,11 @@ impl GrpcServer {
         max_request_bytes: usize,
         max_response_bytes: usize,
     ) -> PyResult<Self> {
-        // SAFETY: Python hands the descriptor over and never uses or closes it again.
-        let wake = unsafe { File::from_raw_fd(wake_fd) };
-        let addr = (host, port)
-            .to_socket_addrs()
-            .map_err(|e| PyOSError::new_err(e.to_string()))?
-            .next()
-            .ok_or_else(|| PyOSError::new_err(format!("{host}: no address")))?;
-        let listener = StdTcpListener::bind(addr).map_err(|e| PyOSError::new_err(e.to_string()))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| PyOSError::new_err(e.to_string()))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| PyOSError::new_err(e.to_string()))?
-            .port();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads.max(1))
-            .thread_name("sextant-grpc")
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let calls = Handover::new(wake_fd);
+        let (listener, port) = bind(host, port)?;
+        let runtime = runtime(threads, "sextant-grpc")?;
         let shared = Arc::new(Shared {
-            waiting: Mutex::new(Vec::new()),
-            answers: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(0),
-            woken: AtomicBool::new(false),
-            wake: Mutex::new(wake),
+            calls,
             guard,
             native_guard: OnceLock::new(),
             max_request_bytes,
@@ -340,9 +280,9 @@ impl GrpcServer {
     /// 2 guard, body, authorization, user agent, peer, seconds since it arrived). Clears the
     /// wake-up first, so a call queued meanwhile wakes the loop again.
     fn take<'py>(&self, py: Python<'py>) -> Vec<Taken<'py>> {
-        self.shared.woken.store(false, Ordering::SeqCst);
-        let calls = std::mem::take(&mut *self.shared.waiting.lock().expect("calls"));
-        calls
+        self.shared
+            .calls
+            .take()
             .into_iter()
             .map(|c| {
                 let age = c.arrived.elapsed().as_secs_f64();
@@ -364,15 +304,13 @@ impl GrpcServer {
     /// `details` (a serialized google.rpc.Status). A call whose client left is ignored.
     #[pyo3(signature = (id, code, body, message="", details=b"".as_slice()))]
     fn reply(&self, id: u64, code: i32, body: &[u8], message: &str, details: &[u8]) {
-        let waiting = self.shared.answers.lock().expect("answers").remove(&id);
-        if let Some(answer) = waiting {
-            let _ = answer.send(Answer {
-                code,
-                message: message.to_owned(),
-                body: Bytes::copy_from_slice(body),
-                details: Bytes::copy_from_slice(details),
-            });
-        }
+        let answer = Answer {
+            code,
+            message: message.to_owned(),
+            body: Bytes::copy_from_slice(body),
+            details: Bytes::copy_from_slice(details),
+        };
+        self.shared.calls.reply(id, answer);
     }
 
     /// Answer `GuardService/Check` in these threads for the runs `runs` keeps (the others
@@ -400,7 +338,7 @@ impl GrpcServer {
         if let Some(runtime) = runtime {
             py.detach(|| runtime.shutdown_timeout(Duration::from_secs(1)));
         }
-        self.shared.answers.lock().expect("answers").clear();
+        self.shared.calls.close();
         Ok(())
     }
 }

@@ -65,6 +65,7 @@ impl Settings {
 
 /// The answer given: allow, review or deny, its reasons, evidence and messages, and the
 /// target's decision it was given under.
+#[derive(Clone)]
 pub(crate) struct Answered {
     pub answer: String,
     pub reasons: Vec<String>,

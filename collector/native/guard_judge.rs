@@ -401,7 +401,7 @@ impl GuardRuns {
 type Recording = (
     (String, String, Option<String>, String, Option<String>),
     Settled,
-    (String, u64, u64, f64),
+    (String, u64, u64, f64, &'static str),
 );
 
 type Settled = (
@@ -702,7 +702,7 @@ impl GuardRuns {
                 (
                     (r.trace_id, r.service, r.version, r.tool, r.tool_call_id),
                     settled(r.judgement),
-                    (r.span_id, r.start_ns, r.end_ns, r.seconds),
+                    (r.span_id, r.start_ns, r.end_ns, r.seconds, r.protocol),
                 )
             })
             .collect()

@@ -18,7 +18,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use prost::Message;
 use serde_json::Value;
 
-use crate::guard_answer::Settings;
+use crate::guard_answer::{Answered, Settings};
 use crate::guard_judge::{lock, GuardCore, Judgement, OwnedRow, ANSWERED_MOST};
 use crate::rules_pack::Pack;
 
@@ -93,6 +93,8 @@ pub(crate) struct Recorded {
     pub start_ns: u64,
     pub end_ns: u64,
     pub seconds: f64,
+    /// grpc or http: how the call came.
+    pub protocol: &'static str,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -199,12 +201,12 @@ fn plain(value: &Value, depth: usize) -> bool {
 }
 
 impl Proposal {
-    fn of(body: &[u8]) -> Option<Self> {
+    /// A `CheckRequest`'s bytes (gRPC), read as collector/guard/wire.py `request_of` reads them.
+    fn of_protobuf(body: &[u8]) -> Option<Self> {
         let m = CheckRequest::decode(body).ok()?;
         let tool = m.tool?;
-        let named = |s: &str| !s.is_empty() && short(s, 256);
         let kind_ok = tool.kind.is_empty() || tool.kind == "tool";
-        if !named(&m.service) || !named(&tool.name) || !kind_ok {
+        if !kind_ok {
             return None; // an MCP call (its step is judged in Python) or one Python refuses
         }
         let parent_span_id = match m.parent_span_id.as_str() {
@@ -215,15 +217,9 @@ impl Proposal {
         optional(m.conversation_id).ok()?;
         let arguments = match tool.arguments_json.as_str() {
             "" => "{}".to_owned(),
-            given => {
-                let value: Value = serde_json::from_str(given).ok()?;
-                if !value.is_object() || !plain(&value, 0) {
-                    return None;
-                }
-                serde_json::to_string(&value).ok()?
-            }
+            given => arguments(&serde_json::from_str(given).ok()?)?,
         };
-        Some(Proposal {
+        Proposal::named(Proposal {
             trace_id: hex_id(&m.trace_id, 32)?,
             parent_span_id,
             service: m.service,
@@ -234,6 +230,85 @@ impl Proposal {
             arguments,
         })
     }
+
+    /// A `POST /v1/guard` body (JSON), read as `GuardRequest.model_validate_json` reads it. Only
+    /// the plain form is read here: known keys, text or null where the model takes text, no
+    /// empty optional text (the model keeps "" where the gRPC message means unset).
+    fn of_json(body: &[u8]) -> Option<Self> {
+        const CALL: [&str; 7] = [
+            "trace_id",
+            "parent_span_id",
+            "service",
+            "agent",
+            "version",
+            "conversation_id",
+            "tool",
+        ];
+        const TOOL: [&str; 5] = ["name", "arguments", "kind", "tool_call_id", "mcp_server"];
+        let Value::Object(m) = serde_json::from_slice(body).ok()? else {
+            return None;
+        };
+        let Some(Value::Object(tool)) = m.get("tool") else {
+            return None;
+        };
+        let known = |o: &serde_json::Map<String, Value>, keys: &[&str]| {
+            o.keys().all(|k| keys.contains(&k.as_str()))
+        };
+        if !known(&m, &CALL) || !known(tool, &TOOL) {
+            return None;
+        }
+        let kind_ok = tool.get("kind").is_none_or(|k| k == "tool");
+        if !kind_ok || json_text(tool, "mcp_server").ok()?.is_some() {
+            return None; // an MCP call (its step is judged in Python) or one Python refuses
+        }
+        json_text(&m, "conversation_id").ok()?;
+        let parent_span_id = match json_text(&m, "parent_span_id").ok()? {
+            None => None,
+            Some(given) => Some(hex_id(&given, 16)?),
+        };
+        let arguments = match tool.get("arguments") {
+            None => "{}".to_owned(),
+            Some(given) => arguments(given)?,
+        };
+        let required = |o: &serde_json::Map<String, Value>, key: &str| match o.get(key) {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        };
+        Proposal::named(Proposal {
+            trace_id: hex_id(&required(&m, "trace_id")?, 32)?,
+            parent_span_id,
+            service: required(&m, "service")?,
+            agent: json_text(&m, "agent").ok()?,
+            version: json_text(&m, "version").ok()?,
+            tool: required(tool, "name")?,
+            tool_call_id: json_text(tool, "tool_call_id").ok()?,
+            arguments,
+        })
+    }
+
+    /// The proposal when its service and tool are named as the model requires.
+    fn named(self) -> Option<Self> {
+        let named = |s: &str| !s.is_empty() && short(s, 256);
+        (named(&self.service) && named(&self.tool)).then_some(self)
+    }
+}
+
+/// An optional text field of a JSON call: absent or null is None; "" or more than 256 code
+/// points, or anything but text, is Err (left to Python).
+fn json_text(o: &serde_json::Map<String, Value>, key: &str) -> Result<Option<String>, ()> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => optional(s.clone()).and_then(|t| t.ok_or(())).map(Some),
+        Some(_) => Err(()),
+    }
+}
+
+/// A call's arguments as orjson writes them, when they are an object both write alike.
+fn arguments(value: &Value) -> Option<String> {
+    if !value.is_object() || !plain(value, 0) {
+        return None;
+    }
+    serde_json::to_string(value).ok()
 }
 
 /// `BearerAuth.check` when it passes: a `Bearer` token equal to one configured (each compared
@@ -288,6 +363,49 @@ impl GuardCore {
         authorization: Option<&str>,
         arrived: Instant,
     ) -> Option<Vec<u8>> {
+        let (a, span_id) =
+            self.judge(Proposal::of_protobuf, body, authorization, arrived, "grpc")?;
+        let response = CheckResponse {
+            answer: a.answer,
+            reasons: a.reasons,
+            evidence: a.evidence,
+            messages: a.messages,
+            span_id,
+            decision: a.decision,
+        };
+        Some(response.encode_to_vec())
+    }
+
+    /// The answer to a `POST /v1/guard` body, as `GuardAnswer.as_json` written by orjson, or
+    /// None: Python answers it.
+    pub(crate) fn answer_json(
+        &self,
+        body: &[u8],
+        authorization: Option<&str>,
+        arrived: Instant,
+    ) -> Option<Vec<u8>> {
+        let (a, span_id) = self.judge(Proposal::of_json, body, authorization, arrived, "http")?;
+        let response = serde_json::json!({
+            "answer": a.answer,
+            "reasons": a.reasons,
+            "evidence": a.evidence,
+            "messages": a.messages,
+            "span_id": span_id,
+            "decision": a.decision,
+        });
+        serde_json::to_vec(&response).ok()
+    }
+
+    /// A call read by `read`, weighed, and left for Python to record as the guard's step: the
+    /// answer and the step's span id, or None when Python is to answer the call.
+    fn judge(
+        &self,
+        read: fn(&[u8]) -> Option<Proposal>,
+        body: &[u8],
+        authorization: Option<&str>,
+        arrived: Instant,
+        protocol: &'static str,
+    ) -> Option<(Answered, String)> {
         let packs = {
             let policy = self.policy();
             if !policy.listening || !authorized(&policy.tokens, authorization) {
@@ -295,7 +413,7 @@ impl GuardCore {
             }
             policy.packs.clone()?
         };
-        let p = Proposal::of(body)?;
+        let p = read(body)?;
         let asks_sessions = self.policy().asks_sessions(&packs, &p.service);
         if asks_sessions || !self.kept_or_adopted(&p.trace_id) {
             return None;
@@ -323,34 +441,26 @@ impl GuardCore {
             )
             .ok()?
             .ok()?;
-        let a = &judgement.answered;
-        let response = CheckResponse {
-            answer: a.answer.clone(),
-            reasons: a.reasons.clone(),
-            evidence: a.evidence.clone(),
-            messages: a.messages.clone(),
-            span_id: span_id.clone(),
-            decision: a.decision.clone(),
-        }
-        .encode_to_vec();
-        let mut answered = lock(&self.answered);
-        if answered.len() >= ANSWERED_MOST {
+        let answered = judgement.answered.clone();
+        let mut recorded = lock(&self.answered);
+        if recorded.len() >= ANSWERED_MOST {
             self.dropped.fetch_add(1, Ordering::Relaxed);
-            return Some(response);
+            return Some((answered, span_id));
         }
-        answered.push(Recorded {
+        recorded.push(Recorded {
             trace_id: p.trace_id,
             service: p.service,
             version: p.version,
             tool: p.tool,
             tool_call_id: p.tool_call_id,
             judgement,
-            span_id,
+            span_id: span_id.clone(),
             start_ns,
             end_ns: now_ns(),
             seconds: arrived.elapsed().as_secs_f64(),
+            protocol,
         });
-        Some(response)
+        Some((answered, span_id))
     }
 }
 
@@ -382,6 +492,31 @@ mod tests {
         assert!(!read(r#"{"big": 18446744073709551616}"#));
         assert!(!read(r#"{"bell": "\u0007"}"#));
         assert!(read(r#"{"lines": "a\nb\tc"}"#));
+    }
+
+    #[test]
+    fn a_json_call_is_read_here_only_in_its_plain_form() {
+        let trace = "AB".repeat(16);
+        let call = |extra: &str| {
+            let body = format!(
+                r#"{{"trace_id": "{trace}", "service": "desk", "tool": {{"name": "t",
+                "arguments": {{"b": 1, "a": [true, null]}}}}{extra}}}"#
+            );
+            Proposal::of_json(body.as_bytes())
+        };
+        let read = call(r#", "agent": null, "version": "1.0""#).expect("plain");
+        assert_eq!(read.trace_id, "ab".repeat(16));
+        assert_eq!((read.agent, read.version), (None, Some("1.0".to_owned())));
+        assert_eq!(read.arguments, r#"{"b":1,"a":[true,null]}"#);
+        assert!(call(r#", "agent": """#).is_none()); // the model keeps ""; the message drops it
+        assert!(call(r#", "extra": 1"#).is_none());
+        assert!(call(r#", "version": 2"#).is_none());
+        assert!(call(r#", "parent_span_id": "0000000000000000""#).is_none());
+        assert!(Proposal::of_json(b"[]").is_none());
+        let mcp = format!(
+            r#"{{"trace_id": "{trace}", "service": "s", "tool": {{"name": "t", "kind": "mcp"}}}}"#
+        );
+        assert!(Proposal::of_json(mcp.as_bytes()).is_none());
     }
 
     #[test]

@@ -15,8 +15,10 @@ mod guard_answer;
 mod guard_judge;
 mod guard_listen;
 mod http_load;
+mod http_server;
 mod json;
 mod lenient;
+mod listener;
 mod load_schedule;
 mod logs;
 mod otlp_json;
@@ -209,6 +211,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<ArrowBatch>()?;
     m.add_class::<grpc_server::GrpcServer>()?;
+    m.add_class::<http_server::HttpServer>()?;
     m.add_class::<fresh_copy::FreshCopies>()?;
     m.add_function(wrap_pyfunction!(grpc_load::grpc_load, m)?)?;
     m.add_function(wrap_pyfunction!(http_load::http_load, m)?)?;

@@ -43,6 +43,28 @@ class GrpcServer:
     def stopped(self) -> bool: ...
     def close(self) -> None: ...
 
+class HttpServer:
+    """The OTLP/HTTP listener in native threads (http_server.rs); requests reach Python through
+    take() after a byte on the wake pipe, answers go back through reply()."""
+
+    port: int
+
+    def __init__(
+        self, host: str, port: int, threads: int, wake_fd: int, max_request_bytes: int
+    ) -> None: ...
+    def take(
+        self,
+    ) -> list[tuple[int, str, str, list[tuple[str, str]], bytes | None, str, float]]:
+        """(id, method, path, headers, body or None past the size limit, peer address, seconds
+        since it arrived) of each request since the last take."""
+    def reply(self, id: int, status: int, headers: list[tuple[str, str]], body: bytes) -> None: ...
+    def answer_guard_calls(self, runs: GuardRuns) -> None:
+        """Answer POST /v1/guard in the listener's threads for the runs `runs` keeps."""
+
+    def stop(self) -> None: ...
+    def stopped(self) -> bool: ...
+    def close(self) -> None: ...
+
 class FreshCopies:
     """Fresh copies of an OTLP/protobuf export request (fresh_copy.rs): `salted_copy`, then
     `Restamp.fresh` (collector/bench/traces.py), byte for byte."""
@@ -218,12 +240,12 @@ class GuardRuns:
         tuple[
             tuple[str, str, str | None, str, str | None],
             tuple[str, list[str], list[str], list[str], str, str | None],
-            tuple[str, int, int, float],
+            tuple[str, int, int, float, str],
         ]
     ]:
-        """The calls the listener answered since the last look: ((trace id, service, version,
+        """The calls the listeners answered since the last look: ((trace id, service, version,
         tool, tool call id), (answer, reasons, evidence, messages, decision, parent span),
-        (span id, start ns, end ns, seconds))."""
+        (span id, start ns, end ns, seconds, protocol: grpc or http))."""
 
 def compile_pack(text: str, partial: bool = False) -> NativePack:
     """A pack's native form (JSON) compiled; ValueError names the first rule not evaluated

@@ -13,17 +13,15 @@ loop records its step when it next looks. TLS listeners stay on grpcio.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 
 import grpc
 
 from collector.errors import StartupError
 from collector.guard import wire
-from collector.lifecycle import remaining
 from collector.normalize.native import native
 from collector.receivers.ingest import export_answer
+from collector.receivers.native_listener import NativeListener
 from collector.receivers.otlp_grpc import MAX_RESPONSE_BYTES, GrpcReceiver, guard_request, refusal
 
 log = logging.getLogger(__name__)
@@ -34,18 +32,14 @@ THREADS = 2  # the listener's threads: HTTP/2, framing and gzip of every connect
 INTERNAL = grpc.StatusCode.INTERNAL.value[0]
 
 
-class NativeGrpcReceiver(GrpcReceiver):
+class NativeGrpcReceiver(GrpcReceiver, NativeListener):
     """TraceService/Export, LogsService/Export and GuardService/Check on the native listener."""
 
     server: native.GrpcServer | None = None
-    _wake = -1  # the loop's end of the wake-up pipe
-    _tasks: set[asyncio.Task[None]]  # calls being answered
 
     async def start(self) -> None:
         host, port = self.config.host_port
-        wake, woken = os.pipe()
-        os.set_blocking(wake, False)
-        os.set_blocking(woken, False)
+        wake, woken = self.pipe()
         try:
             # `woken` is the server's from here on, also when it fails.
             server = native.GrpcServer(
@@ -58,43 +52,22 @@ class NativeGrpcReceiver(GrpcReceiver):
                 MAX_RESPONSE_BYTES,
             )
         except OSError as exc:
-            os.close(wake)
+            self.close_pipe(wake)
             raise StartupError(
                 f"cannot listen on {host}:{port} for OTLP/gRPC: address in use or not available"
                 f" ({exc})"
             ) from exc
-        self.server, self.port, self._wake = server, server.port, wake
+        self.server, self.port = server, server.port
         runs = None if self.guard is None else self.guard.listener(self.auth.tokens)
         if runs is not None:
             server.answer_guard_calls(runs)
-        self._tasks = set()
-        asyncio.get_running_loop().add_reader(wake, self._take)
+        self.watch(wake)
 
-    async def shutdown(self, deadline: float) -> None:
-        """Stop taking calls; calls in flight, also those handed over meanwhile, get until the
-        deadline to be answered."""
-        server = self.server
-        if server is None:
-            return
-        server.stop()
-        while not server.stopped() and remaining(deadline) > 0:
-            await asyncio.sleep(0.02)
-        if self.guard is not None:
-            self.guard.answered_by_listener()  # the steps of the last calls answered natively
-        self.server = None
-        asyncio.get_running_loop().remove_reader(self._wake)
-        os.close(self._wake)
-        await asyncio.to_thread(server.close)
-
-    def _take(self) -> None:
-        """The calls that arrived since the loop last looked, each started as a task."""
-        with contextlib.suppress(BlockingIOError):
-            os.read(self._wake, 4096)
+    def _start_calls(self, loop: asyncio.AbstractEventLoop) -> None:
         server = self.server
         if server is None:
             return
         calls = server.take()  # clears the wake-up: what the listener answers after wakes again
-        loop = asyncio.get_running_loop()
         for call_id, method, body, authorization, agent, peer, waited in calls:
             if method == GUARD:
                 work = self._check(server, call_id, body, authorization)
@@ -102,14 +75,7 @@ class NativeGrpcReceiver(GrpcReceiver):
                 work = self._export(
                     server, call_id, SIGNALS[method], body, authorization, agent, peer, waited
                 )
-            task = loop.create_task(work)
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        if self.guard is not None:
-            try:
-                self.guard.answered_by_listener()  # calls the listener answered: their steps
-            except Exception:  # never let recording take the calls' hand-over down
-                log.exception("recording the guard steps answered natively failed")
+            self.started(loop.create_task(work))
 
     async def _export(
         self,

@@ -1,11 +1,14 @@
-"""OTLP/HTTP receiver: POST /v1/traces and /v1/logs, protobuf or JSON, gzip or not."""
+"""OTLP/HTTP receiver: POST /v1/traces and /v1/logs, protobuf or JSON, gzip or not; and
+POST /v1/guard. `OtlpHttpRoutes` answers a request whichever listener took it: aiohttp's
+(`OtlpHttpReceiver`, with TLS) or the native one (collector/receivers/native_http.py)."""
 
 from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -18,7 +21,6 @@ from collector.auth import BearerAuth
 from collector.config.sections import HttpConfig, LimitsConfig
 from collector.errors import (
     MalformedRequest,
-    PermanentError,
     RequestTooLarge,
     SextantError,
     TransientError,
@@ -38,6 +40,7 @@ JSON = "application/json"
 PROTOBUF_TYPES = {PROTOBUF, "application/protobuf"}
 # refusals that mean the sender is misconfigured: HTTP status -> reason
 MISDIRECTED = {401: "unauthenticated", 415: "unsupported_media_type"}
+CHALLENGE = 'Bearer realm="sextant"'
 
 
 # Decompression is ours (aiohttp's is switched off) so the size limit applies to inflated bytes.
@@ -65,32 +68,58 @@ DECODERS: dict[str, Callable[[], Inflater | None]] = {
 READ_CHUNK = 256 * 1024
 
 
-def media_type(request: web.Request) -> str:
-    content_type = request.content_type
+@dataclass(frozen=True)
+class HttpCall:
+    """A request as a listener hands it over (aiohttp's, or the native one's)."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]  # case-insensitive names
+    remote: str | None
+    chunks: Callable[[], AsyncIterator[bytes]]  # the body as sent (decompression is ours)
+
+    def media(self) -> str:
+        """The Content-Type's media type, lower-cased, as aiohttp reads it (none: octet-stream)."""
+        given = self.headers.get("Content-Type")
+        if given is None:
+            return "application/octet-stream"
+        return given.split(";", 1)[0].strip().lower()
+
+
+@dataclass(frozen=True)
+class HttpReply:
+    status: int
+    body: bytes
+    content_type: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def media_type(call: HttpCall) -> str:
+    content_type = call.media()
     if content_type in PROTOBUF_TYPES:
         return PROTOBUF
     if content_type == JSON:
         return JSON
     raise UnsupportedMediaType(
-        f"unsupported Content-Type {request.headers.get('Content-Type', '(none)')!r};"
+        f"unsupported Content-Type {call.headers.get('Content-Type', '(none)')!r};"
         f" OTLP/HTTP takes {PROTOBUF} or {JSON}"
     )
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
+async def read_body(call: HttpCall, limit: int) -> bytes:
     """The body after decompression, refused once it passes `limit` (chunked bodies included)."""
-    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    encoding = call.headers.get("Content-Encoding", "").strip().lower()
     if encoding not in DECODERS:
         raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; use gzip or none")
-    declared = request.content_length
-    if declared is not None and declared > limit:
+    declared = call.headers.get("Content-Length", "").strip()
+    if declared.isdigit() and int(declared) > limit:
         raise RequestTooLarge(f"request body of {declared} bytes exceeds the {limit}-byte limit")
     new_inflater = DECODERS[encoding]
     inflater = new_inflater()
     chunks: list[bytes] = []
     size = 0
     try:
-        while chunk := await request.content.read(READ_CHUNK):
+        async for chunk in call.chunks():
             if inflater is None:
                 pieces = [chunk]
             else:
@@ -136,38 +165,126 @@ def encode(message: Message, kind: str) -> bytes:
     return message.SerializeToString()
 
 
-def error_response(error: SextantError, kind: str) -> web.Response:
+def error_response(error: SextantError, kind: str) -> HttpReply:
     status = getattr(error, "http_status", 500)
     code = getattr(error, "grpc_code", None)
     body = status_pb2.Status(code=code.value[0] if code else 13, message=str(error))
     headers = {}
     if isinstance(error, TransientError):
         headers["Retry-After"] = str(error.retry_after_seconds)
-    return web.Response(status=status, body=encode(body, kind), content_type=kind, headers=headers)
+    if status == 401:
+        headers["WWW-Authenticate"] = CHALLENGE
+    return HttpReply(status, encode(body, kind), kind, headers)
 
 
-class OtlpHttpReceiver:
+def json_reply(content: dict[str, Any], status: int = 200) -> HttpReply:
+    return HttpReply(status, orjson.dumps(content), JSON)
+
+
+def text_reply(status: int, text: str, headers: Mapping[str, str] | None = None) -> HttpReply:
+    return HttpReply(status, text.encode(), "text/plain; charset=utf-8", headers or {})
+
+
+class OtlpHttpRoutes:
+    """What OTLP/HTTP answers, whichever listener took the request: POST /v1/traces and
+    /v1/logs, and POST /v1/guard when the guard runs."""
+
     def __init__(
         self,
-        config: HttpConfig,
         limits: LimitsConfig,
         auth: BearerAuth,
         ingest: Ingest,
         metrics: ReceiverMetrics,
-        shutdown_timeout: float,
-        guard: Guard | None = None,
+        guard: Guard | None,
     ) -> None:
         self.guard = guard
         self.limits = limits
         self.auth = auth
         self.ingest = ingest
         self.metrics = metrics
-        app = web.Application(client_max_size=limits.max_request_bytes)
-        app.router.add_post("/v1/traces", self._handler("traces"))
-        app.router.add_post("/v1/logs", self._handler("logs"))
-        if guard is not None:
-            app.router.add_post("/v1/guard", self._guard)
-        app.router.add_route("*", "/{tail:.*}", self._not_found)
+        self.posts = ("/v1/traces", "/v1/logs", *(("/v1/guard",) if guard is not None else ()))
+
+    async def answer(self, call: HttpCall, waited: float = 0.0) -> HttpReply:
+        """The reply to `call`; `waited`: seconds it waited before it got here."""
+        if call.method != "POST" or call.path not in self.posts:
+            return self._not_found(call)
+        if call.path == "/v1/guard":
+            return await self._guard(call)
+        return await self._export(call, call.path.removeprefix("/v1/"), waited)
+
+    async def _guard(self, call: HttpCall) -> HttpReply:
+        """POST /v1/guard: JSON in, JSON out (docs/guard.md); the OTLP listener's auth."""
+        assert self.guard is not None
+        try:
+            self.auth.check(call.headers.get("Authorization"))
+            if call.media() != JSON:
+                raise UnsupportedMediaType(f"/v1/guard takes {JSON}")
+            body = await read_body(call, self.limits.max_request_bytes)
+            request = GuardRequest.model_validate_json(body)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            return json_reply({"error": f"bad guard call: {problems}"}, 400)
+        except SextantError as exc:
+            status = getattr(exc, "http_status", 500)
+            reply = json_reply({"error": str(exc)}, status)
+            if status == 401:
+                return HttpReply(status, reply.body, JSON, {"WWW-Authenticate": CHALLENGE})
+            return reply
+        answer = await self.guard.check(request, "http")
+        return json_reply(answer.as_json())
+
+    def _not_found(self, call: HttpCall) -> HttpReply:
+        if call.path in self.posts:
+            self._misdirected(call, "method_not_allowed")
+            return text_reply(405, f"{call.path} accepts POST only", {"Allow": "POST"})
+        self._misdirected(call, "not_found")
+        return text_reply(
+            404, f"no such path {call.path}; OTLP/HTTP takes POST /v1/traces and /v1/logs"
+        )
+
+    def _misdirected(self, call: HttpCall, reason: str) -> None:
+        agent = call.headers.get("User-Agent", "no User-Agent")
+        what = f"{call.method} {call.path}"
+        self.metrics.misdirected.note("http", reason, f"{call.remote} ({agent})", what)
+
+    async def _export(self, call: HttpCall, signal: str, waited: float) -> HttpReply:
+        # an error is answered in the media type the request was read as
+        kind = JSON if call.media() == JSON else PROTOBUF
+
+        async def respond() -> HttpReply:
+            nonlocal kind
+            self.auth.check(call.headers.get("Authorization"))
+            kind = media_type(call)
+            body = await read_body(call, self.limits.max_request_bytes)
+            encoding = "json" if kind == JSON else "protobuf"
+            answer = await self.ingest.consume(signal, encoding, body, "http")
+            if answer.ignored_keys:
+                self._misdirected(call, "unknown_json_keys")
+            return HttpReply(200, encode(answer.response(signal), kind), kind)
+
+        error = await export_answer(self.metrics, "http", signal, respond, waited)
+        if isinstance(error, HttpReply):
+            return error
+        if misdirected := MISDIRECTED.get(getattr(error, "http_status", 0)):
+            self._misdirected(call, misdirected)
+        return error_response(error, kind)
+
+
+class OtlpHttpReceiver:
+    """OTLP/HTTP on aiohttp: the listener with TLS, or any when `http.server` is aiohttp."""
+
+    def __init__(
+        self,
+        config: HttpConfig,
+        routes: OtlpHttpRoutes,
+        shutdown_timeout: float,
+    ) -> None:
+        self.routes = routes
+        app = web.Application(client_max_size=routes.limits.max_request_bytes)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
         host, port = config.host_port
         tls = reloading_context(config.tls, "OTLP/HTTP (http.tls)") if config.tls else None
         self.server = HttpServer(
@@ -184,81 +301,15 @@ class OtlpHttpReceiver:
     async def shutdown(self, deadline: float) -> None:
         await self.server.shutdown(deadline)
 
-    async def _guard(self, request: web.Request) -> web.Response:
-        """POST /v1/guard: JSON in, JSON out (docs/guard.md); the OTLP listener's auth."""
-        assert self.guard is not None
-        try:
-            self.auth.check(request.headers.get("Authorization"))
-            if request.content_type != JSON:
-                raise UnsupportedMediaType(f"/v1/guard takes {JSON}")
-            body = await read_body(request, self.limits.max_request_bytes)
-            call = GuardRequest.model_validate_json(body)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            return web.json_response({"error": f"bad guard call: {problems}"}, status=400)
-        except SextantError as exc:
-            status = getattr(exc, "http_status", 500)
-            headers = {"WWW-Authenticate": 'Bearer realm="sextant"'} if status == 401 else None
-            return web.json_response({"error": str(exc)}, status=status, headers=headers)
-        answer = await self.guard.check(call, "http")
-        return web.Response(body=orjson.dumps(answer.as_json()), content_type=JSON)
+    async def _handle(self, request: web.Request) -> web.Response:
+        async def chunks() -> AsyncIterator[bytes]:
+            while chunk := await request.content.read(READ_CHUNK):
+                yield chunk
 
-    async def _not_found(self, request: web.Request) -> web.Response:
-        posts = ("/v1/traces", "/v1/logs", *(("/v1/guard",) if self.guard is not None else ()))
-        if request.path in posts:
-            self._misdirected(request, "method_not_allowed")
-            return web.Response(
-                status=405, text=f"{request.path} accepts POST only", headers={"Allow": "POST"}
-            )
-        self._misdirected(request, "not_found")
+        call = HttpCall(request.method, request.path, request.headers, request.remote, chunks)
+        reply = await self.routes.answer(call)
         return web.Response(
-            status=404,
-            text=f"no such path {request.path}; OTLP/HTTP takes POST /v1/traces and /v1/logs",
+            status=reply.status,
+            body=reply.body,
+            headers={"Content-Type": reply.content_type, **reply.headers},
         )
-
-    def _misdirected(self, request: web.Request, reason: str) -> None:
-        agent = request.headers.get("User-Agent", "no User-Agent")
-        what = f"{request.method} {request.path}"
-        self.metrics.misdirected.note("http", reason, f"{request.remote} ({agent})", what)
-
-    def _handler(self, signal: str) -> Callable[[web.Request], Awaitable[web.Response]]:
-        async def export(request: web.Request) -> web.Response:
-            async def consume(body: bytes, kind: str) -> bytes:
-                encoding = "json" if kind == JSON else "protobuf"
-                answer = await self.ingest.consume(signal, encoding, body, "http")
-                if answer.ignored_keys:
-                    self._misdirected(request, "unknown_json_keys")
-                return encode(answer.response(signal), kind)
-
-            return await self._answer(request, signal, consume)
-
-        return export
-
-    async def _answer(
-        self,
-        request: web.Request,
-        signal: str,
-        consume: Callable[[bytes, str], Awaitable[bytes]],
-    ) -> web.Response:
-        kind = JSON if request.content_type == JSON else PROTOBUF
-
-        async def respond() -> web.Response:
-            nonlocal kind  # an error is answered in the media type the request was read as
-            self.auth.check(request.headers.get("Authorization"))
-            kind = media_type(request)
-            body = await read_body(request, self.limits.max_request_bytes)
-            return web.Response(body=await consume(body, kind), content_type=kind)
-
-        error = await export_answer(self.metrics, "http", signal, respond)
-        if isinstance(error, web.Response):
-            return error
-        if misdirected := MISDIRECTED.get(getattr(error, "http_status", 0)):
-            self._misdirected(request, misdirected)
-        if isinstance(error, PermanentError) and error.http_status == 401:
-            response = error_response(error, kind)
-            response.headers["WWW-Authenticate"] = 'Bearer realm="sextant"'
-            return response
-        return error_response(error, kind)

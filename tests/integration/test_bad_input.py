@@ -6,6 +6,7 @@ import gzip
 import http.client
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -22,10 +23,19 @@ from tests.support.otlp import (
     simple_spans,
     trace_request,
 )
-from tests.support.server import RunningServer, start_server, stored_spans
+from tests.support.server import RunningServer, serve, start_server, stored_spans
 from tests.support.wait import wait_for
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
+HTTP_SERVERS = ["native", "aiohttp"]
+
+
+@pytest.fixture(params=HTTP_SERVERS)
+def http_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningServer]:
+    """A server with the default config on each OTLP/HTTP listener: both answer alike."""
+    running = serve(tmp_path, http={"server": request.param})
+    yield running
+    running.stop()
 
 
 def assert_still_serving(server: RunningServer) -> None:
@@ -52,15 +62,15 @@ def test_malformed_protobuf_over_grpc_is_invalid_argument(server: RunningServer)
     assert server.metric("sextant_receiver_requests_total", labels) == 1
 
 
-def test_malformed_protobuf_over_http_is_400_with_status_body(server: RunningServer) -> None:
+def test_malformed_protobuf_over_http_is_400_with_status_body(http_server: RunningServer) -> None:
     reply = requests.post(
-        f"{server.http_url}/v1/traces", data=b"\xff\xff\xff junk", headers=PROTOBUF, timeout=10
+        f"{http_server.http_url}/v1/traces", data=b"\xff\xff\xff junk", headers=PROTOBUF, timeout=10
     )
     assert reply.status_code == 400
     status = status_pb2.Status.FromString(reply.content)
     assert status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert "not a valid ExportTraceServiceRequest protobuf" in status.message
-    assert_still_serving(server)
+    assert_still_serving(http_server)
 
 
 @pytest.mark.parametrize(
@@ -75,9 +85,11 @@ def test_malformed_protobuf_over_http_is_400_with_status_body(server: RunningSer
         (b'{"resourceSpans": "nope"}', "resourceSpans"),
     ],
 )
-def test_malformed_json_is_400_with_a_reason(server: RunningServer, body: bytes, expected: str):
+def test_malformed_json_is_400_with_a_reason(
+    http_server: RunningServer, body: bytes, expected: str
+):
     reply = requests.post(
-        f"{server.http_url}/v1/traces",
+        f"{http_server.http_url}/v1/traces",
         data=body,
         headers={"Content-Type": "application/json"},
         timeout=10,
@@ -85,7 +97,7 @@ def test_malformed_json_is_400_with_a_reason(server: RunningServer, body: bytes,
     assert reply.status_code == 400
     assert reply.headers["Content-Type"].startswith("application/json")
     assert expected in reply.json()["message"]
-    assert_still_serving(server)
+    assert_still_serving(http_server)
 
 
 def test_invalid_ids_are_rejected_alone_over_grpc(server: RunningServer) -> None:
@@ -128,8 +140,11 @@ def test_invalid_hex_ids_in_json_are_rejected_alone(server: RunningServer) -> No
     assert stored_spans(server, bytes.fromhex(trace_id)) == 1
 
 
-def test_oversized_requests_are_refused(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "data", limits={"max_request_bytes": 20_000})
+@pytest.mark.parametrize("listener", HTTP_SERVERS)
+def test_oversized_requests_are_refused(tmp_path: Path, listener: str) -> None:
+    server = start_server(
+        tmp_path / "data", limits={"max_request_bytes": 20_000}, http={"server": listener}
+    )
     try:
         big = trace_request(simple_spans(400)).SerializeToString()
         assert len(big) > 20_000
@@ -160,10 +175,10 @@ def test_oversized_requests_are_refused(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_chunked_body_without_content_length_is_accepted(server: RunningServer) -> None:
+def test_chunked_body_without_content_length_is_accepted(http_server: RunningServer) -> None:
     trace_id = new_trace_id()
     body = trace_request(simple_spans(5, trace_id)).SerializeToString()
-    conn = http.client.HTTPConnection("127.0.0.1", server.pipeline.http.port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", http_server.pipeline.http.port, timeout=10)
     conn.request(
         "POST",
         "/v1/traces",
@@ -175,20 +190,20 @@ def test_chunked_body_without_content_length_is_accepted(server: RunningServer) 
     assert response.status == 200
     assert response.getheader("Content-Type") == "application/x-protobuf"
     ExportTraceServiceResponse.FromString(response.read())
-    assert stored_spans(server, trace_id) == 5
+    assert stored_spans(http_server, trace_id) == 5
 
 
-def test_wrong_content_type_is_415(server: RunningServer) -> None:
+def test_wrong_content_type_is_415(http_server: RunningServer) -> None:
     reply = requests.post(
-        f"{server.http_url}/v1/traces", data=b"x", headers={"Content-Type": "text/plain"}
+        f"{http_server.http_url}/v1/traces", data=b"x", headers={"Content-Type": "text/plain"}
     )
     assert reply.status_code == 415
     assert "unsupported Content-Type 'text/plain'" in reply.text
 
 
-def test_unknown_content_encoding_is_415(server: RunningServer) -> None:
+def test_unknown_content_encoding_is_415(http_server: RunningServer) -> None:
     reply = requests.post(
-        f"{server.http_url}/v1/traces",
+        f"{http_server.http_url}/v1/traces",
         data=b"x",
         headers={**PROTOBUF, "Content-Encoding": "br"},
     )
@@ -196,21 +211,21 @@ def test_unknown_content_encoding_is_415(server: RunningServer) -> None:
     assert "Content-Encoding 'br'" in status_pb2.Status.FromString(reply.content).message
 
 
-def test_corrupt_gzip_is_400(server: RunningServer) -> None:
+def test_corrupt_gzip_is_400(http_server: RunningServer) -> None:
     reply = requests.post(
-        f"{server.http_url}/v1/traces",
+        f"{http_server.http_url}/v1/traces",
         data=b"\x1f\x8b\x08\x00garbage-not-deflate",
         headers={**PROTOBUF, "Content-Encoding": "gzip"},
     )
     assert reply.status_code == 400
-    assert_still_serving(server)
+    assert_still_serving(http_server)
 
 
-def test_wrong_path_is_404_and_wrong_method_405(server: RunningServer) -> None:
-    reply = requests.post(f"{server.http_url}/v1/tracez", data=b"", headers=PROTOBUF)
+def test_wrong_path_is_404_and_wrong_method_405(http_server: RunningServer) -> None:
+    reply = requests.post(f"{http_server.http_url}/v1/tracez", data=b"", headers=PROTOBUF)
     assert reply.status_code == 404
     assert "POST /v1/traces" in reply.text
-    reply = requests.get(f"{server.http_url}/v1/traces")
+    reply = requests.get(f"{http_server.http_url}/v1/traces")
     assert reply.status_code == 405
     assert reply.headers["Allow"] == "POST"
 
@@ -428,14 +443,14 @@ def test_oddly_typed_attributes_are_stored_not_fatal(server: RunningServer) -> N
     assert (tool["service_name"], tool["service_version"]) == ("12345", "2.5")
 
 
-def test_a_body_of_several_gzip_members_is_read_whole(server: RunningServer) -> None:
+def test_a_body_of_several_gzip_members_is_read_whole(http_server: RunningServer) -> None:
     trace_id = new_trace_id()
     body = trace_request(simple_spans(6, trace_id)).SerializeToString()
     members = gzip.compress(body[:50]) + gzip.compress(body[50:])
     reply = requests.post(
-        f"{server.http_url}/v1/traces",
+        f"{http_server.http_url}/v1/traces",
         data=members,
         headers={**PROTOBUF, "Content-Encoding": "gzip"},
     )
     assert reply.status_code == 200
-    assert stored_spans(server, trace_id) == 6
+    assert stored_spans(http_server, trace_id) == 6

@@ -4,7 +4,10 @@ afterwards read from the admin API."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -432,3 +435,98 @@ def test_the_guard_takes_post_only_and_can_be_switched_off(
         assert "POST /v1/traces" in refused.text
     finally:
         off.stop()
+
+
+def test_http_guard_calls_are_answered_in_the_listener_as_python_answers_them(
+    server: RunningServer,
+) -> None:
+    """Once a run is kept, `POST /v1/guard` is answered in the native HTTP listener's threads;
+    each body is also sent gzip-compressed, which only Python reads: the two answers agree,
+    status and body, for calls the listener answers and for those it leaves to Python."""
+
+    def listened() -> float:
+        return scraped(server, "sextant_guard_runs_total", how="listener") or 0.0
+
+    def post(body: dict[str, Any], compressed: bool) -> tuple[int, dict[str, Any]]:
+        data = json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+        if compressed:
+            data, headers["Content-Encoding"] = gzip.compress(data), "gzip"
+        reply = requests.post(f"{server.http_url}/v1/guard", data=data, headers=headers)
+        said = reply.json()
+        own = said.pop("span_id", None)  # the guard's step: a new one each call
+        if own is not None:
+            said["evidence"] = ["(own step)" if e == own else e for e in said["evidence"]]
+            # each call's own step lengthens the run: the proposed call's place moves on
+            said["messages"] = [re.sub(r"\(seq \d+\)", "(seq)", m) for m in said["messages"]]
+        return reply.status_code, said
+
+    def counted_since(seen: float) -> bool:
+        """Whether the listener answered a call since `seen` (counted on the loop's next look)."""
+        deadline = time.monotonic() + 0.5
+        while listened() == seen and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return listened() > seen
+
+    def here(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """`body` answered in the listener, and the same answer from Python. A run whose
+        spans changed since it was kept (the guard's steps that Python recorded arrive through
+        ingest) is weighed by Python until the listener keeps it again: asked until then."""
+        for _ in range(50):
+            seen = listened()
+            got = post(body, compressed=False)
+            if counted_since(seen):
+                assert got == post(body, compressed=True), body
+                return got
+        raise AssertionError(f"the listener never answered {body}")
+
+    provider = provider_for(exporter(server), service="support-desk", version="7.0.0")
+    script = AgentScript(provider.get_tracer("support"))
+    with script.agent("support-agent", "Change the e-mail of C-2002", "Done.") as root:
+        script.chat([("lookup_customer", {"customer_id": "C-2002"})])
+        script.tool("lookup_customer", {"customer_id": "C-2002"}, '{"tier": "gold"}')
+        script.chat([("update_account", WRITE)])
+        write = {
+            "name": "update_account",
+            "arguments": WRITE,
+            "tool_call_id": f"call_{script.turn - 1}_0",
+        }
+        call = {
+            "trace_id": trace_id_of(root),
+            "parent_span_id": span_id(root),
+            "service": "support-desk",
+            "agent": "support-agent",
+            "version": "7.0.0",
+            "tool": write,
+        }
+        assert post(call, compressed=False)[0] == 200  # weighed in Python; kept from here on
+        lookup = {"name": "lookup_customer", "arguments": {"customer_id": "C-2002"}}
+        nested = {"customer": {"id": "C-2002", "tags": ["gold", "ünïcode"]}, "n": 2**64 - 1}
+        answered_here = {
+            "the write": call,
+            "ids in upper case": {**call, "trace_id": call["trace_id"].upper()},
+            "a read": {**call, "tool": lookup},
+            "nested arguments": {**call, "tool": {**lookup, "arguments": nested}},
+            "nulls": {**call, "version": None, "agent": None, "conversation_id": None},
+        }
+        left_to_python = {
+            "a float argument": {**call, "tool": {**lookup, "arguments": {"amount": 1.5}}},
+            "an empty agent": {**call, "agent": ""},
+            "an MCP call": {**call, "tool": {**lookup, "kind": "mcp", "mcp_server": "crm"}},
+            "an unknown key": {**call, "priority": 1},
+            "no tool": {k: v for k, v in call.items() if k != "tool"},
+            "a bad trace id": {**call, "trace_id": "xyz"},
+            "a number for text": {**call, "service": 7},
+        }
+        said = {name: here(body) for name, body in answered_here.items()}
+        before = listened()
+        for name, body in left_to_python.items():
+            assert post(body, compressed=False) == post(body, compressed=True), name
+        script.chat()
+    provider.shutdown()
+    time.sleep(0.3)  # a call answered in the listener is counted on the loop's next look
+    assert listened() == before
+    statuses = {status for status, _ in said.values()}
+    assert statuses == {200}
+    assert said["the write"][1]["reasons"] == ["approval_boundary_violation"]
+    assert said["a read"][1]["answer"] == "allow"
