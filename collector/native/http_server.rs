@@ -21,7 +21,7 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
@@ -32,6 +32,7 @@ use crate::guard_judge::{GuardCore, GuardRuns};
 use crate::listener::{bind, runtime, Handover};
 
 const GUARD: &str = "/v1/guard";
+const IDLE: Duration = Duration::from_secs(75);
 
 /// A request waiting for Python. `body` is None when it passed the size limit unread.
 struct Call {
@@ -157,7 +158,10 @@ async fn accept(
     done: Arc<AtomicBool>,
 ) {
     let graceful = GracefulShutdown::new();
-    let http = hyper::server::conn::http1::Builder::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    // A connection idle (or sending its headers) this long is closed, as aiohttp's keep-alive
+    // timeout closes it.
+    http.timer(TokioTimer::new()).header_read_timeout(IDLE);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
