@@ -54,10 +54,16 @@ class GuardMetrics:
             " about it, with the spans since), built (built whole from the spans held in"
             " memory), read (read from the store in a guard thread: closed, recovered, spilled"
             " or still loading), native (weighed in native code on the run kept natively, on"
-            " the event loop), listener (the same, answered in the native"
-            " gRPC listener's threads without the event loop). Many built or read calls cost"
-            " the event loop or the deadline.",
+            " the event loop), listener (the same, answered in a native listener's threads"
+            " without the event loop). Many built or read calls cost the event loop or the"
+            " deadline.",
             ["how"],
+            registry=registry,
+        )
+        self.kept_ahead = Counter(
+            "sextant_guard_runs_kept_ahead",
+            "Runs of services that ask the guard kept natively as their spans loaded, before"
+            " any call about them (their first call needs no GIL).",
             registry=registry,
         )
         self._runs = {

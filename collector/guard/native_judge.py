@@ -127,22 +127,26 @@ class NativeJudge:
         answer, reasons, evidence, messages, decided, parent = out
         return GuardAnswer(Answer(answer), reasons, evidence, messages, span_id, decided, parent)
 
-    def record_answered(self, metrics: GuardMetrics, recorder: GuardRecorder) -> None:
-        """On the event loop: the calls the gRPC listener answered since the last look,
-        recorded as steps of their runs and counted, as `Guard.check` does for its own."""
+    def record_answered(self, metrics: GuardMetrics, recorder: GuardRecorder) -> set[str]:
+        """On the event loop: the calls the listeners answered since the last look, recorded
+        as steps of their runs and counted, as `Guard.check` does for its own; the services
+        they were about."""
         dropped = self.runs.dropped()
         if dropped:
             metrics.dropped.labels("queue_full").inc(dropped)
+        services = set()
         for request, answer, start_ns, end_ns, seconds, protocol in self.recorded():
+            services.add(request.service)
             metrics.called(protocol)
             metrics.had_run("listener")
             metrics.gave(answer, "judged")
             span = guard_span(request, answer, answer.parent_span_id, start_ns, end_ns)
             recorder.record(request, span)
             metrics.duration.observe(seconds)
+        return services
 
     def recorded(self) -> list[tuple[GuardRequest, GuardAnswer, int, int, float, str]]:
-        """The calls the gRPC listener answered since the last look: each call (as far as its
+        """The calls the listeners answered since the last look: each call (as far as its
         step says it), its answer, the step's start and end (ns), and its latency (s)."""
         out = []
         for (trace_id, service, version, tool, call_id), said, timing in self.runs.answered():

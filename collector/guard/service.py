@@ -21,6 +21,7 @@ from collector.assembler.prices import PriceTable
 from collector.clock import Clock, SystemClock
 from collector.config.guard import GuardConfig
 from collector.evaluation.packs import PackSource, compiled
+from collector.guard.ahead import KeptAhead
 from collector.guard.call import GuardAnswer, GuardRequest
 from collector.guard.check import judge_call
 from collector.guard.conversation import NOT_HELD, Conversations
@@ -128,6 +129,9 @@ class Guard:
         self._built: OrderedDict[tuple[str, str], KeptRun] = OrderedDict()
         self._pending = 0
         self.native = native
+        self.ahead = None
+        if native is not None:
+            self.ahead = KeptAhead(native, self._loaded, self._adopt, metrics.kept_ahead)
 
     def recover(self) -> None:
         """At a start, after the journal's replay: what was in flight before the stop."""
@@ -145,6 +149,8 @@ class Guard:
             self.native.acknowledged(spans)  # the guard's own steps too: they are the run's
         if protocol == RECORDED:
             return
+        if self.ahead is not None:
+            self.ahead.seen(spans)
         if self.conversations is not None:
             self.conversations.seen(spans)
         frame, loaded = self.journal.journal_progress()
@@ -298,15 +304,18 @@ class Guard:
             native.runs.end_read(since)
 
     def answered_by_listener(self) -> None:
-        """On the event loop: the calls the gRPC listener answered natively since the last
+        """On the event loop: the calls the native listeners answered since the last
         look, recorded as steps of their runs and counted, as `check` does for its own."""
-        if self.native is not None:
-            self.native.record_answered(self.metrics, self.recorder)
+        if self.native is not None and self.ahead is not None:
+            for service in self.native.record_answered(self.metrics, self.recorder):
+                self.ahead.asked(service)
 
     async def check(self, request: GuardRequest, protocol: str) -> GuardAnswer:
         """The answer, within the deadline whatever happens; recorded as a step of the run."""
         started = time.perf_counter()
         self.metrics.called(protocol)
+        if self.ahead is not None:
+            self.ahead.asked(request.service)
         span_id = new_span_id()
         start_ns = int(self.clock.wall() * 1e9)
         try:
@@ -337,7 +346,7 @@ class Guard:
         if held is not None:
             if native is not None and not native.kept(request.trace_id):
                 # kept natively from here on (its spans loaded are all those acknowledged), and
-                # weighed so at once: the gRPC listener answers the run's next calls
+                # weighed so at once: the native listeners answer the run's next calls
                 native.adopt(request.trace_id, held.as_list(), native.runs.seq())
                 judged = self._judge_natively(request, span_id, start_ns)
                 if judged is not None:
@@ -371,9 +380,11 @@ class Guard:
             self.native.runs.end_read(since)
 
     async def shutdown(self) -> None:
-        """Store the steps still gathered (those the gRPC listener answered too); judgements in
+        """Store the steps still gathered (those the native listeners answered too); judgements in
         flight are let go."""
         self.answered_by_listener()
+        if self.ahead is not None:
+            self.ahead.stop()
         if self.native is not None:
             self.native.runs.stop_listening()
         await self.recorder.flush()

@@ -28,7 +28,7 @@ use pyo3::types::{PyAny, PyDict, PyList, PyString};
 use crate::arrow_py::import_struct;
 use crate::assemble::{build_trajectory, encoded, prims, strs, Prices, Row, Trajectory};
 use crate::guard_answer::{answer_for, Answered, Asked, Settings, Verdict};
-use crate::guard_listen::{InForce, Policy, Recorded};
+use crate::guard_listen::{InForce, Policy, Recorded, Target};
 use crate::rules::NativePack;
 use crate::rules_eval::{finding, has_override, steps_of, unique, Finding, Run, StepRow};
 use crate::rules_pack::{Check, Pack, Rule};
@@ -373,6 +373,10 @@ pub(crate) struct GuardCore {
 const UNADOPTED_FOR: Duration = Duration::from_secs(1);
 /// Runs remembered as not kept at most.
 const UNADOPTED_MOST: usize = 10_000;
+/// Targets whose decisions are read again when the decisions change, at most (the rest are
+/// read when a call asks).
+const DECISIONS_REFRESHED: usize = 1_000;
+
 /// Calls answered by the listener waiting to be recorded at most (the recorder's own bound is
 /// `guard.max_unrecorded`); past it a call's step is dropped and counted.
 pub(crate) const ANSWERED_MOST: usize = 100_000;
@@ -562,6 +566,12 @@ impl GuardRuns {
         self.lock().kept.get(trace_id).map(|k| k.rows.len())
     }
 
+    /// How many more runs are kept before the least recently asked is let go.
+    fn room(&self) -> usize {
+        let runs = self.lock();
+        runs.most.saturating_sub(runs.kept.len())
+    }
+
     /// Let go of a run.
     fn forget(&self, trace_id: &str) {
         self.lock().kept.remove(trace_id);
@@ -653,11 +663,28 @@ impl GuardRuns {
         policy.packs = None;
     }
 
-    /// The decisions changed: none remembered is used again.
-    fn decisions_changed(&self) {
+    /// The decisions changed: the targets remembered (up to `DECISIONS_REFRESHED`) are read
+    /// again now, with the GIL the publishing thread holds, so that a listener's next call
+    /// about them does not wait for the GIL to read it; the others are forgotten.
+    fn decisions_changed(&self, py: Python<'_>) {
+        let targets: Vec<Target> = {
+            let policy = self.policy();
+            let remembered = policy.decisions.keys();
+            remembered.take(DECISIONS_REFRESHED).cloned().collect()
+        };
+        let mut fresh = HashMap::new();
+        if let Some((_, decider)) = self.core.callbacks(py) {
+            for target in targets {
+                let (service, agent, version) = &target;
+                let read = decider.call1(py, (service, agent, version));
+                if let Ok(found) = read.and_then(|d| d.extract::<(String, Vec<String>)>(py)) {
+                    fresh.insert(target, found);
+                }
+            }
+        }
         let mut policy = self.policy();
         policy.decisions_gen += 1;
-        policy.decisions.clear();
+        policy.decisions = fresh;
     }
 
     /// The gRPC listener answers calls for the runs kept, with the OTLP listener's `tokens`

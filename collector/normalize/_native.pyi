@@ -185,6 +185,8 @@ class GuardRuns:
     def count(self, trace_id: str) -> int | None:
         """Spans kept of the run (None: not kept)."""
 
+    def room(self) -> int:
+        """How many more runs are kept before the least recently asked is let go."""
     def forget(self, trace_id: str) -> None: ...
     def judge(
         self,
@@ -215,7 +217,8 @@ class GuardRuns:
         """The packs in force changed: none is used until `set_packs` again."""
 
     def decisions_changed(self) -> None:
-        """The decisions changed: none remembered is used again."""
+        """The decisions changed: the targets remembered are read again now (with the caller's
+        GIL, through `listen`'s `decision_of`), the others forgotten."""
 
     def listen(
         self,

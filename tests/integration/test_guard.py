@@ -530,3 +530,45 @@ def test_http_guard_calls_are_answered_in_the_listener_as_python_answers_them(
     assert statuses == {200}
     assert said["the write"][1]["reasons"] == ["approval_boundary_violation"]
     assert said["a read"][1]["answer"] == "allow"
+
+
+def test_runs_of_a_service_that_asks_are_kept_before_their_first_call(
+    server: RunningServer,
+) -> None:
+    """Once a service has asked the guard, its runs that start later are kept natively as their
+    spans load: the first call about one is answered in the listener like the next ones, and
+    the answer is the same as for a run kept at its first call."""
+
+    def count(name: str, **labels: str) -> float:
+        return scraped(server, name, **labels) or 0.0
+
+    def check(root: Any, tool: str) -> Any:
+        request = wire.CheckRequest(
+            trace_id=trace_id_of(root),
+            parent_span_id=span_id(root),
+            service="listen-desk",
+            agent="ahead-agent",
+            version="3.0.0",
+            tool=wire.ProposedCall(name=tool, arguments_json='{"customer_id": "C-1"}'),
+        )
+        return ask_grpc(server, request, TOKEN)
+
+    provider = provider_for(exporter(server), service="listen-desk", version="3.0.0")
+    script = AgentScript(provider.get_tracer("ahead"))
+    with script.agent("ahead-agent", "Look up C-1", "Done.") as asked_before:
+        script.chat([("lookup_customer", {"customer_id": "C-1"})])
+        check(asked_before, "lookup_customer")  # the service has asked the guard
+        script.chat()
+    kept_before = count("sextant_guard_runs_kept_ahead_total")
+    with script.agent("ahead-agent", "Look up C-1 again", "Done.") as root:
+        script.chat([("lookup_customer", {"customer_id": "C-1"})])
+        wait_for(lambda: count("sextant_guard_runs_kept_ahead_total") > kept_before)
+        on_loop = count("sextant_guard_runs_total", how="native")
+        listened = count("sextant_guard_runs_total", how="listener")
+        first, dropped = check(root, "lookup_customer"), check(root, "drop_table")
+        wait_for(lambda: count("sextant_guard_runs_total", how="listener") == listened + 2)
+        script.chat()
+    provider.shutdown()
+    assert count("sextant_guard_runs_total", how="native") == on_loop
+    assert (first.answer, list(first.reasons)) == ("allow", [])
+    assert (dropped.answer, list(dropped.reasons)) == ("deny", ["destructive_tool"])

@@ -1,0 +1,110 @@
+"""Runs of the services that ask the guard, kept natively before their first call.
+
+A run's first guard call found it not kept: the listener's thread took the GIL to read the run
+from the assembler. Behind the collector's busier threads that wait was most of a call's p99,
+and an agent run asks the guard only a few times, so first calls are many. Once a service has
+asked, the runs of it that start later are kept as their spans load, on the event loop, which
+holds the GIL anyway: their first call is answered in the listener like every other. A run is
+kept only when its acknowledged spans are all loaded (as for a call), and only while the native
+side has room, so no run a call asked about is let go for one kept ahead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from prometheus_client import Counter
+
+from collector.guard.native_judge import NativeJudge
+from collector.normalize.native import native
+
+SERVICES_REMEMBERED = 1_000  # services that asked the guard
+WAITING_MOST = 10_000  # runs waiting for their spans to load
+KEPT_A_LOOK = 32  # runs kept at most each time the loop looks, so no look is long
+SCANNED_A_LOOK = 128  # waiting runs looked at, at most, each time
+LOOK_EVERY = 0.05  # seconds between looks while runs wait
+WAITED_MOST = 10.0  # seconds a run waits for its spans to load before it is left to its call
+
+
+class KeptAhead:
+    """On the event loop: which services ask, and their runs to keep once loaded."""
+
+    def __init__(
+        self,
+        native: NativeJudge,
+        loaded: Callable[[str], bool],
+        adopt: Callable[[str], bool],
+        kept: Counter,
+    ) -> None:
+        self.native = native
+        self.loaded = loaded  # whether every acknowledged span of the run is loaded
+        self.adopt = adopt  # keep the run natively; whether it is kept
+        self._services: OrderedDict[str, None] = OrderedDict()
+        self._waiting: OrderedDict[str, float] = OrderedDict()  # trace id -> since (monotonic)
+        self._look: asyncio.TimerHandle | None = None
+        self.kept = kept  # runs kept ahead
+
+    def asked(self, service: str) -> None:
+        """A call about a run of `service` was answered."""
+        services = self._services
+        if service not in services:
+            services[service] = None
+            if len(services) > SERVICES_REMEMBERED:
+                services.popitem(last=False)
+
+    def seen(self, spans: pa.Table) -> None:
+        """Acknowledged spans: their runs of the services that ask, not kept, wait to be."""
+        if not self._services or not spans.num_rows:
+            return
+        asking = pc.is_in(spans["service_name"], value_set=pa.array(list(self._services)))
+        traces = pc.unique(pc.filter(spans["trace_id"], asking)).to_pylist()
+        waiting, now = self._waiting, time.monotonic()
+        for trace_id in traces:
+            if trace_id not in waiting and self.native.runs.count(trace_id) is None:
+                waiting[trace_id] = now
+        while len(waiting) > WAITING_MOST:
+            waiting.popitem(last=False)
+        if waiting and self._look is None:
+            with contextlib.suppress(RuntimeError):  # no loop: the journal's replay at a start
+                self._look = asyncio.get_running_loop().call_later(LOOK_EVERY, self.keep_loaded)
+
+    def stop(self) -> None:
+        """No more looks (the collector is stopping)."""
+        if self._look is not None:
+            self._look.cancel()
+            self._look = None
+        self._waiting.clear()
+
+    def keep_loaded(self) -> None:
+        """Keep the waiting runs whose spans have loaded, oldest first, while there is room;
+        look again a moment later while some wait."""
+        self._look = None
+        waiting, runs = self._waiting, self.native.runs
+        too_old = time.monotonic() - WAITED_MOST
+        while waiting and next(iter(waiting.values())) < too_old:
+            waiting.popitem(last=False)
+        try:
+            self._keep(waiting, runs)
+        finally:
+            if waiting:
+                loop = asyncio.get_running_loop()
+                self._look = loop.call_later(LOOK_EVERY, self.keep_loaded)
+
+    def _keep(self, waiting: OrderedDict[str, float], runs: native.GuardRuns) -> None:
+        taken = 0
+        for trace_id in list(itertools.islice(waiting, SCANNED_A_LOOK)):
+            if taken == KEPT_A_LOOK or not runs.room():
+                return
+            if not self.loaded(trace_id):
+                continue  # a span of it acknowledged later than the next one's
+            del waiting[trace_id]
+            taken += 1
+            if runs.count(trace_id) is None and self.adopt(trace_id):
+                self.kept.inc()
