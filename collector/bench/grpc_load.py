@@ -23,10 +23,11 @@ def code_name(code: int) -> str:
 
 @dataclass(frozen=True)
 class LoadRun:
-    """What a load did: each call as (seconds from when it was due, gRPC status code, 0 for
-    OK, message, the answer's bytes, or its rejected spans with `rejected_spans`, None when it
-    failed); refusals retried after the wait they asked for; and the code of each refusal a
-    sender gave up on because that wait outlasted the run (that sender then stopped)."""
+    """What a load did: each call, in the order they were due, as (seconds from when it was due,
+    gRPC status code, 0 for OK, message, the answer's bytes, or its rejected spans with
+    `rejected_spans`, None when it failed); refusals retried after the wait they asked for; and the
+    code of each refusal a sender gave up on because that wait outlasted the run (that sender then
+    stopped)."""
 
     calls: list[tuple[float, int, str, bytes | int | None]]
     retried: int

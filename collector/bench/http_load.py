@@ -21,13 +21,13 @@ def http_load(
     timeout: float = 10.0,
     threads: int = 1,
 ) -> list[tuple[float, int, str, bytes | None]]:
-    """POST `bodies` in turn to `path` at `address` (HOST:PORT, plaintext) for `duration`
-    seconds or `requests` calls (0: no budget), closed loop or at `rate` calls a second (open
-    loop: call n due at start + n / rate, its latency counted from then), over `connections`
-    keep-alive connections, one call at a time on each (a call due while all are busy waits for
-    one, and the wait counts). Each call as (seconds from when it was due, HTTP status or 0
-    when no answer came, why not, the answer's body or None). Blocks until the last call ends
-    (Ctrl-C raises KeyboardInterrupt); the GIL is released."""
+    """POST `bodies` in turn to `path` at `address` (HOST:PORT, plaintext) for `duration` seconds or
+    `requests` calls (0: no budget), closed loop or at `rate` calls a second (open loop: call n due
+    at start + n / rate, its latency counted from then), over `connections` keep-alive connections,
+    one call at a time on each (a call due while all are busy waits for one, and the wait counts).
+    Each call, in the order they were due, as (seconds from when it was due, HTTP status or 0 when
+    no answer came, why not, the answer's body or None). Blocks until the last call ends (Ctrl-C
+    raises KeyboardInterrupt); the GIL is released."""
     return native.http_load(
         address,
         path,

@@ -54,22 +54,24 @@ class GuardMetrics:
             " about it, with the spans since), built (built whole from the spans held in"
             " memory), read (read from the store in a guard thread: closed, recovered, spilled"
             " or still loading), native (weighed in native code on the run kept natively, on"
-            " the event loop), listener (the same, answered in a native listener's threads"
-            " without the event loop). Many built or read calls cost the event loop or the"
-            " deadline.",
+            " the event loop), listener (the same, in a native listener's threads). Many built"
+            " or read calls cost the event loop or the deadline.",
             ["how"],
             registry=registry,
         )
         self.kept_ahead = Counter(
             "sextant_guard_runs_kept_ahead",
-            "Runs of services that ask the guard kept natively as their spans loaded, before"
-            " any call about them (their first call needs no GIL).",
+            "Runs kept natively before any call about them (their service asks the guard).",
             registry=registry,
         )
+        self._labelled()
+
+    def _labelled(self) -> None:
+        """Each call counts twice: the labelled counters are looked up once, not on every
+        call; the timeouts are shown at 0 before any."""
         self._runs = {
             how: self.runs.labels(how) for how in ("grown", "built", "read", "native", "listener")
         }
-        # each call counts twice: the labelled counters are looked up once, not on every call
         self._calls: dict[str, Counter] = {}
         self._answers = {
             (answer, basis): self.answers.labels(answer, basis)

@@ -46,8 +46,10 @@ enum Reply {
     RejectedSpans(i64),
 }
 
-/// One finished call: seconds from when it was due, gRPC status code, message, answer.
+/// One finished call: its number, seconds from when it was due, gRPC status code, message,
+/// answer.
 struct Finished {
+    n: u64,
     latency: f64,
     code: i32,
     message: String,
@@ -151,6 +153,7 @@ async fn send(plan: Arc<Plan>, channel: Channel, seed: u64) -> Sent {
                 }
             };
             sent.calls.push(Finished {
+                n,
                 latency: due.elapsed().as_secs_f64(),
                 code,
                 message,
@@ -339,19 +342,21 @@ pub fn grpc_load<'py>(
     });
     py.detach(|| runtime.shutdown_timeout(Duration::from_secs(1)));
     let senders = result?;
-    let mut calls = Vec::with_capacity(senders.iter().map(|s| s.calls.len()).sum());
-    let (mut retried, mut gave_up) = (0, Vec::new());
+    let (mut retried, mut gave_up, mut finished) = (0, Vec::new(), Vec::new());
     for sent in senders {
         retried += sent.retried;
         gave_up.extend(sent.gave_up);
-        for call in sent.calls {
-            let reply = match call.reply {
-                Some(Reply::Bytes(b)) => Some(PyBytes::new(py, &b).into_any()),
-                Some(Reply::RejectedSpans(n)) => Some(n.into_pyobject(py)?.into_any()),
-                None => None,
-            };
-            calls.push((call.latency, call.code, call.message, reply));
-        }
+        finished.extend(sent.calls);
+    }
+    finished.sort_unstable_by_key(|call| call.n); // in the order they were due
+    let mut calls = Vec::with_capacity(finished.len());
+    for call in finished {
+        let reply = match call.reply {
+            Some(Reply::Bytes(b)) => Some(PyBytes::new(py, &b).into_any()),
+            Some(Reply::RejectedSpans(n)) => Some(n.into_pyobject(py)?.into_any()),
+            None => None,
+        };
+        calls.push((call.latency, call.code, call.message, reply));
     }
     Ok((calls, retried, gave_up))
 }

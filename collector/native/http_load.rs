@@ -34,7 +34,8 @@ struct Plan {
 }
 
 /// One finished call: seconds from when it was due, HTTP status (0: no answer), why not, body.
-type Finished = (f64, u16, String, Option<Bytes>);
+/// A call's number, and (seconds from when it was due, status, why not, answer).
+type Finished = (u64, (f64, u16, String, Option<Bytes>));
 
 impl Plan {
     /// The call's request; hyper sets its Content-Length from the body.
@@ -90,7 +91,7 @@ async fn send(plan: Arc<Plan>) -> Vec<Finished> {
         let body = plan.bodies[(n % plan.bodies.len() as u64) as usize].clone();
         let outcome = tokio::time::timeout(plan.timeout, plan.call(&mut connection, body)).await;
         let latency = due.elapsed().as_secs_f64();
-        calls.push(match outcome {
+        let finished = match outcome {
             Ok(Ok((status, reply))) => (latency, status, String::new(), Some(reply)),
             Ok(Err(message)) => {
                 connection = None;
@@ -100,7 +101,8 @@ async fn send(plan: Arc<Plan>) -> Vec<Finished> {
                 connection = None; // its answer may still come: the next call opens another
                 (latency, 0, "timed out".to_owned(), None)
             }
-        });
+        };
+        calls.push((n, finished));
     }
     calls
 }
@@ -173,10 +175,11 @@ pub fn http_load<'py>(
         })
     });
     py.detach(|| runtime.shutdown_timeout(Duration::from_secs(1)));
-    Ok(result?
+    let mut finished: Vec<Finished> = result?.into_iter().flatten().collect();
+    finished.sort_unstable_by_key(|(n, _)| *n); // in the order they were due
+    Ok(finished
         .into_iter()
-        .flatten()
-        .map(|(latency, status, message, body)| {
+        .map(|(_, (latency, status, message, body))| {
             (latency, status, message, body.map(|b| PyBytes::new(py, &b)))
         })
         .collect())
