@@ -28,7 +28,7 @@ class GuardConfig(Strict):
         ge=0,
         le=19,
         description="Nice steps by which the collector's other threads run behind the native"
-        " gRPC listener's, which answer guard calls about runs kept natively, and the event"
+        " listeners', which answer guard calls about runs kept natively, and the event"
         " loop's (Linux; 0: all alike). Storage, assembly and evaluation then wait for a core"
         " instead of the agent.",
     )

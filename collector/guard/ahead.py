@@ -16,12 +16,13 @@ import contextlib
 import itertools
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from prometheus_client import Counter
 
+from collector.evaluation.packs import PackText
 from collector.guard.native_judge import NativeJudge
 from collector.normalize.native import native
 
@@ -41,6 +42,7 @@ class KeptAhead:
         native: NativeJudge,
         loaded: Callable[[str], bool],
         adopt: Callable[[str], bool],
+        packs: Callable[[], Sequence[PackText]],
         kept: Counter,
     ) -> None:
         self.native = native
@@ -50,6 +52,8 @@ class KeptAhead:
         self._waiting: OrderedDict[str, float] = OrderedDict()  # trace id -> since (monotonic)
         self._look: asyncio.TimerHandle | None = None
         self.kept = kept  # runs kept ahead
+        # the packs in force: told the native side with a run kept, unless it was already
+        self._packs = packs
 
     def asked(self, service: str) -> None:
         """A call about a run of `service` was answered."""
@@ -108,3 +112,5 @@ class KeptAhead:
             taken += 1
             if runs.count(trace_id) is None and self.adopt(trace_id):
                 self.kept.inc()
+                gen = runs.packs_gen()  # before the packs are read: see `NativeJudge.in_force`
+                self.native.in_force(self._packs(), gen)

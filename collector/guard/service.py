@@ -131,7 +131,9 @@ class Guard:
         self.native = native
         self.ahead = None
         if native is not None:
-            self.ahead = KeptAhead(native, self._loaded, self._adopt, metrics.kept_ahead)
+            self.ahead = KeptAhead(
+                native, self._loaded, self._adopt, packs.snapshot, metrics.kept_ahead
+            )
 
     def recover(self) -> None:
         """At a start, after the journal's replay: what was in flight before the stop."""
