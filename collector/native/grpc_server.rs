@@ -13,23 +13,22 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tokio::sync::oneshot;
 use tonic::codec::CompressionEncoding;
 use tonic::server::{Grpc, UnaryService};
 use tonic::transport::server::{TcpConnectInfo, TcpIncoming};
 use tonic::{Code, Status};
 
 use crate::guard_judge::{GuardCore, GuardRuns};
-use crate::listener::{bind, runtime, Handover};
+use crate::listener::{bind, runtime, Handover, Serving};
 use crate::raw_codec::Raw;
 
 const TRACES: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
@@ -212,9 +211,7 @@ type Taken<'py> = (
 #[pyclass(module = "collector.normalize._native")]
 pub struct GrpcServer {
     shared: Arc<Shared>,
-    runtime: Mutex<Option<tokio::runtime::Runtime>>,
-    stop: Mutex<Option<oneshot::Sender<()>>>,
-    stopped: Arc<AtomicBool>,
+    serving: Serving,
     #[pyo3(get)]
     port: u16,
 }
@@ -244,8 +241,6 @@ impl GrpcServer {
             max_request_bytes,
             max_response_bytes,
         });
-        let (stop, stopping) = oneshot::channel::<()>();
-        let stopped = Arc::new(AtomicBool::new(false));
         let incoming = {
             let _entered = runtime.enter();
             let listener = tokio::net::TcpListener::from_std(listener)
@@ -253,8 +248,8 @@ impl GrpcServer {
             TcpIncoming::from(listener).with_nodelay(Some(true))
         };
         let routes = Routes(shared.clone());
-        let done = stopped.clone();
-        runtime.spawn(async move {
+        let (serving, stopping, done) = Serving::new(runtime);
+        serving.spawn(async move {
             let serve = tonic::transport::Server::builder().serve_with_incoming_shutdown(
                 routes,
                 incoming,
@@ -269,9 +264,7 @@ impl GrpcServer {
         });
         Ok(GrpcServer {
             shared,
-            runtime: Mutex::new(Some(runtime)),
-            stop: Mutex::new(Some(stop)),
-            stopped,
+            serving,
             port,
         })
     }
@@ -319,34 +312,19 @@ impl GrpcServer {
         let _ = self.shared.native_guard.set(runs.core());
     }
 
-    /// Stop taking connections and calls; calls in flight are still answered.
+    /// Stop taking connections; calls in flight are still answered.
     fn stop(&self) {
-        if let Some(stop) = self.stop.lock().expect("stop").take() {
-            let _ = stop.send(());
-        }
+        self.serving.stop();
     }
 
     /// Whether every connection has closed since `stop()`.
     fn stopped(&self) -> bool {
-        self.stopped.load(Ordering::SeqCst)
+        self.serving.stopped()
     }
 
     /// End the threads; calls not yet answered fail with UNAVAILABLE.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        self.stop();
-        let runtime = self.runtime.lock().expect("runtime").take();
-        if let Some(runtime) = runtime {
-            py.detach(|| runtime.shutdown_timeout(Duration::from_secs(1)));
-        }
+    fn close(&self, py: Python<'_>) {
+        self.serving.close(py);
         self.shared.calls.close();
-        Ok(())
-    }
-}
-
-impl Drop for GrpcServer {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.get_mut().ok().and_then(Option::take) {
-            runtime.shutdown_background();
-        }
     }
 }

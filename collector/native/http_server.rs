@@ -12,7 +12,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -29,7 +29,7 @@ use pyo3::types::PyBytes;
 use tokio::sync::oneshot;
 
 use crate::guard_judge::{GuardCore, GuardRuns};
-use crate::listener::{bind, runtime, Handover};
+use crate::listener::{bind, runtime, Handover, Serving};
 
 const GUARD: &str = "/v1/guard";
 const IDLE: Duration = Duration::from_secs(75);
@@ -200,9 +200,7 @@ type Taken<'py> = (
 #[pyclass(module = "collector.normalize._native")]
 pub struct HttpServer {
     shared: Arc<Shared>,
-    runtime: Mutex<Option<tokio::runtime::Runtime>>,
-    stop: Mutex<Option<oneshot::Sender<()>>>,
-    stopped: Arc<AtomicBool>,
+    serving: Serving,
     #[pyo3(get)]
     port: u16,
 }
@@ -232,14 +230,11 @@ impl HttpServer {
             tokio::net::TcpListener::from_std(listener)
                 .map_err(|e| PyOSError::new_err(e.to_string()))?
         };
-        let (stop, stopping) = oneshot::channel::<()>();
-        let stopped = Arc::new(AtomicBool::new(false));
-        runtime.spawn(accept(shared.clone(), listener, stopping, stopped.clone()));
+        let (serving, stopping, stopped) = Serving::new(runtime);
+        serving.spawn(accept(shared.clone(), listener, stopping, stopped));
         Ok(HttpServer {
             shared,
-            runtime: Mutex::new(Some(runtime)),
-            stop: Mutex::new(Some(stop)),
-            stopped,
+            serving,
             port,
         })
     }
@@ -277,34 +272,19 @@ impl HttpServer {
         let _ = self.shared.native_guard.set(runs.core());
     }
 
-    /// Stop taking connections; requests in flight are still answered.
+    /// Stop taking connections; calls in flight are still answered.
     fn stop(&self) {
-        if let Some(stop) = self.stop.lock().expect("stop").take() {
-            let _ = stop.send(());
-        }
+        self.serving.stop();
     }
 
     /// Whether every connection has closed since `stop()`.
     fn stopped(&self) -> bool {
-        self.stopped.load(Ordering::SeqCst)
+        self.serving.stopped()
     }
 
     /// End the threads; requests not yet answered get 503.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        self.stop();
-        let runtime = self.runtime.lock().expect("runtime").take();
-        if let Some(runtime) = runtime {
-            py.detach(|| runtime.shutdown_timeout(Duration::from_secs(1)));
-        }
+    fn close(&self, py: Python<'_>) {
+        self.serving.close(py);
         self.shared.calls.close();
-        Ok(())
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.get_mut().ok().and_then(Option::take) {
-            runtime.shutdown_background();
-        }
     }
 }

@@ -12,10 +12,11 @@ use std::io::Write;
 use std::net::{TcpListener as StdTcpListener, ToSocketAddrs};
 use std::os::fd::FromRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use pyo3::exceptions::PyOSError;
-use pyo3::PyResult;
+use pyo3::{PyResult, Python};
 use tokio::sync::oneshot;
 
 /// Calls of type `C` waiting for Python, and the callers waiting for their answers `A`.
@@ -125,4 +126,63 @@ pub(crate) fn runtime(threads: usize, name: &str) -> PyResult<tokio::runtime::Ru
         .enable_time()
         .build()
         .map_err(|e| PyOSError::new_err(e.to_string()))
+}
+
+/// A listener's runtime and how it stops: the `stop`, `stopped` and `close` both servers give
+/// Python.
+pub(crate) struct Serving {
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    stopped: Arc<AtomicBool>,
+}
+
+impl Serving {
+    /// Serving on `runtime`: the receiver that tells the server to stop taking connections,
+    /// and the flag it sets once every connection has closed.
+    pub fn new(runtime: tokio::runtime::Runtime) -> (Self, oneshot::Receiver<()>, Arc<AtomicBool>) {
+        let (stop, stopping) = oneshot::channel();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let serving = Serving {
+            runtime: Mutex::new(Some(runtime)),
+            stop: Mutex::new(Some(stop)),
+            stopped: stopped.clone(),
+        };
+        (serving, stopping, stopped)
+    }
+
+    /// Run `task` on the listener's threads.
+    pub fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        if let Some(runtime) = self.runtime.lock().expect("runtime").as_ref() {
+            runtime.spawn(task);
+        }
+    }
+
+    /// Stop taking connections and calls; calls in flight are still answered.
+    pub fn stop(&self) {
+        if let Some(stop) = self.stop.lock().expect("stop").take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Whether every connection has closed since `stop()`.
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// End the threads (a second at most for the tasks in them), without the GIL.
+    pub fn close(&self, py: Python<'_>) {
+        self.stop();
+        let runtime = self.runtime.lock().expect("runtime").take();
+        if let Some(runtime) = runtime {
+            py.detach(|| runtime.shutdown_timeout(Duration::from_secs(1)));
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.get_mut().ok().and_then(Option::take) {
+            runtime.shutdown_background();
+        }
+    }
 }

@@ -17,7 +17,6 @@ import logging
 
 import grpc
 
-from collector.errors import StartupError
 from collector.guard import wire
 from collector.normalize.native import native
 from collector.receivers.ingest import export_answer
@@ -38,30 +37,13 @@ class NativeGrpcReceiver(GrpcReceiver, NativeListener):
     server: native.GrpcServer | None = None
 
     async def start(self) -> None:
-        host, port = self.config.host_port
-        wake, woken = self.pipe()
-        try:
-            # `woken` is the server's from here on, also when it fails.
-            server = native.GrpcServer(
-                host,
-                port,
-                THREADS,
-                woken,
-                self.guard is not None,
-                self.limits.max_request_bytes,
-                MAX_RESPONSE_BYTES,
-            )
-        except OSError as exc:
-            self.close_pipe(wake)
-            raise StartupError(
-                f"cannot listen on {host}:{port} for OTLP/gRPC: address in use or not available"
-                f" ({exc})"
-            ) from exc
-        self.server, self.port = server, server.port
-        runs = None if self.guard is None else self.guard.listener(self.auth.tokens)
-        if runs is not None:
-            server.answer_guard_calls(runs)
-        self.watch(wake)
+        address, guard = self.config.host_port, self.guard is not None
+        limits = (self.limits.max_request_bytes, MAX_RESPONSE_BYTES)
+
+        def serve(woken: int) -> native.GrpcServer:
+            return native.GrpcServer(*address, THREADS, woken, guard, *limits)
+
+        self.listen("OTLP/gRPC", address, self.auth.tokens, serve)
 
     def _start_calls(self, loop: asyncio.AbstractEventLoop) -> None:
         server = self.server

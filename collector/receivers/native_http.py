@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from multidict import CIMultiDict
 
 from collector.config.sections import HttpConfig
-from collector.errors import RequestTooLarge, StartupError
+from collector.errors import RequestTooLarge
 from collector.normalize.native import native
 from collector.receivers.native_listener import NativeListener
 from collector.receivers.otlp_http import HttpCall, HttpReply, OtlpHttpRoutes
@@ -38,24 +38,13 @@ class NativeHttpReceiver(NativeListener):
         self.routes = routes
 
     async def start(self) -> None:
-        host, port = self.config.host_port
-        wake, woken = self.pipe()
-        try:
-            # `woken` is the server's from here on, also when it fails.
-            server = native.HttpServer(
-                host, port, THREADS, woken, self.routes.limits.max_request_bytes
-            )
-        except OSError as exc:
-            self.close_pipe(wake)
-            raise StartupError(
-                f"cannot listen on {host}:{port} for OTLP/HTTP: address in use or not available"
-                f" ({exc})"
-            ) from exc
-        self.server, self.port = server, server.port
-        runs = None if self.guard is None else self.guard.listener(self.routes.auth.tokens)
-        if runs is not None:
-            server.answer_guard_calls(runs)
-        self.watch(wake)
+        limit = self.routes.limits.max_request_bytes
+        address = self.config.host_port
+
+        def serve(woken: int) -> native.HttpServer:
+            return native.HttpServer(*address, THREADS, woken, limit)
+
+        self.listen("OTLP/HTTP", address, self.routes.auth.tokens, serve)
 
     def _start_calls(self, loop: asyncio.AbstractEventLoop) -> None:
         server = self.server

@@ -9,22 +9,32 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
+from collector.errors import StartupError
 from collector.guard.service import Guard
 from collector.lifecycle import remaining
+from collector.normalize.native import native
 
 log = logging.getLogger(__name__)
 
 
 class Listening(Protocol):
-    """The native server's side of a shutdown (collector/native/listener.rs)."""
+    """A native server as its receiver starts and stops it (collector/native/listener.rs)."""
+
+    port: int
+
+    def answer_guard_calls(self, runs: native.GuardRuns) -> None: ...
 
     def stop(self) -> None: ...
 
     def stopped(self) -> bool: ...
 
     def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=Listening)
 
 
 class NativeListener:
@@ -37,22 +47,31 @@ class NativeListener:
     _wake = -1  # the loop's end of the wake-up pipe
     _tasks: set[asyncio.Task[None]]  # calls being answered
 
-    @staticmethod
-    def pipe() -> tuple[int, int]:
-        """A non-blocking pipe: the loop's end, and the server's (handed over to it)."""
+    def listen(
+        self, what: str, host_port: tuple[str, int], tokens: list[bytes], serve: Callable[[int], S]
+    ) -> S:
+        """The server `serve(wake_fd)` makes, listening on `host_port` for `what` and answering
+        the guard's calls about kept runs (with the OTLP listener's `tokens`); the loop takes
+        the calls whenever the server wakes it through the pipe whose write end it was given."""
         wake, woken = os.pipe()
         os.set_blocking(wake, False)
         os.set_blocking(woken, False)
-        return wake, woken
-
-    @staticmethod
-    def close_pipe(wake: int) -> None:
-        os.close(wake)
-
-    def watch(self, wake: int) -> None:
-        """Take the calls whenever the server wakes the loop through `wake`."""
+        try:
+            server = serve(woken)  # `woken` is the server's from here on, also when it fails
+        except OSError as exc:
+            os.close(wake)
+            host, port = host_port
+            raise StartupError(
+                f"cannot listen on {host}:{port} for {what}: address in use or not available"
+                f" ({exc})"
+            ) from exc
+        self.server, self.port = server, server.port
+        runs = None if self.guard is None else self.guard.listener(tokens)
+        if runs is not None:
+            server.answer_guard_calls(runs)
         self._wake, self._tasks = wake, set()
         asyncio.get_running_loop().add_reader(wake, self._take)
+        return server
 
     def started(self, task: asyncio.Task[None]) -> None:
         """Keep a call's task until it ends."""
