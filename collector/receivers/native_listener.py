@@ -38,8 +38,8 @@ S = TypeVar("S", bound=Listening)
 
 
 class NativeListener:
-    """A receiver whose calls a native server takes and hands over; subclasses start the calls
-    (`_start_calls`) and set `server` once started."""
+    """A receiver whose calls a native server takes and hands over; subclasses start their
+    server through `listen` and each call taken (`_start_calls`)."""
 
     server: Listening | None = None
     guard: Guard | None
