@@ -308,8 +308,8 @@ class Guard:
     def answered_by_listener(self) -> None:
         """On the event loop: the calls the native listeners answered since the last
         look, recorded as steps of their runs and counted, as `check` does for its own."""
-        if self.native is not None and self.ahead is not None:
-            for service in self.native.record_answered(self.metrics, self.recorder):
+        if self.ahead is not None:  # kept when, and only when, the judgement is native
+            for service in self.ahead.native.record_answered(self.metrics, self.recorder):
                 self.ahead.asked(service)
 
     async def check(self, request: GuardRequest, protocol: str) -> GuardAnswer:

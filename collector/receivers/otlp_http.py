@@ -177,8 +177,10 @@ def error_response(error: SextantError, kind: str) -> HttpReply:
     return HttpReply(status, encode(body, kind), kind, headers)
 
 
-def json_reply(content: dict[str, Any], status: int = 200) -> HttpReply:
-    return HttpReply(status, orjson.dumps(content), JSON)
+def json_reply(
+    content: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
+) -> HttpReply:
+    return HttpReply(status, orjson.dumps(content), JSON, headers or {})
 
 
 def text_reply(status: int, text: str, headers: Mapping[str, str] | None = None) -> HttpReply:
@@ -229,10 +231,8 @@ class OtlpHttpRoutes:
             return json_reply({"error": f"bad guard call: {problems}"}, 400)
         except SextantError as exc:
             status = getattr(exc, "http_status", 500)
-            reply = json_reply({"error": str(exc)}, status)
-            if status == 401:
-                return HttpReply(status, reply.body, JSON, {"WWW-Authenticate": CHALLENGE})
-            return reply
+            challenge = {"WWW-Authenticate": CHALLENGE} if status == 401 else {}
+            return json_reply({"error": str(exc)}, status, challenge)
         answer = await self.guard.check(request, "http")
         return json_reply(answer.as_json())
 
