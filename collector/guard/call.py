@@ -11,8 +11,9 @@ from pydantic import Field, field_validator
 from evaluators.guard import Answer
 from evaluators.matchers import Strict
 
-HEX_TRACE = re.compile(r"^[0-9a-f]{32}$")
-HEX_SPAN = re.compile(r"^[0-9a-f]{16}$")
+# fullmatch: `$` would also match before a trailing newline
+HEX_TRACE = re.compile(r"[0-9a-f]{32}")
+HEX_SPAN = re.compile(r"[0-9a-f]{16}")
 
 
 class ProposedCall(Strict):
@@ -61,14 +62,14 @@ class GuardRequest(Strict):
     @field_validator("trace_id")
     @classmethod
     def _trace(cls, value: str) -> str:
-        if not HEX_TRACE.match(value) or value == "0" * 32:
+        if not HEX_TRACE.fullmatch(value) or value == "0" * 32:
             raise ValueError("a trace id is 32 hex digits, not all zero")
         return value
 
     @field_validator("parent_span_id")
     @classmethod
     def _span(cls, value: str | None) -> str | None:
-        if value is not None and (not HEX_SPAN.match(value) or value == "0" * 16):
+        if value is not None and (not HEX_SPAN.fullmatch(value) or value == "0" * 16):
             raise ValueError("a span id is 16 hex digits, not all zero")
         return value
 

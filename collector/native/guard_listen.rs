@@ -16,6 +16,7 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use prost::Message;
+use pyo3::prelude::*;
 use serde_json::Value;
 
 use crate::guard_answer::{Answered, Settings};
@@ -206,14 +207,13 @@ impl Proposal {
         let m = CheckRequest::decode(body).ok()?;
         let tool = m.tool?;
         let kind_ok = tool.kind.is_empty() || tool.kind == "tool";
-        if !kind_ok {
+        if !kind_ok || optional(tool.mcp_server).ok()?.is_some() {
             return None; // an MCP call (its step is judged in Python) or one Python refuses
         }
         let parent_span_id = match m.parent_span_id.as_str() {
             "" => None,
             given => Some(hex_id(given, 16)?),
         };
-        optional(tool.mcp_server).ok()?;
         optional(m.conversation_id).ok()?;
         let arguments = match tool.arguments_json.as_str() {
             "" => "{}".to_owned(),
@@ -292,6 +292,31 @@ impl Proposal {
         (named(&self.service) && named(&self.tool)).then_some(self)
     }
 }
+
+/// A guard call's body as the native listeners read it (`protobuf`: a gRPC `CheckRequest`,
+/// else a `POST /v1/guard` JSON body): (trace id, parent span, service, agent, version, tool,
+/// tool call id, arguments as compact JSON), or None when it is left to Python. What the
+/// differential test holds against `GuardRequest` on generated bodies.
+#[pyfunction]
+pub fn guard_call_read(body: &[u8], protobuf: bool) -> Option<ReadCall> {
+    let read = match protobuf {
+        true => Proposal::of_protobuf(body),
+        false => Proposal::of_json(body),
+    }?;
+    Some((
+        read.trace_id,
+        read.parent_span_id,
+        read.service,
+        read.agent,
+        read.version,
+        read.tool,
+        read.tool_call_id,
+        read.arguments,
+    ))
+}
+
+type Text = Option<String>;
+type ReadCall = (String, Text, String, Text, Text, String, Text, String);
 
 /// An optional text field of a JSON call: absent or null is None; "" or more than 256 code
 /// points, or anything but text, is Err (left to Python).

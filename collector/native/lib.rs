@@ -222,6 +222,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rules::regex_set_matches, m)?)?;
     m.add_class::<rules::NativePack>()?;
     m.add_class::<guard_judge::GuardRuns>()?;
+    m.add_function(wrap_pyfunction!(guard_listen::guard_call_read, m)?)?;
     assemble::register(m)?;
     Ok(())
 }

@@ -121,6 +121,13 @@ def distinct_rows(batch: Any, names: tuple[str, str, str]) -> list[tuple[str, st
     """The distinct rows of three string columns of an Arrow record batch whose first and
     third cells are not null, in the order first seen."""
 
+def guard_call_read(
+    body: bytes, protobuf: bool
+) -> tuple[str, str | None, str, str | None, str | None, str, str | None, str] | None:
+    """A guard call's body as the native listeners read it (a gRPC CheckRequest, else a
+    `POST /v1/guard` JSON body): (trace id, parent span, service, agent, version, tool, tool
+    call id, arguments as compact JSON), or None when it is left to Python."""
+
 def decode(
     signal: str, encoding: str, data: bytes, max_attribute_length: int
 ) -> tuple[ArrowBatch | None, int, dict[str, int], int, dict[str, int], list[str]]:
