@@ -26,7 +26,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyDict, PyList, PyString};
 
 use crate::arrow_py::import_struct;
-use crate::assemble::{build_trajectory, encoded, prims, strs, Prices, Row, Trajectory};
+use crate::assemble::{build_trajectory, encoded, prims, strs, Prices, Row, SpanMemo, Trajectory};
 use crate::guard_answer::{answer_for, Answered, Asked, Settings, Verdict};
 use crate::guard_listen::{InForce, Policy, Recorded, Target};
 use crate::rules::NativePack;
@@ -81,6 +81,8 @@ pub(crate) struct OwnedRow {
     service_version: Option<String>,
     attributes: Option<String>,
     events: Option<String>,
+    /// Its attributes as read by the builder, kept with the run between calls.
+    memo: SpanMemo,
 }
 
 impl OwnedRow {
@@ -147,6 +149,7 @@ impl OwnedRow {
             attributes: self.attributes.as_deref(),
             events: self.events.as_deref(),
             received_at: 0,
+            memo: Some(&self.memo),
         }
     }
 
@@ -189,6 +192,7 @@ impl OwnedRow {
             service_version: get(d, "service_version")?,
             attributes: get(d, "attributes")?,
             events: get(d, "events")?,
+            memo: SpanMemo::default(),
         })
     }
 }
@@ -269,6 +273,7 @@ fn rows_in(batch: &StructArray, wanted: impl Fn(&str) -> bool) -> PyResult<Vec<O
             service_version: owned(version[i]),
             attributes: owned(attributes[i]),
             events: owned(events[i]),
+            memo: SpanMemo::default(),
         })
         .collect())
 }

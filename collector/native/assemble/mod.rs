@@ -28,7 +28,7 @@ use pyo3::prelude::*;
 
 use crate::arrow_py::{import_struct, ArrowBatch};
 pub(crate) use output::encoded;
-pub(crate) use span::Row;
+pub(crate) use span::{Row, SpanMemo};
 pub(crate) use trajectory::{build_trajectory, Trajectory};
 
 create_exception!(
@@ -222,6 +222,7 @@ fn rows_of(batch: &StructArray) -> Result<Vec<Row<'_>>, String> {
             attributes: attributes[i],
             events: events[i],
             received_at: received[i],
+            memo: None,
         })
         .collect())
 }

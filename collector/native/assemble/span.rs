@@ -1,13 +1,15 @@
 //! One stored span of a closing trace, borrowed from the round's Arrow columns, with its
 //! attribute JSON decoded only when something needs it (collector/assembler/spans.py).
 
-use std::borrow::Cow;
-use std::cell::{OnceCell, RefCell};
+use std::cell::RefCell;
+use std::ops::Range;
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
 use crate::semconv::{read_json, Read};
 
+use super::messages::Call;
 use super::Fail;
 
 /// The columns of `spans` the builder reads, one row.
@@ -40,23 +42,45 @@ pub struct Row<'a> {
     pub events: Option<&'a str>,
     /// Microseconds since the epoch.
     pub received_at: i64,
+    /// What was read of the attributes before, kept with a span that outlives one build (a
+    /// run the guard keeps and weighs at each call); None: read afresh.
+    pub memo: Option<&'a SpanMemo>,
+}
+
+/// A span's attributes as read: decoded whole, or indexed by top-level key. A pure function of
+/// the attribute text, so a span kept between builds is read once.
+#[derive(Clone, Default)]
+pub struct SpanMemo {
+    attrs: OnceLock<Map<String, Value>>,
+    /// The attribute object's top-level keys and where their values' text is (None: text this
+    /// index does not read, decoded whole instead).
+    index: OnceLock<Option<Entries>>,
+    /// The case the span names (trajectory.rs `find_case_id`).
+    pub(super) case: OnceLock<Option<String>>,
+    /// The tool call a framework wrapper span was running (`context_tool_call`).
+    pub(super) context_call: OnceLock<Option<(Call, String)>>,
 }
 
 /// A row and its decoded attributes.
 pub struct SpanView<'a> {
     pub row: &'a Row<'a>,
-    attrs: OnceCell<Map<String, Value>>,
-    /// The attribute object's top-level keys and the text of their values (None: text this
-    /// index does not read, decoded whole instead).
-    index: OnceCell<Option<Entries<'a>>>,
+    /// The row's attributes as read in this build, when the row keeps no memo of its own.
+    read: SpanMemo,
 }
 
-/// An object's top-level keys and the text of their values, in order.
-type Entries<'a> = Vec<(Cow<'a, str>, &'a str)>;
+/// A key as written in the text, or unescaped when it has escapes.
+#[derive(Clone)]
+enum Key {
+    At(Range<usize>),
+    Unescaped(String),
+}
+
+/// An object's top-level keys and where the text of their values is, in order.
+type Entries = Vec<(Key, Range<usize>)>;
 
 /// The top-level entries of a JSON object's text without decoding their values, when the
 /// object nests at most `MAX_NESTING` levels; None for anything else (decoded whole then).
-fn top_level(text: &str) -> Option<Entries<'_>> {
+fn top_level(text: &str) -> Option<Entries> {
     let b = text.as_bytes();
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -72,11 +96,11 @@ fn top_level(text: &str) -> Option<Entries<'_>> {
             return None;
         }
         let end = string_end(b, i)?;
-        let raw = &text[i + 1..end - 1];
-        let key = if raw.contains('\\') {
-            Cow::Owned(serde_json::from_str::<String>(&text[i..end]).ok()?)
+        let raw = i + 1..end - 1;
+        let key = if text[raw.clone()].contains('\\') {
+            Key::Unescaped(serde_json::from_str::<String>(&text[i..end]).ok()?)
         } else {
-            Cow::Borrowed(raw)
+            Key::At(raw)
         };
         i = skip_ws(b, end);
         if b.get(i) != Some(&b':') {
@@ -84,7 +108,7 @@ fn top_level(text: &str) -> Option<Entries<'_>> {
         }
         let start = skip_ws(b, i + 1);
         let stop = value_end(b, start)?;
-        out.push((key, &text[start..stop]));
+        out.push((key, start..stop));
         i = skip_ws(b, stop);
         match b.get(i) {
             Some(b',') => i = skip_ws(b, i + 1),
@@ -216,20 +240,24 @@ impl<'a> SpanView<'a> {
     pub fn new(row: &'a Row<'a>) -> Self {
         Self {
             row,
-            attrs: OnceCell::new(),
-            index: OnceCell::new(),
+            read: SpanMemo::default(),
         }
     }
 
+    fn memo(&self) -> &SpanMemo {
+        self.row.memo.unwrap_or(&self.read)
+    }
+
     pub fn attrs(&self) -> Result<&Map<String, Value>, Fail> {
-        if let Some(a) = self.attrs.get() {
+        let memo = self.memo();
+        if let Some(a) = memo.attrs.get() {
             return Ok(a);
         }
         let parsed = match loads(self.row.attributes.unwrap_or("{}"), "span attributes")? {
             Value::Object(m) => m,
             _ => return Err(Fail::unsupported("span attributes are not an object")),
         };
-        Ok(self.attrs.get_or_init(|| parsed))
+        Ok(memo.attrs.get_or_init(|| parsed))
     }
 
     /// Whether the attributes may hold `key`: the decoder writes keys as they are (they need
@@ -244,22 +272,44 @@ impl<'a> SpanView<'a> {
     /// `attrs.get(key)` (JSON null included), decoding only that value when the attributes
     /// may hold it: a model call's messages are not decoded to find its operation name.
     pub fn get(&self, key: &str) -> Result<Option<Value>, Fail> {
-        if !self.may_have(key) {
-            return Ok(None);
-        }
-        if let Some(attrs) = self.attrs.get() {
+        let memo = self.memo();
+        if let Some(attrs) = memo.attrs.get() {
             return Ok(attrs.get(key).cloned());
         }
-        let index = self
-            .index
-            .get_or_init(|| top_level(self.row.attributes.unwrap_or("{}")));
+        let text = self.row.attributes.unwrap_or("{}");
+        // a kept span's index answers at once; a fresh one is made only for a key the text
+        // may hold
+        let index = match memo.index.get() {
+            Some(index) if self.row.memo.is_some() => index,
+            _ if !self.may_have(key) => return Ok(None),
+            _ => memo.index.get_or_init(|| top_level(text)),
+        };
         let Some(index) = index else {
             return Ok(self.attrs()?.get(key).cloned());
         };
-        match index.iter().rev().find(|(k, _)| k == key) {
+        let named = |k: &Key| match k {
+            Key::At(at) => &text[at.clone()] == key,
+            Key::Unescaped(k) => k == key,
+        };
+        match index.iter().rev().find(|(k, _)| named(k)) {
             None => Ok(None),
-            Some((_, text)) => loads(text, "a span attribute").map(Some),
+            Some((_, at)) => loads(&text[at.clone()], "a span attribute").map(Some),
         }
+    }
+
+    /// What `read` finds in this span alone, read once when the span keeps a memo (`pick`:
+    /// where in it).
+    pub fn once<T: Clone>(
+        &self,
+        pick: fn(&SpanMemo) -> &OnceLock<T>,
+        read: impl FnOnce(&Self) -> Result<T, Fail>,
+    ) -> Result<T, Fail> {
+        let cell = pick(self.memo());
+        if let Some(found) = cell.get() {
+            return Ok(found.clone());
+        }
+        let found = read(self)?;
+        Ok(cell.get_or_init(|| found).clone())
     }
 
     pub fn mentions(&self, text: &str) -> bool {
@@ -339,10 +389,16 @@ mod tests {
     fn top_level_entries_keep_every_key_and_its_value_text() {
         let text = r#"{"a": {"b": [1, "}"]}, "k\"q": "v\\", "n":-1.5e3 ,"a":null}"#;
         let entries = top_level(text).unwrap();
-        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_ref()).collect();
+        let keys: Vec<&str> = entries
+            .iter()
+            .map(|(k, _)| match k {
+                Key::At(at) => &text[at.clone()],
+                Key::Unescaped(k) => k,
+            })
+            .collect();
         assert_eq!(keys, ["a", "k\"q", "n", "a"]);
-        assert_eq!(entries[0].1, r#"{"b": [1, "}"]}"#);
-        assert_eq!(entries[2].1, "-1.5e3");
+        assert_eq!(&text[entries[0].1.clone()], r#"{"b": [1, "}"]}"#);
+        assert_eq!(&text[entries[2].1.clone()], "-1.5e3");
         assert!(top_level("[1]").is_none());
         assert!(top_level(r#"{"a": 1} x"#).is_none());
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(200), "]".repeat(200));

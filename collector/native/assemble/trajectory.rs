@@ -555,11 +555,13 @@ fn join_tool_calls(
             .get(step.parent_span_id.as_deref().unwrap_or(""))
             .map(|&p| &spans[p]);
         let context = match parent {
-            Some(p) => context_tool_call(&*needed(
-                p,
-                &["input.value", "traceloop.entity.input"],
-                &[],
-            )?),
+            Some(p) => p.once(
+                |m| &m.context_call,
+                |p| {
+                    let keys = ["input.value", "traceloop.entity.input"];
+                    Ok(context_tool_call(&*needed(p, &keys, &[])?))
+                },
+            )?,
             None => None,
         };
         let call = match context {
@@ -633,11 +635,18 @@ fn is_create_agent(span: &SpanView) -> Result<bool, Fail> {
 /// The repeated task this run belongs to: the first span (root first) that names one.
 fn find_case_id(ordered: &[&SpanView]) -> Result<Option<String>, Fail> {
     for span in ordered {
-        if CASE_HINTS.iter().any(|w| span.mentions(w)) {
-            let keys = [&CASE_KEYS[..], &["metadata"]].concat();
-            if let Some(found) = case_id(&*needed(span, &keys, &[])?).filter(|f| !f.is_empty()) {
-                return Ok(Some(found));
-            }
+        let found = span.once(
+            |m| &m.case,
+            |span| {
+                if !CASE_HINTS.iter().any(|w| span.mentions(w)) {
+                    return Ok(None);
+                }
+                let keys = [&CASE_KEYS[..], &["metadata"]].concat();
+                Ok(case_id(&*needed(span, &keys, &[])?).filter(|f| !f.is_empty()))
+            },
+        )?;
+        if found.is_some() {
+            return Ok(found);
         }
     }
     Ok(None)
