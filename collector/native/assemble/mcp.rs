@@ -29,6 +29,10 @@ fn openllmetry(span: &SpanView) -> bool {
 }
 
 pub fn method_of(span: &SpanView) -> Result<Option<String>, Fail> {
+    span.once(|m| &m.method, read_method)
+}
+
+fn read_method(span: &SpanView) -> Result<Option<String>, Fail> {
     if let Some(Value::String(m)) = span.get("mcp.method.name")? {
         if !m.is_empty() {
             return Ok(Some(m));

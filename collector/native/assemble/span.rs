@@ -59,7 +59,23 @@ pub struct SpanMemo {
     pub(super) case: OnceLock<Option<String>>,
     /// The tool call a framework wrapper span was running (`context_tool_call`).
     pub(super) context_call: OnceLock<Option<(Call, String)>>,
+    /// The tool call's arguments as read, and whether they nest past what is written whole.
+    pub(super) arguments: OnceLock<(Option<Value>, bool)>,
+    /// The MCP method the span says it calls (mcp.rs `method_of`).
+    pub(super) method: OnceLock<Option<String>>,
+    /// Whether the attributes or events mention `sextant.` at all.
+    pub(super) sextant: OnceLock<bool>,
+    /// Each of `SEXTANT_KEYS` as `sextant_value` reads it.
+    sextant_values: [OnceLock<Option<Value>>; SEXTANT_KEYS.len()],
 }
+
+/// The `sextant.*` attributes the builder reads of a span (trajectory.rs `refine_kind`).
+const SEXTANT_KEYS: [&str; 4] = [
+    "sextant.approval.status",
+    "sextant.policy.decision",
+    "sextant.policy.name",
+    "sextant.state.target",
+];
 
 /// A row and its decoded attributes.
 pub struct SpanView<'a> {
@@ -318,6 +334,18 @@ impl<'a> SpanView<'a> {
 
     /// A `sextant.*` attribute of the span, or of one of its events (None for JSON null).
     pub fn sextant_value(&self, key: &str) -> Result<Option<Value>, Fail> {
+        let Some(at) = SEXTANT_KEYS.iter().position(|k| *k == key) else {
+            return self.read_sextant(key);
+        };
+        let cell = &self.memo().sextant_values[at];
+        if let Some(found) = cell.get() {
+            return Ok(found.clone());
+        }
+        let found = self.read_sextant(key)?;
+        Ok(cell.get_or_init(|| found).clone())
+    }
+
+    fn read_sextant(&self, key: &str) -> Result<Option<Value>, Fail> {
         if !self.mentions(key) {
             return Ok(None);
         }

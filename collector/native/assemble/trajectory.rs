@@ -283,7 +283,7 @@ fn step_of<'a>(
     let agent = filled(own_agent).map(str::to_owned).or(inherited);
     agent_of.insert(sid, agent.clone());
     let (arguments, deep_arguments) = match filled(row.tool_arguments) {
-        Some(text) => read_arguments(text)?,
+        Some(text) => span.once(|m| &m.arguments, |_| read_arguments(text))?,
         None => (None, false),
     };
     let llm = base == Some("llm");
@@ -677,7 +677,7 @@ pub fn build_trajectory(
             llm_order.push(i);
             step.cost_usd = cost_of(span, &step, prices)?;
         }
-        if span.mentions("sextant.")
+        if span.once(|m| &m.sextant, |s| Ok(s.mentions("sextant.")))?
             || (step.kind_is("tool") && step.name.to_lowercase().contains("approv"))
         {
             refine_kind(span, &mut step)?;
