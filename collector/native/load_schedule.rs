@@ -134,7 +134,7 @@ pub(crate) struct Schedule {
     times: Times,
     pub(crate) deadline: Instant,
     next: AtomicU64,
-    pub(crate) stop: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
     /// Open loop: a permit for each call due (`pace`).
     due: Arc<Semaphore>,
     pacer: Option<AbortHandle>,

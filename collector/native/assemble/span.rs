@@ -47,8 +47,9 @@ pub struct Row<'a> {
     pub memo: Option<&'a SpanMemo>,
 }
 
-/// A span's attributes as read: decoded whole, or indexed by top-level key. A pure function of
-/// the attribute text, so a span kept between builds is read once.
+/// What the builder read of a span: its attributes decoded whole or indexed by top-level key,
+/// and what it found in them. Each is a function of the span's own row alone, so a span kept
+/// between builds (a run the guard keeps) is read once.
 #[derive(Clone, Default)]
 pub struct SpanMemo {
     attrs: OnceLock<Map<String, Value>>,
