@@ -1,4 +1,5 @@
-"""Runs of the services that ask the guard, kept natively before their first call.
+"""Runs of the services that ask the guard, kept natively before their first call; and the
+clock on which the calls the native listeners answered are recorded.
 
 A run's first guard call found it not kept: the listener's thread took the GIL to read the run
 from the assembler. Behind the collector's busier threads that wait was most of a call's p99,
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -26,11 +28,17 @@ from collector.evaluation.packs import PackText
 from collector.guard.native_judge import NativeJudge
 from collector.normalize.native import native
 
+log = logging.getLogger(__name__)
+
 SERVICES_REMEMBERED = 1_000  # services that asked the guard
 WAITING_MOST = 10_000  # runs waiting for their spans to load
 KEPT_A_LOOK = 32  # runs kept at most each time the loop looks, so no look is long
 SCANNED_A_LOOK = 128  # waiting runs looked at, at most, each time
 LOOK_EVERY = 0.05  # seconds between looks while runs wait
+# Seconds between looks at the guard calls the native listeners answered themselves: a wake-up
+# of the loop for each call cost more than recording them; the steps gather for
+# `guard.record_linger_seconds` (0.05) before they are stored anyway.
+RECORD_EVERY = 0.02
 WAITED_MOST = 10.0  # seconds a run waits for its spans to load before it is left to its call
 
 
@@ -51,6 +59,7 @@ class KeptAhead:
         self._services: OrderedDict[str, None] = OrderedDict()
         self._waiting: OrderedDict[str, float] = OrderedDict()  # trace id -> since (monotonic)
         self._look: asyncio.TimerHandle | None = None
+        self._recording: asyncio.TimerHandle | None = None  # the next look at answered calls
         self.kept = kept  # runs kept ahead
         # the packs in force: told the native side with a run kept, unless it was already
         self._packs = packs
@@ -79,11 +88,26 @@ class KeptAhead:
             with contextlib.suppress(RuntimeError):  # no loop: the journal's replay at a start
                 self._look = asyncio.get_running_loop().call_later(LOOK_EVERY, self.keep_loaded)
 
+    def record_every(self, record: Callable[[], None]) -> None:
+        """On the event loop: `record` (the calls the native listeners answered, recorded)
+        every `RECORD_EVERY` until `stop`, one clock for both listeners."""
+        if self._recording is None:
+            self._record(record)
+
+    def _record(self, record: Callable[[], None]) -> None:
+        loop = asyncio.get_running_loop()
+        self._recording = loop.call_later(RECORD_EVERY, self._record, record)
+        try:
+            record()
+        except Exception:  # never let recording stop the next look
+            log.exception("recording the guard steps answered natively failed")
+
     def stop(self) -> None:
         """No more looks (the collector is stopping)."""
-        if self._look is not None:
-            self._look.cancel()
-            self._look = None
+        for handle in (self._look, self._recording):
+            if handle is not None:
+                handle.cancel()
+        self._look = self._recording = None
         self._waiting.clear()
 
     def keep_loaded(self) -> None:

@@ -285,6 +285,8 @@ class Guard:
             return None
         decision_of = decision_reader(self.decision_of)  # in a listener thread, with the GIL
         self.native.runs.listen(tokens, self.conversations is not None, self._adopt, decision_of)
+        if self.ahead is not None:  # kept when, and only when, the judgement is native
+            self.ahead.record_every(self.answered_by_listener)
         return self.native.runs
 
     def _adopt(self, trace_id: str) -> bool:

@@ -1,13 +1,12 @@
 """What the native listeners' receivers share (OTLP/gRPC in native_grpc.py, OTLP/HTTP in
 native_http.py): the pipe that wakes the event loop when calls wait for it, starting each call
-taken as a task, recording the guard calls the listener answered itself (on a clock), and a
-shutdown that lets calls in flight be answered."""
+taken as a task, and a shutdown that lets calls in flight be answered (the guard records the
+calls the listener answered itself on its own clock)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 from collections.abc import Callable
 from typing import Protocol, TypeVar
@@ -16,13 +15,6 @@ from collector.errors import StartupError
 from collector.guard.service import Guard
 from collector.lifecycle import remaining
 from collector.normalize.native import native
-
-log = logging.getLogger(__name__)
-
-# Seconds between the loop's looks at the guard calls the listener answered itself: a wake-up
-# for each call cost the loop (and the listener's thread, to write the pipe) more than the
-# recording; the steps gather for `guard.record_linger_seconds` (0.05) before they are stored.
-RECORD_EVERY = 0.02
 
 
 class Listening(Protocol):
@@ -51,7 +43,6 @@ class NativeListener:
     port = 0
     _wake = -1  # the loop's end of the wake-up pipe
     _tasks: set[asyncio.Task[None]]  # calls being answered
-    _recording: asyncio.TimerHandle | None = None  # the next look at the answered calls
 
     def listen(
         self, what: str, host_port: tuple[str, int], tokens: list[bytes], serve: Callable[[int], S]
@@ -75,7 +66,6 @@ class NativeListener:
         runs = None if self.guard is None else self.guard.listener(tokens)
         if runs is not None:
             server.answer_guard_calls(runs)
-            self._record()
         self._wake, self._tasks = wake, set()
         asyncio.get_running_loop().add_reader(wake, self._take)
         return server
@@ -94,16 +84,6 @@ class NativeListener:
             os.read(self._wake, 4096)
         self._start_calls(asyncio.get_running_loop())
 
-    def _record(self) -> None:
-        """The guard calls the listener answered since the last look: their steps recorded and
-        the calls counted; then again in `RECORD_EVERY`."""
-        self._recording = asyncio.get_running_loop().call_later(RECORD_EVERY, self._record)
-        assert self.guard is not None
-        try:
-            self.guard.answered_by_listener()
-        except Exception:  # never let recording stop the next look
-            log.exception("recording the guard steps answered natively failed")
-
     async def shutdown(self, deadline: float) -> None:
         """Stop taking calls; calls in flight, also those handed over meanwhile, get until the
         deadline to be answered."""
@@ -113,9 +93,6 @@ class NativeListener:
         server.stop()
         while not server.stopped() and remaining(deadline) > 0:
             await asyncio.sleep(0.02)
-        if self._recording is not None:
-            self._recording.cancel()
-            self._recording = None
         if self.guard is not None:
             self.guard.answered_by_listener()  # the steps of the last calls answered natively
         self.server = None
