@@ -10,7 +10,6 @@ a span sent twice (with the same or other attributes)."""
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,7 +21,7 @@ from collector.assembler.spans import SPAN_FIELDS
 from collector.assembler.work import Closing
 from collector.normalize.wire import decode_request
 from tests.support.otlp import kv
-from tests.support.picking import pick
+from tests.support.picking import QuickRandom, pick
 
 BASE_TIME = 1_790_000_000_000_000_000
 NOW = datetime(2026, 12, 1, 12, 0, 0)
@@ -49,22 +48,44 @@ class Round:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
-def wire(value: Any) -> Any:
-    """A value OTLP can carry: integers past int64 are sent as doubles."""
+def put_all(into: Any, attributes: dict[str, Any]) -> None:
+    """Attributes added to a repeated `KeyValue` field in place (quicker than building each
+    message and copying it in)."""
+    for key, value in attributes.items():
+        item = into.add()
+        item.key = key
+        put(item.value, value)
+
+
+def put(into: Any, value: Any) -> None:
+    """A value into an `AnyValue`, as an exporter sends it; integers past int64 are sent as
+    doubles, as OTLP cannot carry them."""
     if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and not -(2**63) <= value < 2**63:
-        return float(value)
-    if isinstance(value, list):
-        return [wire(v) for v in value]
-    if isinstance(value, dict):
-        return {k: wire(v) for k, v in value.items()}
-    return value
+        into.bool_value = value
+    elif isinstance(value, int):
+        if -(2**63) <= value < 2**63:
+            into.int_value = value
+        else:
+            into.double_value = float(value)
+    elif isinstance(value, float):
+        into.double_value = value
+    elif isinstance(value, str):
+        into.string_value = value
+    elif isinstance(value, list):
+        into.array_value.SetInParent()
+        values = into.array_value.values
+        for v in value:
+            put(values.add(), v)
+    elif isinstance(value, dict):
+        into.kvlist_value.SetInParent()
+        put_all(into.kvlist_value.values, value)
+    else:
+        into.SetInParent()  # None: an empty value
 
 
 class Generator:
     def __init__(self, seed: int) -> None:
-        self.r = random.Random(seed)
+        self.r = QuickRandom(seed)
 
     # ---- values ----------------------------------------------------------------------
     def text(self) -> str:
@@ -470,30 +491,33 @@ class Generator:
                 span.start_time_unix_nano = spec["start"]
                 span.end_time_unix_nano = spec["end"]
                 span.status.code = spec["status"]
-                span.attributes.extend(kv(k, wire(v)) for k, v in spec["attributes"].items())
+                put_all(span.attributes, spec["attributes"])
                 for e in spec["events"]:
                     event = span.events.add()
                     event.name = e["name"]
                     event.time_unix_nano = spec["start"]
-                    event.attributes.extend(kv(k, v) for k, v in e["attributes"].items())
+                    put_all(event.attributes, e["attributes"])
         return request.SerializeToString()
 
     def round(self, traces: int | None = None) -> Round:
+        """A round of traces sent in one request (their spans interleaved by resource and
+        scope, as a batch of several agents arrives), each span received up to 5 s after the
+        round began."""
         r = self.r
-        traces = traces or r.randint(1, 24)
-        tables = []
-        at = NOW
-        for _ in range(traces):
-            specs = self.trace()
-            decoded = decode_request("traces", "protobuf", self.request(specs), 4096).table
-            if decoded is None:
-                continue
-            # a trace may arrive over several requests, each with its time of receipt
-            times = [at + timedelta(microseconds=r.randint(0, 5_000_000)) for _ in specs]
-            received = pa.array(times[: decoded.num_rows], pa.timestamp("us"))
-            tables.append(decoded.append_column("received_at", received))
-        spans = pa.concat_tables(tables).select([*SPAN_FIELDS, "received_at"])
-        spans = self.as_stored(spans)
+        traces = traces or r.choice([1, 2, 4, 8, 16, 24, 48, 96])
+        specs = [s for _ in range(traces) for s in self.trace()]
+        decoded = decode_request("traces", "protobuf", self.request(specs), 4096).table
+        assert decoded is not None
+        received = pa.array(
+            [
+                NOW + timedelta(microseconds=r.randint(0, 5_000_000))
+                for _ in range(decoded.num_rows)
+            ],
+            pa.timestamp("us"),
+        )
+        spans = self.as_stored(
+            decoded.append_column("received_at", received).select([*SPAN_FIELDS, "received_at"])
+        )
         ids = list(dict.fromkeys(spans["trace_id"].to_pylist()))
         closing = [
             Closing(
@@ -513,19 +537,33 @@ class Generator:
         return Round(spans, closing, NOW + timedelta(seconds=30), overrides)
 
     def as_stored(self, spans: pa.Table) -> pa.Table:
-        """A few rows as the store may hold them from an earlier version."""
+        """A few rows as the store may hold them from an earlier version: changed column by
+        column, so a round that keeps every row as decoded costs nothing here."""
         r = self.r
-        rows = spans.to_pylist()
-        if not rows:
-            return spans
-        for row in rows:
-            if r.random() < 0.01:
-                row["tool_arguments"] = self.deep(r.choice([200, 300, 700]))
-            if r.random() < 0.005:
-                row["name"] = None
-        if r.random() < 0.05:
-            twice = dict(r.choice(rows))  # the same span twice
+        rows = spans.num_rows
+        deep = {i: self.deep(r.choice([200, 300, 700])) for i in range(rows) if r.random() < 0.01}
+        unnamed = {i for i in range(rows) if r.random() < 0.005}
+        if deep:
+            arguments = spans["tool_arguments"].to_pylist()
+            for i, text in deep.items():
+                arguments[i] = text
+            spans = replace_column(spans, "tool_arguments", arguments)
+        if unnamed:
+            names = spans["name"].to_pylist()
+            for i in unnamed:
+                names[i] = None
+            spans = replace_column(spans, "name", names)
+        if r.random() < 0.05:  # the same span twice
+            row = r.randrange(rows)
+            at = r.randrange(rows + 1)
+            twice = spans.slice(row, 1)
             if r.random() < 0.5:  # sent again with other attributes
-                twice["attributes"] = r.choice([None, "{}", json.dumps({"retry": self.text()})])
-            rows.insert(r.randrange(len(rows) + 1), twice)
-        return pa.Table.from_pylist(rows, schema=spans.schema)
+                other = r.choice([None, "{}", json.dumps({"retry": self.text()})])
+                twice = replace_column(twice, "attributes", [other])
+            spans = pa.concat_tables([spans.slice(0, at), twice, spans.slice(at)])
+        return spans
+
+
+def replace_column(table: pa.Table, name: str, values: list[Any]) -> pa.Table:
+    index = table.schema.get_field_index(name)
+    return table.set_column(index, table.schema.field(index), pa.array(values, table[name].type))
