@@ -90,6 +90,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--jobs", type=positive_int, default=os.cpu_count() or 1, help="processes evaluating"
     )
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help="evaluate with the Python evaluators (the rules' specification), not natively",
+    )
     add_format(p)
     p.add_argument(
         "--to-otlp", metavar="ENDPOINT", help="re-send the selected traces' spans there (OTLP)"
@@ -173,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         now = SystemClock().now()
         bar = Progress(len(trace_ids))
         report, tables = replay(
-            spec, source, trace_ids, packs, now, args.write, args.jobs, bar.update
+            spec, source, trace_ids, packs, now, args.write, args.jobs, bar.update, args.reference
         )
         bar.close()
         if args.write:

@@ -17,12 +17,12 @@ import pyarrow as pa
 
 from collector.errors import SextantError
 from collector.evaluation.packs import pack_files
-from collector.evaluation.results import trajectory_result_rows
+from collector.evaluation.results import trajectory_result_columns
 from collector.replay.cases import pack_verdict
-from collector.store.runs import Opener, Source, load_results, load_trajectories
-from collector.store.tables import rows_table
+from collector.replay.evaluate import evaluated
+from collector.store.runs import Opener, Source, load_results, run_tables
+from collector.store.tables import columns_table
 from evaluators.base import Result, overall_verdict
-from evaluators.evaluate import evaluate_pack
 from evaluators.rulepack import LoadedPack, RulePackError, load_pack, load_text
 
 BATCH = 2000
@@ -156,15 +156,16 @@ def replay_batch(
     packs: list[LoadedPack],
     replay_id: str | None,
     now: datetime,
+    reference: bool = False,
 ) -> Batch:
-    """One batch: two bulk reads, then evaluation; `replay_id` set means keep result rows."""
+    """One batch: three bulk reads, then evaluation (natively unless `reference`);
+    `replay_id` set means keep result rows."""
     shas = {p.pack.name: p.sha256 for p in packs}
     old, verdicts = load_results(source, ids)
     old, verdicts = only_packs(old, verdicts, set(shas))
     batch = Batch([], {}, 0, None)
-    rows: list[dict] = []
-    for t in load_trajectories(source, ids):
-        results = [r for p in packs for r in evaluate_pack(t, p.pack)]
+    runs = evaluated(*run_tables(source, ids), packs, reference)
+    for t, results in runs:
         batch.results += len(results)
         batch.changes.extend(compare(t.trace_id, old.get(t.trace_id, []), results))
         batch.outcomes[t.trace_id] = TraceOutcome(
@@ -172,10 +173,9 @@ def replay_batch(
             overall(results),
             sorted({r.reason for r in results if r.verdict.value in ("fail", "review")}),
         )
-        if replay_id is not None:
-            rows.extend(trajectory_result_rows(t, results, shas, now, replay_id))
-    if rows:
-        batch.rows = rows_table("results", rows)
+    if replay_id is not None and batch.results:
+        columns = trajectory_result_columns(runs, shas, now, replay_id)
+        batch.rows = columns_table("results", columns, batch.results)
     return batch
 
 
@@ -183,13 +183,15 @@ def replay_batch(
 _worker: dict = {}
 
 
-def _start_worker(spec: Opener, texts: list[tuple[str, str]]) -> None:
+def _start_worker(spec: Opener, texts: list[tuple[str, str]], reference: bool) -> None:
     _worker["source"] = spec.open()
     _worker["packs"] = [load_text(text, name) for text, name in texts]
+    _worker["reference"] = reference
 
 
 def _run_batch(ids: list[str], replay_id: str | None, now: datetime) -> Batch:
-    return replay_batch(_worker["source"], ids, _worker["packs"], replay_id, now)
+    worker = _worker
+    return replay_batch(worker["source"], ids, worker["packs"], replay_id, now, worker["reference"])
 
 
 def replay(
@@ -201,10 +203,12 @@ def replay(
     write: bool = False,
     jobs: int = 1,
     progress: Callable[[int], None] = lambda done: None,
+    reference: bool = False,
 ) -> tuple[Report, list[pa.Table]]:
     """Evaluate every selected trajectory under `packs`, in `jobs` processes when there is
-    enough work (each reads its batches from the source itself); with `write`, also return the
-    result rows to store (evaluated at `now`)."""
+    enough work (each reads its batches from the source itself), natively unless `reference`
+    asks for the Python evaluators; with `write`, also return the result rows to store
+    (evaluated at `now`)."""
     report = Report(uuid.uuid4().hex[:16], packs)
     replay_id = report.replay_id if write else None
     started = time.perf_counter()
@@ -226,13 +230,16 @@ def replay(
         texts = [(p.text, p.source) for p in packs]
         context = multiprocessing.get_context("spawn")  # never fork a process holding DuckDB
         with ProcessPoolExecutor(
-            min(jobs, len(batches)), context, initializer=_start_worker, initargs=(spec, texts)
+            min(jobs, len(batches)),
+            context,
+            initializer=_start_worker,
+            initargs=(spec, texts, reference),
         ) as pool:
             for batch in pool.map(_run_batch, batches, repeat(replay_id), repeat(now)):
                 collect(batch)
     else:
         for ids in batches:
-            collect(replay_batch(source, ids, packs, replay_id, now))
+            collect(replay_batch(source, ids, packs, replay_id, now, reference))
     report.changes.sort(key=lambda c: (c.trace_id, c.rule))
     report.elapsed_seconds = time.perf_counter() - started
     return report, tables

@@ -84,6 +84,7 @@ class DuckDBSource:
 
 STEP_COLUMNS = [f for f in Step.__dataclass_fields__ if not f.startswith("_")]
 TRAJECTORY_COLUMNS = [f for f in Trajectory.__dataclass_fields__ if f not in ("steps",)]
+STEP_FIELDS = [c for c in STEP_COLUMNS if c != "attributes_json"]  # the steps table's
 IDS = "(SELECT unnest(?::VARCHAR[]))"
 
 
@@ -95,14 +96,20 @@ def load_trajectories(source: Source, trace_ids: list[str]) -> list[Trajectory]:
     """The current revision of each trace, with its steps and their span attributes."""
     if not trace_ids:
         return []
+    return trajectories_of(*run_tables(source, trace_ids))
+
+
+def run_tables(source: Source, trace_ids: list[str]) -> tuple[pa.Table, pa.Table]:
+    """The current revision of each trace as the store keeps it, in trace order: its
+    `trajectories` row (`TRAJECTORY_COLUMNS`), and its steps in order (`STEP_COLUMNS`, with
+    `trace_id`, `revision`, and the span attributes' JSON as `attributes_json`)."""
     head = source.query(
         f"SELECT {', '.join(TRAJECTORY_COLUMNS)} FROM trajectories"
         f" WHERE is_current AND trace_id IN {IDS} ORDER BY trace_id",
         [trace_ids],
     )
-    step_fields = [c for c in STEP_COLUMNS if c != "attributes_json"]
     steps = source.query(
-        f"SELECT s.trace_id, {', '.join('s.' + c for c in step_fields)},"
+        f"SELECT s.trace_id, s.revision, {', '.join('s.' + c for c in STEP_FIELDS)},"
         " sp.attributes AS attributes_json"
         " FROM steps s JOIN trajectories t ON t.trace_id = s.trace_id AND t.revision = s.revision"
         f" LEFT JOIN (SELECT trace_id, span_id, attributes FROM spans WHERE trace_id IN {IDS}) sp"
@@ -111,8 +118,13 @@ def load_trajectories(source: Source, trace_ids: list[str]) -> list[Trajectory]:
         " ORDER BY s.trace_id, s.seq",
         [trace_ids, trace_ids],
     )
+    return head, steps
+
+
+def trajectories_of(head: pa.Table, steps: pa.Table) -> list[Trajectory]:
+    """`run_tables`' rows as evaluator objects."""
     by_trace: dict[str, list[Step]] = {}
-    names = ["trace_id", *step_fields, "attributes_json"]
+    names = ["trace_id", *STEP_FIELDS, "attributes_json"]
     for values in zip(*columns(steps, names), strict=True):
         fields = dict(zip(names, values, strict=True))
         trace_id = fields.pop("trace_id")
