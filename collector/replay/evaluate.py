@@ -2,7 +2,7 @@
 over the tables the store returns, as the live rounds are, or with `--reference` by the Python
 evaluators, the specification, one `Trajectory` at a time.
 
-The native path builds `Trajectory` objects only when a rule it leaves to Python (a judge, a
+The native path builds `Trajectory` objects only when a rule it leaves to Python (one with a
 regex condition) applies to a run of the batch. Both give each run the results `evaluate_pack`
 gives it, pack after pack, field for field (tests/integration/test_replay_native.py holds the
 two equal on every capture under every shipped and example pack)."""

@@ -190,8 +190,9 @@ def _start_worker(spec: Opener, texts: list[tuple[str, str]], reference: bool) -
 
 
 def _run_batch(ids: list[str], replay_id: str | None, now: datetime) -> Batch:
-    worker = _worker
-    return replay_batch(worker["source"], ids, worker["packs"], replay_id, now, worker["reference"])
+    return replay_batch(
+        _worker["source"], ids, _worker["packs"], replay_id, now, _worker["reference"]
+    )
 
 
 def replay(
