@@ -2,8 +2,9 @@
 over the tables the store returns, as the live rounds are, or with `--reference` by the Python
 evaluators, the specification, one `Trajectory` at a time.
 
-The native path builds `Trajectory` objects only when a rule it leaves to Python (one with a
-regex condition) applies to a run of the batch. Both give each run the results `evaluate_pack`
+The native path builds `Trajectory` objects only when the Python evaluators are needed: a rule
+it leaves to Python (one with a regex condition) applies to a run of the batch, or it defers a
+result to them; the whole batch is then built, once. Both give each run the results `evaluate_pack`
 gives it, pack after pack, field for field (tests/integration/test_replay_native.py holds the
 two equal on every capture under every shipped and example pack)."""
 
@@ -80,7 +81,7 @@ def stored(table: pa.Table, name: str) -> pa.Table:
         )
     schema = ARROW_SCHEMAS[name]
     fields = [
-        schema.field(c) if c in schema.names else pa.field(c, pa.string())
+        pa.field(c, pa.string()) if c == "attributes" else schema.field(c)
         for c in table.column_names
     ]
     return table.cast(pa.schema(fields))

@@ -60,13 +60,17 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "data" / "sextant.duckdb"
 
 
-def replayed(db: Path, packs: list[LoadedPack], reference: bool) -> tuple[Report, pa.Table | None]:
+def replayed(
+    db: Path, packs: list[LoadedPack], reference: bool, jobs: int = 1
+) -> tuple[Report, pa.Table | None]:
     """The replay's report and the result rows it would store (None when no rule applied)."""
     spec = SourceSpec(db=db)
     source = spec.open()
     try:
         ids = Selection().keys(source)
-        report, tables = replay(spec, source, ids, packs, NOW, write=True, reference=reference)
+        report, tables = replay(
+            spec, source, ids, packs, NOW, write=True, jobs=jobs, reference=reference
+        )
     finally:
         source.close()
     if not tables:
@@ -147,3 +151,20 @@ def test_a_pack_the_interpreter_reads_whole_builds_no_python_trajectory(
     monkeypatch.setattr(evaluate, "trajectories_of", refused)
     report, rows = replayed(store, [load_pack(p) for p in SHIPPED], reference=False)
     assert rows is not None and rows.num_rows == report.results > 0
+
+
+def test_worker_processes_replay_natively_as_one_process_does(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of a few runs spread over two worker processes, each evaluating natively or
+    with the reference as it was told."""
+    from collector.replay import run
+
+    monkeypatch.setattr(run, "BATCH", 8)
+    packs = [load_pack(p) for p in PACK_FILES]
+    one, one_rows = replayed(store, packs, reference=False)
+    for reference in (False, True):
+        two, two_rows = replayed(store, packs, reference=reference, jobs=2)
+        assert two.outcomes == one.outcomes
+        assert two.changes == one.changes
+        assert one_rows is not None and two_rows is not None and two_rows.equals(one_rows)

@@ -17,11 +17,15 @@ class QuickRandom(random.Random):
     """A generator whose `choice` and `randint` take one float draw each instead of rejecting
     and redrawing to be exactly uniform: `randint` at about three quarters of the standard
     one's cost, `choice` at about the same (timeit, a million calls). Uneven by at most 2**-53
-    over ranges far below 2**53 (every one a fuzzer asks for), which no generated case notices.
-    The seeded rounds of the interpreter's differential test are drawn from it."""
+    over ranges below 2**53, which no generated case notices; a wider range (a huge integer)
+    is drawn as the standard one draws it, since one float has too few bits for it. The seeded
+    rounds of both native differential tests (the interpreter's and the builder's) draw from
+    it."""
 
     def choice(self, seq: Any) -> Any:
         return seq[int(self.random() * len(seq))]
 
     def randint(self, a: int, b: int) -> int:
+        if b - a >= 1 << 53:
+            return super().randint(a, b)
         return a + int(self.random() * (b - a + 1))

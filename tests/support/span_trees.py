@@ -79,8 +79,10 @@ def put(into: Any, value: Any) -> None:
     elif isinstance(value, dict):
         into.kvlist_value.SetInParent()
         put_all(into.kvlist_value.values, value)
+    elif value is None:
+        into.SetInParent()  # an empty value
     else:
-        into.SetInParent()  # None: an empty value
+        raise TypeError(f"no OTLP value for {type(value).__name__}")
 
 
 class Generator:

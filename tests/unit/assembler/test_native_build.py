@@ -3,7 +3,7 @@ tables the Python builder makes (`build_batch` without an evaluator): on every r
 on the odd and poisonous inputs the robustness tests use, and on seeded random rounds. What it
 does not read as Python does, it refuses with `Unsupported` rather than build differently.
 
-`scripts/fuzz-native-build --seed N --count M` runs the random rounds for longer."""
+`scripts/fuzz-native-build --seed N --count M` runs random rounds from other seeds."""
 
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ CAPTURES = sorted(
     for p in (TESTDATA / folder).glob("*.json")
     if not p.name.endswith(".expected.json")
 )
-# Generated trajectories compared in all (seeded: the same ones each time), about 7 minutes on
-# two cores; SEXTANT_NATIVE_BUILD_TRACES changes it (scripts/fuzz-native-build runs any seeds).
+# Generated trajectories compared in all (seeded: the same ones each time on as many cores),
+# about 7 minutes on two cores; SEXTANT_NATIVE_BUILD_TRACES changes it (scripts/fuzz-native-build
+# runs any seeds).
 FUZZ_TRACES = int(os.environ.get("SEXTANT_NATIVE_BUILD_TRACES", "1000000"))
 
 
@@ -195,6 +196,7 @@ def test_a_round_without_spans_or_with_deleted_traces_builds_nothing() -> None:
     assert_same(spans, [Closing("0" * 32, "complete", 1), *closing_all(spans)])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1500)  # about 7 minutes on two cores; a slower machine takes longer
 def test_generated_rounds_build_the_same_tables() -> None:
     """A million trajectories (unless SEXTANT_NATIVE_BUILD_TRACES says otherwise) in seeded

@@ -136,6 +136,7 @@ def test_captures_cover_the_support_packs_approval_boundaries(
     assert all(r["deferred"] is None for r in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)  # four to five minutes on two cores; a slower machine takes longer
 def test_generated_runs_and_rules_get_the_python_results() -> None:
     """Generated packs and a million generated runs, on every core, a seed per process."""
