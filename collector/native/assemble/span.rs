@@ -318,7 +318,7 @@ impl<'a> SpanView<'a> {
     /// where in it).
     pub fn once<T: Clone>(
         &self,
-        pick: fn(&SpanMemo) -> &OnceLock<T>,
+        pick: impl FnOnce(&SpanMemo) -> &OnceLock<T>,
         read: impl FnOnce(&Self) -> Result<T, Fail>,
     ) -> Result<T, Fail> {
         let cell = pick(self.memo());
@@ -335,15 +335,10 @@ impl<'a> SpanView<'a> {
 
     /// A `sextant.*` attribute of the span, or of one of its events (None for JSON null).
     pub fn sextant_value(&self, key: &str) -> Result<Option<Value>, Fail> {
-        let Some(at) = SEXTANT_KEYS.iter().position(|k| *k == key) else {
-            return self.read_sextant(key);
-        };
-        let cell = &self.memo().sextant_values[at];
-        if let Some(found) = cell.get() {
-            return Ok(found.clone());
+        match SEXTANT_KEYS.iter().position(|k| *k == key) {
+            Some(at) => self.once(|m| &m.sextant_values[at], |s| s.read_sextant(key)),
+            None => self.read_sextant(key),
         }
-        let found = self.read_sextant(key)?;
-        Ok(cell.get_or_init(|| found).clone())
     }
 
     fn read_sextant(&self, key: &str) -> Result<Option<Value>, Fail> {
