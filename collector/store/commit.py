@@ -39,8 +39,13 @@ class Committer:
         clock: Clock,
         journal: Journal | None,
         span_keys: RecentSpanKeys,
+        own_cursor: bool = False,
     ) -> None:
         self.database = database
+        # DuckDB runs one transaction at a time on a connection: a lane committing beside
+        # another does so on a cursor of its own (made once the store is open).
+        self.own_cursor = own_cursor
+        self._cursor: duckdb.DuckDBPyConnection | None = None
         self.span_keys = span_keys  # drops the spans stored before (re-sent)
         self.queue = queue
         self.metrics = metrics
@@ -55,10 +60,25 @@ class Committer:
         for reason in ("queue_full", "commit_failed", "journal_failed"):  # at 0 for increase()
             metrics.dropped.labels(reason)
 
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """What this committer's transactions run on."""
+        if not self.own_cursor:
+            return self.database.connection
+        if self._cursor is None:
+            self._cursor = self.database.cursor()
+        return self._cursor
+
+    def close(self) -> None:
+        """Closes its own cursor, once its thread has stopped committing."""
+        if self._cursor is not None:
+            self._cursor.close()
+            self._cursor = None
+
     def commit(self, taken: list[Pending]) -> bool:
         """Whether the rows are stored; if not, `fail` has answered or requeued them."""
         started = time.perf_counter()
-        con = self.database.connection
+        con = self.connection
         grouped: dict[str, list[pa.Table]] = {}
         for item in taken:
             for table, data in item.parts.items():

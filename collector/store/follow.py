@@ -3,7 +3,8 @@ once, however many share a commit or a timestamp.
 
 The stages that read what others stored (evaluation events from `logs`; judges and sessions
 from `trajectories`) keep a `Follow` each. A row's `store_seq` is assigned as it is inserted
-and the single writer commits in order (collector/store/schema.py), so "the rows numbered past
+and the one lane of the writer that writes its table commits in order
+(collector/store/schema.py), so "the rows numbered past
 the last one looked at" misses nothing: a timestamp cursor does (every row of one commit shares
 its `received_at`, and runs close out of order), and a batch limit cut inside one timestamp
 skipped the rest of the commit.

@@ -14,9 +14,10 @@ import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
-# Called in the writer thread after each successful commit with what it stored and the
+# Called after each successful commit, in the thread of the writer's lane that made it (so from
+# two threads: a hook keeps its own state under a lock), with what it stored and the
 # `received_at` it stamped on those rows; the assembler learns about new spans this way, the
-# decision engine about new failing results. It holds up the next commit: keep it cheap.
+# decision engine about new failing results. It holds up the lane's next commit: keep it cheap.
 CommitHook = Callable[[dict[str, pa.Table], datetime], None]
 
 

@@ -378,9 +378,11 @@ def with_key(name: str, table: tuple[tuple[str, str, pa.DataType | None], ...], 
 
 
 # The tables stages follow (collector/store/follow.py): each row gets the next number of one
-# sequence as it is inserted, `store_seq`, the last column. The single writer inserts and
-# commits one transaction at a time, so a row committed later always has a larger number,
-# whatever its timestamps: a follower that read up to N has read every row numbered N or less.
+# sequence as it is inserted, `store_seq`, the last column. Each table is written by one lane
+# of the writer (`logs` by the loads, `trajectories` by the stages' writes), which inserts and
+# commits one transaction at a time, so a row committed later always has a larger number than
+# the table's rows before it, whatever its timestamps: a follower that read up to N has read
+# every row of its table numbered N or less.
 FOLLOWED = ("logs", "trajectories")
 STORE_SEQ = "nextval('store_seq')"
 

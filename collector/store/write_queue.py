@@ -15,16 +15,19 @@ from collector.store.pending import Pending, Progress
 
 
 class WriteQueue:
-    """Requests waiting for a commit, in journal order, bounded in rows: a full queue refuses
-    (never blocks) so the client retries, rather than holding its connection while memory grows.
+    """Requests waiting for a commit, bounded in rows: a full queue refuses (never blocks) so
+    the client retries, rather than holding its connection while memory grows.
 
-    The stages' own writes (a round's trajectories and results, decisions, sessions) wait in
-    front of the export requests: a stage waits for its commit, and behind a backlog of
-    acknowledged exports it would wait seconds for rows that do not depend on them (they are
-    built from rows already committed), while those exports, journaled, wait for nothing.
+    It has two lanes, each taken by its own thread of the writer. The loads: export
+    requests (and any rows of spans or logs), in journal order. The stages' own writes (a
+    round's trajectories and results, decisions, sessions): a stage waits for its commit, and
+    behind a load of tens of thousands of acknowledged spans it waited for all of it, for rows
+    that do not depend on them (they are built from rows already committed), while those
+    exports, journaled, wait for nothing. Each table is written by one lane only, so its rows
+    are committed in the order they were inserted (collector/store/follow.py).
 
     Its condition is the writer's one lock: the commit, journal and replay threads take it to
-    share the queue, the journal's progress and the commit's failure state.
+    share the queue, the journal's progress and the commits' failure state.
     """
 
     def __init__(self, config: WriterConfig, metrics: StoreMetrics) -> None:
@@ -33,8 +36,8 @@ class WriteQueue:
         self.cond = threading.Condition()
         self.stopping = False
         self.progress = Progress()
-        self._items: deque[Pending] = deque()  # export requests, in journal order
-        self._ahead: deque[Pending] = deque()  # the stages' own writes, taken first
+        self._items: deque[Pending] = deque()  # the loads: export requests, in journal order
+        self._stages: deque[Pending] = deque()  # the stages' own writes, a lane of their own
         self._rows = 0  # queued, and for journaled requests also those being appended
         self._incoming = 0
         metrics.queue_limit.set(config.max_queue_rows)
@@ -71,11 +74,11 @@ class WriteQueue:
         with self.cond:
             return self._items[0].queued_at if self._items else 0.0
 
-    def push(self, items: list[Pending], ahead: bool = False) -> None:
-        """Queues requests whose rows are already reserved; `ahead`: a stage's own write,
-        committed before the export requests queued (in the order the stages wrote)."""
+    def push(self, items: list[Pending], stages: bool = False) -> None:
+        """Queues requests whose rows are already reserved; `stages`: the stages' own writes,
+        committed in their lane (in the order the stages wrote)."""
         with self.cond:
-            (self._ahead if ahead else self._items).extend(items)
+            (self._stages if stages else self._items).extend(items)
             self.cond.notify_all()
 
     def add(self, item: Pending) -> None:
@@ -113,24 +116,29 @@ class WriteQueue:
                 self.cond.notify_all()
 
     def take(self, appending: Callable[[], bool]) -> list[Pending] | None:
-        """The next commit's requests, at most max_commit_rows (at least one request): the
-        stages' writes first, then exports in journal order; None once stopping with nothing
-        queued and nothing being appended to the journal."""
+        """The next load's requests, at most max_commit_rows (at least one request), in
+        journal order; None once stopping with nothing queued and nothing being appended to
+        the journal."""
+        return self._take(self._items, appending)
+
+    def take_stages(self) -> list[Pending] | None:
+        """The stages' writes for their next commit, as `take`; None once stopping with none."""
+        return self._take(self._stages, lambda: False)
+
+    def _take(self, queued: deque[Pending], appending: Callable[[], bool]) -> list[Pending] | None:
         with self.cond:
-            while not (self._ahead or self._items) and not (self.stopping and not appending()):
+            while not queued and not (self.stopping and not appending()):
                 self.cond.wait(0.1 if self.stopping else None)
-            if not (self._ahead or self._items):
+            if not queued:
                 return None
-            self._linger()
+            if queued is self._items:
+                self._linger()
             taken: list[Pending] = []
             rows = 0
-            for queued in (self._ahead, self._items):
-                while queued and (
-                    not taken or rows + queued[0].rows <= self.config.max_commit_rows
-                ):
-                    item = queued.popleft()
-                    rows += item.rows
-                    taken.append(item)
+            while queued and (not taken or rows + queued[0].rows <= self.config.max_commit_rows):
+                item = queued.popleft()
+                rows += item.rows
+                taken.append(item)
             self._rows -= rows
             self.metrics.queue_rows.set(self._rows)
             return taken
@@ -139,7 +147,7 @@ class WriteQueue:
         # Every commit has a fixed cost of a few milliseconds, so when more requests are being
         # decoded right now, wait (at most max_linger) to commit them together; rows already
         # acknowledged (journaled) wait longer for the same reason, load_linger at most.
-        journaled = not self._ahead and all(item.seq for item in self._items)
+        journaled = all(item.seq for item in self._items)
         linger = self.config.load_linger_seconds if journaled else 0.0
         deadline = time.monotonic() + max(linger, self.config.max_linger_seconds)
         while (
@@ -149,6 +157,6 @@ class WriteQueue:
             and (remaining := deadline - time.monotonic()) > 0
         ):
             self.cond.wait(remaining)
-            journaled = journaled and not self._ahead and all(item.seq for item in self._items)
+            journaled = journaled and all(item.seq for item in self._items)
             if not journaled and not self._incoming:
                 break

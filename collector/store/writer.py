@@ -1,4 +1,5 @@
-"""The single writer: a bounded queue of Arrow batches, committed together (group commit).
+"""The writer: a bounded queue of Arrow batches, committed together (group commit) in two
+lanes, the loads of exports and the stages' own writes, each a thread of its own.
 
 The queue and its linger are in write_queue.py, one commit and its failure state in commit.py,
 the journal's replay at start in replay.py; this module wires them to the threads.
@@ -27,6 +28,7 @@ from collector.store.journal import Frame, Journal
 from collector.store.metrics import StoreMetrics
 from collector.store.pending import CommitHook, Pending, settle
 from collector.store.span_keys import RecentSpanKeys
+from collector.store.tables import SIGNAL_TABLES
 from collector.store.write_queue import WriteQueue
 from collector.threads import name_os_thread
 
@@ -34,6 +36,9 @@ log = logging.getLogger(__name__)
 # How long a stage waits for its rows to be committed, room in a full queue included.
 STORE_TIMEOUT_SECONDS = 30.0
 QUEUE_FULL_PAUSE_SECONDS = 0.05
+
+# The tables of the exports' rows: loaded in the loads' lane, whoever writes them.
+INGESTED = frozenset(SIGNAL_TABLES.values())
 
 # A failed load of journaled rows is tried again after this long, doubling up to the cap.
 RETRY_SECONDS = (0.05, 1.0)
@@ -48,6 +53,12 @@ class Writer:
     thread fsyncs the requests queued meanwhile together), and its rows are loaded behind the
     ack; the stages' own writes (trajectories, results, decisions) still complete at their
     COMMIT. A failed load of journaled rows is retried: they were acknowledged.
+
+    The stages' writes are committed by a second thread on a cursor of its own, beside the
+    loads (DuckDB appends to different tables in concurrent transactions), so a round's commit
+    does not wait behind a load of acknowledged spans. Rows of spans and logs always go with
+    the loads, whoever writes them: each table has one lane, and its rows are committed in the
+    order they were inserted.
     """
 
     def __init__(
@@ -70,8 +81,10 @@ class Writer:
         self.queue = WriteQueue(config, metrics)
         keys = RecentSpanKeys(config.resent_window_seconds, config.resent_max_keys, metrics)
         self.committer = Committer(database, self.queue, metrics, self.clock, journal, keys)
-        self.committer.on_commit = on_commit
+        self.stages = Committer(database, self.queue, metrics, self.clock, None, keys, True)
+        self.on_commit = on_commit
         self._thread: threading.Thread | None = None
+        self._stages_thread: threading.Thread | None = None
         self._unloaded: list[Frame] = []  # acknowledged by a previous run, not loaded
 
     @property
@@ -80,7 +93,8 @@ class Writer:
 
     @on_commit.setter
     def on_commit(self, hook: CommitHook | None) -> None:
-        self.committer.on_commit = hook
+        """Called after each commit, from the thread of its lane."""
+        self.committer.on_commit = self.stages.on_commit = hook
 
     @property
     def on_invalidated(self) -> Callable[[str], None] | None:
@@ -89,7 +103,7 @@ class Writer:
 
     @on_invalidated.setter
     def on_invalidated(self, hook: Callable[[str], None] | None) -> None:
-        self.committer.on_invalidated = hook
+        self.committer.on_invalidated = self.stages.on_invalidated = hook
 
     @property
     def alive(self) -> bool:
@@ -100,7 +114,11 @@ class Writer:
     def failing(self) -> str:
         """Why the last commit or journal append failed ('' once one succeeds): disk full, a
         broken store."""
-        return self.committer.last_error or (self.appender.failing if self.appender else "")
+        return (
+            self.committer.last_error
+            or self.stages.last_error
+            or (self.appender.failing if self.appender else "")
+        )
 
     def start(self) -> None:
         """Opens the journal, keeping the requests a previous run acknowledged but had not
@@ -111,6 +129,10 @@ class Writer:
             )
         self._thread = threading.Thread(target=self._run, name="sextant-writer", daemon=True)
         self._thread.start()
+        self._stages_thread = threading.Thread(
+            target=self._run_stages, name="sextant-writer-stages", daemon=True
+        )
+        self._stages_thread.start()
         if self.appender is not None:
             self.appender.start()
 
@@ -148,8 +170,9 @@ class Writer:
                 self.queue.cond.notify_all()  # try the held load again now rather than at its turn
                 raise StoreUnavailable(f"the store cannot commit: {self.committer.last_error}")
             self.queue.reserve(pending.rows)
-            if not journaled:  # a stage's own write (no request) goes ahead of the exports
-                self.queue.push([pending], ahead=request is None)
+            if not journaled:  # a stage's own write (no request) has its lane
+                stages = request is None and not parts.keys() & INGESTED
+                self.queue.push([pending], stages=stages)
         if journaled and self.appender is not None:
             self.appender.put(pending)
         return pending.future
@@ -226,14 +249,16 @@ class Writer:
         self.queue.stop()
         if self.appender is not None:  # what it appends still loads below
             self.appender.stop(deadline)
-        if self._thread is not None:
-            self._thread.join(remaining(deadline))
-            if self._thread.is_alive():
-                log.error("writer did not finish its last commit before the shutdown deadline")
+        for thread in (self._thread, self._stages_thread):
+            if thread is not None:
+                thread.join(remaining(deadline))
+                if thread.is_alive():
+                    log.error("%s did not finish its last commit by the deadline", thread.name)
 
     def threads(self) -> list[threading.Thread]:
         journal = self.appender.threads() if self.appender is not None else []
-        return ([self._thread] if self._thread is not None else []) + journal
+        own = [t for t in (self._thread, self._stages_thread) if t is not None]
+        return own + journal
 
     def _appended(self, taken: list[Pending], seqs: list[int]) -> None:
         """From the journal thread: the requests are on disk; acknowledge them, load them."""
@@ -255,6 +280,19 @@ class Writer:
     def _appending(self) -> bool:
         return self.appender is not None and self.appender.busy
 
+    def _run_stages(self) -> None:
+        """The stages' lane: a failed commit has told its stage, which writes again."""
+        name_os_thread()
+        try:
+            while (taken := self.queue.take_stages()) is not None:
+                try:
+                    self.stages.commit(taken)
+                except Exception as exc:  # the lane must outlive any one commit
+                    log.exception("unexpected error in the stages' writer")
+                    self.stages.fail(self.stages.connection, taken, exc)
+        finally:
+            self.stages.close()
+
     def _run(self) -> None:
         name_os_thread()
         retry = RETRY_SECONDS[0]
@@ -263,7 +301,7 @@ class Writer:
                 loaded = self.committer.commit(taken)
             except Exception as exc:  # the writer must outlive any one commit
                 log.exception("unexpected error in the writer")
-                self.committer.fail(self.database.connection, taken, exc)
+                self.committer.fail(self.committer.connection, taken, exc)
                 loaded = False
             if loaded:
                 retry = RETRY_SECONDS[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import sys
+import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -57,25 +58,52 @@ def test_queued_requests_share_one_commit(store) -> None:
     assert registry.get_sample_value("sextant_store_commit_rows_sum") == 20
 
 
-def test_a_stages_write_is_committed_before_the_exports_queued_ahead_of_it(
-    tmp_path: Path,
-) -> None:
-    """A round's rows are built from committed spans: they need not wait behind the export
-    requests queued meanwhile, and the round waits for its commit while those do not."""
+def test_a_stages_write_is_committed_while_a_load_is_in_progress(tmp_path: Path) -> None:
+    """A round's rows are built from committed spans: they do not wait behind the load of the
+    export requests queued before them, which runs in a lane of its own."""
+    database = Database(tmp_path / "s.duckdb")
+    database.open()
+    writer = Writer(database, WriterConfig(), StoreMetrics(CollectorRegistry()))
+    loading, release = threading.Event(), threading.Event()
+
+    def hook(tables: dict[str, pa.Table], _: object) -> None:
+        if "spans" in tables:  # the load's commit is done; its lane is held here
+            loading.set()
+            release.wait(10)
+
+    writer.on_commit = hook
+    try:
+        writer.start()
+        export = writer.submit("spans", batch(10), ("traces", "protobuf", 1000, b""))
+        assert loading.wait(10)
+        stage = writer.submit_tables({"sessions": sessions_batch({"s-1": 1}, set())})
+        assert stage.result(10) is None
+        assert not export.done()
+        sessions = database.cursor().execute("SELECT session_id FROM sessions").fetchall()
+        assert sessions == [("s-1",)]
+        release.set()
+        assert export.result(10) is None
+    finally:
+        release.set()
+        writer.shutdown(deadline_in(5))
+        database.close()
+
+
+def test_rows_of_spans_go_with_the_loads_in_the_order_written(tmp_path: Path) -> None:
+    """Spans written with no request still share the loads' lane: a table has one lane, so
+    its rows are committed in the order they were inserted."""
     database = Database(tmp_path / "s.duckdb")
     database.open()
     writer = Writer(database, WriterConfig(max_commit_rows=10), StoreMetrics(CollectorRegistry()))
     commits: list[int] = []
     writer.on_commit = lambda tables, _: commits.append(tables["spans"].num_rows)
     try:
-        exports = [
-            writer.submit("spans", batch(10), ("traces", "protobuf", 1000, b"")) for _ in range(3)
-        ]
-        stage = writer.submit_tables({"spans": batch(4)})  # no request: a stage's own write
+        export = writer.submit("spans", batch(10), ("traces", "protobuf", 1000, b""))
+        stage = writer.submit_tables({"spans": batch(4)})  # no request
         writer.start()
-        concurrent.futures.wait([*exports, stage], 10)
-        assert [f.exception() for f in (*exports, stage)] == [None] * 4
-        assert commits == [4, 10, 10, 10]
+        concurrent.futures.wait([export, stage], 10)
+        assert [f.exception() for f in (export, stage)] == [None, None]
+        assert commits == [10, 4]
     finally:
         writer.shutdown(deadline_in(5))
         database.close()
