@@ -20,7 +20,9 @@ def open_journal(
 ) -> list[Frame]:
     """Opens the journal after the last frame the store recorded as loaded; the frames past it,
     which a previous run acknowledged but had not loaded."""
-    row = database.connection.execute("SELECT applied_seq FROM journal_state").fetchone()
+    # On a cursor of its own: a result left unfinished on the loads' connection refuses the
+    # `register` of their first commit.
+    row = database.read(lambda c: c.execute("SELECT applied_seq FROM journal_state").fetchone())
     queue.progress.applied = queue.progress.acked = int(row[0]) if row else 0
     unloaded = list(journal.open(queue.progress.applied))
     metrics.journal_bytes.set(journal.bytes)

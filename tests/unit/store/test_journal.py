@@ -115,6 +115,24 @@ def test_acknowledged_requests_are_loaded_and_a_read_after_the_ack_sees_them(
         database.close()
 
 
+def test_a_span_sent_twice_is_stored_once_by_the_first_load_without_a_failed_commit(
+    tmp_path: Path,
+) -> None:
+    """The journal is opened by reading the store: that read must leave the loads' connection
+    free for their first commit, which asks the store about the span seen twice."""
+    database, writer, registry = open_writer(tmp_path)
+    try:
+        again = request(3)
+        for future in [submit(writer, again), submit(writer, again)]:
+            future.result(5)
+        writer.settled().result(5)
+        assert sum(stored(database).values()) == 3
+        assert registry.get_sample_value("sextant_store_commit_errors_total") == 0
+    finally:
+        writer.shutdown(deadline_in(5))
+        database.close()
+
+
 def test_requests_acknowledged_but_not_loaded_are_loaded_at_the_next_start(
     tmp_path: Path,
 ) -> None:
