@@ -107,7 +107,7 @@ class Committer:
                 inserts = {**INSERTS, **INSERTS_IGNORING_DUPLICATES}
                 written = self.write(con, stored, inserts, received_at, applied)
         except Exception as exc:
-            self.fail(con, taken, exc)
+            self.fail(taken, exc)
             return False
         with self.queue.cond:  # before the commit hooks run: /readyz and exports agree at once
             self.last_error = ""
@@ -169,7 +169,8 @@ class Committer:
         con.unregister("batch")
         return written
 
-    def fail(self, con: duckdb.DuckDBPyConnection, taken: list[Pending], exc: Exception) -> None:
+    def fail(self, taken: list[Pending], exc: Exception) -> None:
+        con = self.connection
         # The transaction may already be gone; the error below is what matters.
         with contextlib.suppress(Exception):
             con.execute("ROLLBACK")

@@ -81,7 +81,9 @@ class Writer:
         self.queue = WriteQueue(config, metrics)
         keys = RecentSpanKeys(config.resent_window_seconds, config.resent_max_keys, metrics)
         self.committer = Committer(database, self.queue, metrics, self.clock, journal, keys)
-        self.stages = Committer(database, self.queue, metrics, self.clock, None, keys, True)
+        self.stages = Committer(
+            database, self.queue, metrics, self.clock, None, keys, own_cursor=True
+        )
         self.on_commit = on_commit
         self._thread: threading.Thread | None = None
         self._stages_thread: threading.Thread | None = None
@@ -289,7 +291,7 @@ class Writer:
                     self.stages.commit(taken)
                 except Exception as exc:  # the lane must outlive any one commit
                     log.exception("unexpected error in the stages' writer")
-                    self.stages.fail(self.stages.connection, taken, exc)
+                    self.stages.fail(taken, exc)
         finally:
             self.stages.close()
 
@@ -301,7 +303,7 @@ class Writer:
                 loaded = self.committer.commit(taken)
             except Exception as exc:  # the writer must outlive any one commit
                 log.exception("unexpected error in the writer")
-                self.committer.fail(self.committer.connection, taken, exc)
+                self.committer.fail(taken, exc)
                 loaded = False
             if loaded:
                 retry = RETRY_SECONDS[0]
