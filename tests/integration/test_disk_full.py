@@ -18,7 +18,10 @@ from tests.support.process import EPHEMERAL, Serve
 from tests.support.wait import wait_for
 
 FS_MB = 24
-FILLER_BYTES = 8_000_000  # removed to give the store its space back
+FILLER_BYTES = 16_000_000  # removed to give the store its space back: twice what it filled
+# Each span carries this many random bytes (as hex): the disk fills after a bounded number of
+# exports whatever the store's compression and the checkpoints' timing make of plain spans.
+PAYLOAD_BYTES = 1024
 
 
 @pytest.fixture
@@ -41,6 +44,14 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+def payload_spans(trace_id: bytes) -> list[dict]:
+    """Fifty spans of one trace, each with an incompressible attribute."""
+    spans = simple_spans(50, trace_id)
+    for span in spans:
+        span["attributes"] = {"payload": os.urandom(PAYLOAD_BYTES).hex()}
+    return spans
+
+
 def test_a_full_disk_refuses_then_recovers_without_losing_an_acknowledged_span(
     small_disk: Path,
 ) -> None:
@@ -55,14 +66,14 @@ def test_a_full_disk_refuses_then_recovers_without_losing_an_acknowledged_span(
             def send() -> grpc.StatusCode | None:
                 trace_id = new_trace_id()
                 try:
-                    call(trace_request(simple_spans(50, trace_id)).SerializeToString(), timeout=10)
+                    call(trace_request(payload_spans(trace_id)).SerializeToString(), timeout=10)
                 except grpc.RpcError as exc:
                     return exc.code()
                 acked.append(trace_id.hex())
                 return None
 
             refused = None
-            for _ in range(3000):
+            for _ in range(1000):  # the 8 MB left are full of payload within a hundred
                 if (refused := send()) is not None:
                     break
             assert refused == grpc.StatusCode.UNAVAILABLE, "the disk never filled"
