@@ -115,12 +115,19 @@ class Writer:
     @property
     def failing(self) -> str:
         """Why the last commit or journal append failed ('' once one succeeds): disk full, a
-        broken store."""
-        return (
+        broken store. With a journal, also how much it holds: what was acknowledged and waits
+        to load needs about as much space again in the store, so an SRE knows what to free."""
+        why = (
             self.committer.last_error
             or self.stages.last_error
             or (self.appender.failing if self.appender else "")
         )
+        if why and self.journal is not None and self.journal.bytes:
+            why += (
+                f" (the journal holds {self.journal.bytes / 2**20:.1f} MiB; the acknowledged"
+                " requests in it not loaded yet need about as much free space again to load)"
+            )
+        return why
 
     def start(self) -> None:
         """Opens the journal, keeping the requests a previous run acknowledged but had not

@@ -4,6 +4,7 @@ and once space returns the same process takes data again and stops cleanly."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,7 +80,9 @@ def test_a_full_disk_refuses_then_recovers_without_losing_an_acknowledged_span(
             assert refused == grpc.StatusCode.UNAVAILABLE, "the disk never filled"
             ready = requests.get(f"{admin}/readyz", timeout=5)
             assert ready.status_code == 503
-            assert "No space left on device" in ready.json()["reason"]
+            reason = ready.json()["reason"]
+            assert "No space left on device" in reason
+            assert re.search(r"the journal holds \d+\.\d MiB; the acknowledged requests", reason)
 
             (small_disk / "filler").unlink()
             # the same process loads what it had acknowledged, is ready and takes data again
